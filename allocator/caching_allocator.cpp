@@ -1,0 +1,588 @@
+#include "dtr/caching_allocator.h"
+
+#include <algorithm>
+#include <bit>
+#include <deque>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "dtr/check.h"
+#include "log.h"
+
+namespace dtr {
+
+const char* to_string(Pool pool) { return pool == Pool::small ? "small" : "large"; }
+
+namespace {
+
+struct Segment;
+
+// A run of bytes inside a segment, allocated or free. Blocks of a segment form a doubly linked list in
+// address order.
+struct Block {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested = 0;
+  Segment* segment = nullptr;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  bool allocated = false;
+  OwnerTag owner = 0;
+};
+
+struct Segment {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  Pool pool = Pool::small;
+  Block* head = nullptr;
+
+  bool empty() const { return !head->allocated && head->next == nullptr; }
+};
+
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const {
+    return a->size != b->size ? a->size < b->size : a->address < b->address;
+  }
+};
+
+using FreeSet = std::set<Block*, BySizeThenAddress>;
+using LiveMap = std::unordered_map<std::uintptr_t, Block*>;
+
+std::size_t index_of(Pool pool) { return pool == Pool::small ? 0 : 1; }
+
+void* to_pointer(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
+}  // namespace
+
+namespace {
+
+struct Request {
+  std::size_t bytes = 0;    // as asked
+  std::size_t rounded = 0;  // the block size that serves it
+  Pool pool = Pool::small;
+};
+
+std::size_t round_up(std::size_t bytes, std::size_t multiple) { return (bytes + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+// Everything behind the lock; every member function expects `mutex` held. The containers recycle their nodes
+// (node handles) and blocks are pooled, so a cache hit performs no heap allocation.
+struct CachingAllocator::State {
+  State(MemoryResource& upstream_resource, const CachingAllocatorOptions& opts)
+      : upstream(upstream_resource), options(opts) {}
+
+  MemoryResource& upstream;
+  const CachingAllocatorOptions& options;
+
+  mutable std::mutex mutex;
+  std::optional<std::uint64_t> budget;
+  Reclaimer* reclaimer = nullptr;
+
+  std::array<FreeSet, 2> free_blocks;  // by pool
+  std::vector<FreeSet::node_type> spare_free_nodes;
+  LiveMap live;  // address -> allocated block
+  std::vector<LiveMap::node_type> spare_live_nodes;
+  std::map<std::uintptr_t, std::unique_ptr<Segment>> segments;  // by address
+  std::deque<Block> block_storage;
+  std::vector<Block*> spare_blocks;
+
+  AllocatorStats stats;
+  std::uint64_t blocks_freed = 0;  // how the reclaim loop sees progress
+
+  // ---- allocation and free ----
+
+  Block* try_allocate(const Request& r) {
+    Block* block = best_fit(r);
+    if (block == nullptr) block = reserve_segment(r);
+    if (block == nullptr) return nullptr;
+    split(block, r);
+    block->allocated = true;
+    block->requested = r.bytes;
+    insert_live(block);
+    stats.allocated_bytes.current += block->size;
+    stats.requested_bytes.current += r.bytes;
+    stats.active_blocks.current += 1;
+    stats.num_allocations += 1;
+    update_derived();
+    return block;
+  }
+
+  void free(Block* block) {
+    erase_live(block);
+    stats.allocated_bytes.current -= block->size;
+    stats.requested_bytes.current -= block->requested;
+    stats.active_blocks.current -= 1;
+    stats.num_frees += 1;
+    blocks_freed += 1;
+    block->allocated = false;
+    block->requested = 0;
+    block->owner = 0;
+    if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
+      erase_free(prev);
+      absorb(prev, block);
+      block = prev;
+    }
+    if (Block* next = block->next; next != nullptr && !next->allocated) {
+      erase_free(next);
+      absorb(block, next);
+    }
+    insert_free(block);
+    update_derived();
+  }
+
+  Block* best_fit(const Request& r) {
+    FreeSet& set = free_blocks[index_of(r.pool)];
+    Block key;
+    key.size = r.rounded;
+    auto it = set.lower_bound(&key);
+    if (it == set.end()) return nullptr;
+    Block* block = *it;
+    erase_free(block);
+    return block;
+  }
+
+  bool should_split(Pool pool, std::size_t remaining) const {
+    // A large block keeps a small tail rather than leave a sliver no large request could use.
+    return pool == Pool::small ? remaining >= options.rounding : remaining > options.small_request_limit;
+  }
+
+  void split(Block* block, const Request& r) {
+    const std::size_t remaining = block->size - r.rounded;
+    if (!should_split(r.pool, remaining)) return;
+    Block* rest = new_block();
+    rest->address = block->address + r.rounded;
+    rest->size = remaining;
+    rest->segment = block->segment;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next != nullptr) block->next->prev = rest;
+    block->next = rest;
+    block->size = r.rounded;
+    insert_free(rest);
+  }
+
+  // Folds `second`, the block right after `first`, into `first`. Neither is in a free set.
+  void absorb(Block* first, Block* second) {
+    first->size += second->size;
+    first->next = second->next;
+    if (second->next != nullptr) second->next->prev = first;
+    recycle(second);
+  }
+
+  // ---- segments ----
+
+  std::size_t nominal_segment_size(const Request& r) const {
+    if (r.pool == Pool::small) return options.small_segment_bytes;
+    if (r.rounded < options.own_segment_threshold) return options.large_segment_bytes;
+    return round_up(r.rounded, options.own_segment_rounding);
+  }
+
+  // A new segment holding one free block (in no free set), or nullptr when neither the nominal segment nor one
+  // of exactly the request fits under the budget (after releasing empty segments) and in the upstream.
+  Block* reserve_segment(const Request& r) {
+    const std::size_t nominal = nominal_segment_size(r);
+    auto fitting_size = [&]() -> std::size_t {
+      if (nominal <= headroom()) return nominal;
+      if (r.rounded <= headroom()) return r.rounded;
+      return 0;
+    };
+    std::size_t size = fitting_size();
+    if (size == 0) {
+      release_empty_segments_until_headroom(r.rounded);
+      if ((size = fitting_size()) == 0) return nullptr;
+    }
+    void* ptr = upstream_allocate(size);
+    if (ptr == nullptr) {
+      // The upstream itself is full (memory outside the budget's view): give the cache back, then try the
+      // smallest segment that serves.
+      release_all_empty_segments();
+      ptr = upstream_allocate(size);
+      if (ptr == nullptr && size != r.rounded) ptr = upstream_allocate(size = r.rounded);
+      if (ptr == nullptr) return nullptr;
+    }
+    auto segment = std::make_unique<Segment>();
+    segment->address = reinterpret_cast<std::uintptr_t>(ptr);
+    segment->size = size;
+    segment->pool = r.pool;
+    Block* block = new_block();
+    block->address = segment->address;
+    block->size = size;
+    block->segment = segment.get();
+    segment->head = block;
+    segments.emplace(segment->address, std::move(segment));
+    stats.reserved_bytes.current += size;
+    stats.segments.current += 1;
+    stats.num_device_allocations += 1;
+    detail::logger().debug("{}: reserved a {} segment of {} for a request of {}", upstream.name(),
+                           to_string(r.pool), format_bytes(size), format_bytes(r.bytes));
+    return block;
+  }
+
+  void* upstream_allocate(std::size_t size) {
+    try {
+      return upstream.allocate(size, MemoryResource::kDefaultAlignment);
+    } catch (const OutOfMemory&) {
+      return nullptr;
+    }
+  }
+
+  std::vector<Segment*> empty_segments() const {
+    std::vector<Segment*> empty;
+    for (const auto& [address, segment] : segments) {
+      if (segment->empty()) empty.push_back(segment.get());
+    }
+    return empty;
+  }
+
+  // Releases empty segments until `target` bytes fit under the budget: the smallest one that makes room on its
+  // own if there is one (it keeps the most of the cache), else the largest first. Releases nothing when all
+  // of them together could not make the room.
+  void release_empty_segments_until_headroom(std::uint64_t target) {
+    if (headroom() >= target) return;
+    std::vector<Segment*> empty = empty_segments();
+    std::uint64_t releasable = 0;
+    for (const Segment* segment : empty) releasable += segment->size;
+    const std::uint64_t missing = target - headroom();
+    if (releasable < missing) return;
+    std::sort(empty.begin(), empty.end(), [](const Segment* a, const Segment* b) { return a->size < b->size; });
+    auto enough = std::lower_bound(empty.begin(), empty.end(), missing,
+                                   [](const Segment* seg, std::uint64_t m) { return seg->size < m; });
+    if (enough != empty.end()) {
+      release_segment(*enough);
+      return;
+    }
+    for (auto it = empty.rbegin(); it != empty.rend() && headroom() < target; ++it) release_segment(*it);
+  }
+
+  void release_all_empty_segments() {
+    for (Segment* segment : empty_segments()) release_segment(segment);
+  }
+
+  void release_segment(Segment* segment) {
+    const std::uintptr_t address = segment->address;
+    const std::size_t size = segment->size;
+    upstream.deallocate(to_pointer(address), size);
+    erase_free(segment->head);
+    recycle(segment->head);
+    segments.erase(address);
+    stats.reserved_bytes.current -= size;
+    stats.segments.current -= 1;
+    stats.num_device_frees += 1;
+    update_derived();
+    detail::logger().debug("{}: released a segment of {}", upstream.name(), format_bytes(size));
+  }
+
+  // ---- containers ----
+
+  Block* new_block() {
+    if (spare_blocks.empty()) return &block_storage.emplace_back();
+    Block* block = spare_blocks.back();
+    spare_blocks.pop_back();
+    *block = Block{};
+    return block;
+  }
+
+  void recycle(Block* block) { spare_blocks.push_back(block); }
+
+  void insert_free(Block* block) {
+    FreeSet& set = free_blocks[index_of(block->segment->pool)];
+    if (spare_free_nodes.empty()) {
+      set.insert(block);
+      return;
+    }
+    auto node = std::move(spare_free_nodes.back());
+    spare_free_nodes.pop_back();
+    node.value() = block;
+    set.insert(std::move(node));
+  }
+
+  void erase_free(Block* block) {
+    spare_free_nodes.push_back(free_blocks[index_of(block->segment->pool)].extract(block));
+  }
+
+  void insert_live(Block* block) {
+    if (spare_live_nodes.empty()) {
+      live.emplace(block->address, block);
+      return;
+    }
+    auto node = std::move(spare_live_nodes.back());
+    spare_live_nodes.pop_back();
+    node.key() = block->address;
+    node.mapped() = block;
+    live.insert(std::move(node));
+  }
+
+  void erase_live(Block* block) { spare_live_nodes.push_back(live.extract(block->address)); }
+
+  Block* find_live(const void* ptr) const {
+    auto it = live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    return it == live.end() ? nullptr : it->second;
+  }
+
+  // ---- accounting ----
+
+  std::uint64_t headroom() const {
+    if (!budget) return std::numeric_limits<std::uint64_t>::max();
+    return *budget > stats.reserved_bytes.current ? *budget - stats.reserved_bytes.current : 0;
+  }
+
+  std::uint64_t largest_free() const {
+    std::uint64_t largest = 0;
+    for (const FreeSet& set : free_blocks) {
+      if (!set.empty()) largest = std::max<std::uint64_t>(largest, (*set.rbegin())->size);
+    }
+    return largest;
+  }
+
+  // Derived stats and high-water marks, after every change.
+  void update_derived() {
+    auto& s = stats;
+    s.largest_free_block.current = largest_free();
+    const std::uint64_t free_bytes = s.reserved_bytes.current - s.allocated_bytes.current;
+    s.fragmentation = free_bytes == 0 ? 0.0
+                                      : 1.0 - static_cast<double>(s.largest_free_block.current) /
+                                                  static_cast<double>(free_bytes);
+    for (StatValue* v : {&s.allocated_bytes, &s.reserved_bytes, &s.requested_bytes, &s.active_blocks,
+                         &s.segments, &s.largest_free_block}) {
+      v->peak = std::max(v->peak, v->current);
+    }
+    s.peak_fragmentation = std::max(s.peak_fragmentation, s.fragmentation);
+  }
+};
+
+CachingAllocator::CachingAllocator(MemoryResource& upstream, CachingAllocatorOptions options)
+    : upstream_(upstream), options_(options), state_(std::make_unique<State>(upstream_, options_)) {
+  const auto& o = options_;
+  DTR_CHECK(std::has_single_bit(o.rounding) && o.rounding >= kDefaultAlignment, InvalidArgument,
+            "CachingAllocatorOptions::rounding ", o.rounding, " must be a power of two of at least ",
+            kDefaultAlignment);
+  for (std::size_t size : {o.small_request_limit, o.small_segment_bytes, o.large_segment_bytes,
+                           o.own_segment_threshold, o.own_segment_rounding}) {
+    DTR_CHECK(size > 0 && size % o.rounding == 0, InvalidArgument, "CachingAllocatorOptions: size ", size,
+              " must be a positive multiple of the rounding ", o.rounding);
+  }
+  DTR_CHECK(o.small_segment_bytes >= o.small_request_limit, InvalidArgument,
+            "CachingAllocatorOptions: a small segment must hold the largest small request");
+  DTR_CHECK(o.large_segment_bytes >= o.own_segment_threshold, InvalidArgument,
+            "CachingAllocatorOptions: a large segment must hold every request below own_segment_threshold");
+  set_budget(o.budget_bytes);
+}
+
+CachingAllocator::CachingAllocator(std::unique_ptr<MemoryResource> upstream, CachingAllocatorOptions options)
+    : CachingAllocator(*upstream, options) {
+  owned_upstream_ = std::move(upstream);
+}
+
+CachingAllocator::~CachingAllocator() {
+  auto& s = *state_;
+  if (s.stats.active_blocks.current > 0) {
+    detail::logger().warn("{}: destroyed with {} block(s) ({}) still allocated", name(),
+                          s.stats.active_blocks.current, format_bytes(s.stats.allocated_bytes.current));
+  }
+  for (auto& [address, segment] : s.segments) {
+    try {
+      upstream_.deallocate(to_pointer(address), segment->size);
+    } catch (const std::exception& e) {
+      detail::logger().error("{}: returning a segment failed: {}", name(), e.what());
+    }
+  }
+}
+
+std::size_t CachingAllocator::capacity() const { return upstream_.capacity(); }
+std::string CachingAllocator::name() const { return "caching(" + upstream_.name() + ")"; }
+bool CachingAllocator::host_accessible() const { return upstream_.host_accessible(); }
+
+namespace {
+
+std::string percent(double fraction) { return detail::concat(static_cast<int>(fraction * 1000 + 0.5) / 10.0, "%"); }
+
+}  // namespace
+
+void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
+  (void)alignment;  // every block is aligned to options_.rounding >= kMaxAlignment
+  State& s = *state_;
+  Request r;
+  r.bytes = bytes;
+  const bool representable = bytes <= std::numeric_limits<std::size_t>::max() - options_.rounding;
+  r.rounded = representable ? round_up(bytes, options_.rounding) : bytes;
+  r.pool = r.rounded <= options_.small_request_limit ? Pool::small : Pool::large;
+
+  enum class Cause { too_large, no_reclaimer, no_progress };
+  auto throw_oom = [&](Cause cause) {  // with the lock held
+    auto& st = s.stats;
+    st.num_ooms += 1;
+    OutOfMemoryInfo info;
+    info.requested_bytes = bytes;
+    info.budget_bytes = s.budget.value_or(0);
+    info.capacity_bytes = upstream_.capacity();
+    info.reserved_bytes = st.reserved_bytes.current;
+    info.allocated_bytes = st.allocated_bytes.current;
+    info.largest_free_block_bytes = st.largest_free_block.current;
+    const std::uint64_t free_in_segments = info.reserved_bytes - info.allocated_bytes;
+    std::string message = detail::concat(
+        "dtr: out of memory: cannot allocate ", format_bytes(bytes), " from ", name(), ": it needs a ",
+        to_string(r.pool), "-pool block of ", format_bytes(r.rounded), ". Budget: ",
+        s.budget ? format_bytes(*s.budget) : std::string("none"), "; reserved ", format_bytes(info.reserved_bytes),
+        " in ", st.segments.current, " segment(s): allocated ", format_bytes(info.allocated_bytes), " in ",
+        st.active_blocks.current, " block(s), reserved but free ", format_bytes(free_in_segments),
+        " (largest free block ", format_bytes(info.largest_free_block_bytes), ", fragmentation ",
+        percent(st.fragmentation), "); device capacity ", format_bytes(info.capacity_bytes), ".");
+    switch (cause) {
+      case Cause::too_large:
+        message += r.rounded > info.capacity_bytes
+                       ? " The request alone is larger than the device. Try: split the tensor or use a larger device."
+                       : " The request alone is larger than the budget. Try: raise DTR_MEMORY_BUDGET (or "
+                         "dtr_set_budget / CachingAllocator::set_budget) above " +
+                             format_bytes(r.rounded) + ".";
+        break;
+      case Cause::no_reclaimer:
+      case Cause::no_progress:
+        message += cause == Cause::no_reclaimer
+                       ? " No Reclaimer is registered, so nothing could be evicted."
+                       : " The Reclaimer could free nothing more: everything left is in use (pinned or constant).";
+        if (free_in_segments >= r.rounded) {
+          message += " Enough bytes are free inside segments but no free block is large enough "
+                     "(fragmentation).";
+        }
+        message += " Try: raise DTR_MEMORY_BUDGET, lower the batch size, free tensors no longer needed, or run "
+                   "under the dtr runtime so that tensors can be evicted and recomputed.";
+        break;
+    }
+    detail::logger().info("{}", message);
+    throw OutOfMemory(std::move(message), info, __FILE__, __LINE__);
+  };
+
+  for (;;) {
+    Reclaimer* reclaimer = nullptr;
+    ReclaimRequest request;
+    std::uint64_t freed_before = 0;
+    {
+      std::lock_guard lock(s.mutex);
+      if (!representable || r.rounded > upstream_.capacity() || (s.budget && r.rounded > *s.budget)) {
+        throw_oom(Cause::too_large);
+      }
+      if (Block* block = s.try_allocate(r)) return to_pointer(block->address);
+      reclaimer = s.reclaimer;
+      if (reclaimer == nullptr) throw_oom(Cause::no_reclaimer);
+      s.stats.num_reclaim_calls += 1;
+      freed_before = s.blocks_freed;
+      request = ReclaimRequest{bytes, r.rounded, r.pool, s.budget.value_or(0), s.stats.reserved_bytes.current};
+    }
+    reclaimer->reclaim(request);
+    std::lock_guard lock(s.mutex);
+    if (s.blocks_freed == freed_before) throw_oom(Cause::no_progress);
+  }
+}
+
+void CachingAllocator::do_deallocate(void* ptr, std::size_t bytes) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  Block* block = s.find_live(ptr);
+  DTR_CHECK(block != nullptr, InvalidArgument, name(), ": deallocate(", ptr, ", ", bytes,
+            "): the pointer was not allocated by this allocator or was already freed");
+  DTR_CHECK(block->requested == bytes, InvalidArgument, name(), ": deallocate(", ptr, ", ", bytes,
+            "): the block was allocated with ", block->requested, " bytes");
+  s.free(block);
+}
+
+void CachingAllocator::free(void* ptr) {
+  if (ptr == nullptr) return;
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  Block* block = s.find_live(ptr);
+  DTR_CHECK(block != nullptr, InvalidArgument, name(), ": free(", ptr,
+            "): the pointer was not allocated by this allocator or was already freed");
+  s.free(block);
+}
+
+void CachingAllocator::set_owner(void* ptr, OwnerTag owner) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  Block* block = s.find_live(ptr);
+  DTR_CHECK(block != nullptr, InvalidArgument, name(), ": set_owner(", ptr, "): no live block there");
+  block->owner = owner;
+}
+
+void CachingAllocator::set_reclaimer(Reclaimer* reclaimer) {
+  std::lock_guard lock(state_->mutex);
+  state_->reclaimer = reclaimer;
+}
+
+void CachingAllocator::set_budget(std::optional<std::uint64_t> budget_bytes) {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (!budget_bytes) {
+    s.budget.reset();
+    return;
+  }
+  DTR_CHECK(*budget_bytes > 0, InvalidArgument, name(),
+            ": a budget of 0 bytes could serve nothing; pass no budget (nullopt) to remove it");
+  const std::uint64_t reserved = s.stats.reserved_bytes.current;
+  if (reserved > *budget_bytes) {
+    std::vector<Segment*> empty = s.empty_segments();
+    std::sort(empty.begin(), empty.end(), [](const Segment* a, const Segment* b) { return a->size > b->size; });
+    for (Segment* segment : empty) {
+      if (s.stats.reserved_bytes.current <= *budget_bytes) break;
+      s.release_segment(segment);
+    }
+  }
+  DTR_CHECK(s.stats.reserved_bytes.current <= *budget_bytes, InvalidArgument, name(), ": cannot set a budget of ",
+            format_bytes(*budget_bytes), " while ", format_bytes(s.stats.reserved_bytes.current),
+            " is reserved in segments that are in use; free memory first");
+  s.budget = budget_bytes;
+}
+
+std::optional<std::uint64_t> CachingAllocator::budget() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->budget;
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard lock(state_->mutex);
+  state_->release_all_empty_segments();
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard lock(state_->mutex);
+  AllocatorStats copy = state_->stats;
+  copy.budget_bytes = state_->budget.value_or(0);
+  return copy;
+}
+
+void CachingAllocator::reset_peak_stats() {
+  std::lock_guard lock(state_->mutex);
+  auto& s = state_->stats;
+  for (StatValue* v : {&s.allocated_bytes, &s.reserved_bytes, &s.requested_bytes, &s.active_blocks, &s.segments,
+                       &s.largest_free_block}) {
+    v->peak = v->current;
+  }
+  s.peak_fragmentation = s.fragmentation;
+}
+
+MemorySnapshot CachingAllocator::snapshot() const {
+  MemorySnapshot snap;
+  snap.resource = name();
+  std::lock_guard lock(state_->mutex);
+  snap.stats = state_->stats;
+  snap.stats.budget_bytes = state_->budget.value_or(0);
+  snap.segments.reserve(state_->segments.size());
+  for (const auto& [address, segment] : state_->segments) {
+    SegmentInfo info;
+    info.address = address;
+    info.size = segment->size;
+    info.pool = segment->pool;
+    for (const Block* b = segment->head; b != nullptr; b = b->next) {
+      info.blocks.push_back(BlockInfo{b->address, b->size, b->requested, b->allocated, b->owner});
+    }
+    snap.segments.push_back(std::move(info));
+  }
+  return snap;
+}
+
+}  // namespace dtr

@@ -1,0 +1,90 @@
+// Addresses from a virtual range, no memory behind them: lets the simulator replay a GPU's allocations on a
+// machine with less memory than the GPU had. First fit over an address-ordered free list.
+#include <bit>
+#include <map>
+#include <mutex>
+
+#include "allocation_registry.h"
+#include "dtr/check.h"
+#include "dtr/memory_resource.h"
+
+namespace dtr {
+namespace {
+
+// Far from anything the host maps at low addresses, and 2 MiB aligned like a GPU's segments.
+constexpr std::uintptr_t kBaseAddress = std::uintptr_t{1} << 44;
+
+class SimulatedResource final : public MemoryResource {
+ public:
+  explicit SimulatedResource(std::size_t capacity) : capacity_(capacity) {
+    DTR_CHECK(capacity > 0, InvalidArgument, "simulated resource: capacity must be positive");
+    DTR_CHECK(capacity <= (std::uintptr_t{1} << 46), InvalidArgument,
+              "simulated resource: capacity ", capacity, " is beyond the simulated 64 TiB range");
+    free_ranges_.emplace(kBaseAddress, capacity);
+  }
+
+  std::size_t capacity() const override { return capacity_; }
+  std::string name() const override { return "simulated"; }
+  bool host_accessible() const override { return false; }
+
+ protected:
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override {
+    std::lock_guard lock(mutex_);
+    for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
+      const auto [start, length] = *it;
+      const std::uintptr_t aligned = (start + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
+      const std::size_t padding = aligned - start;
+      if (length < padding || length - padding < bytes) continue;
+      free_ranges_.erase(it);
+      if (padding > 0) free_ranges_.emplace(start, padding);
+      if (length - padding > bytes) free_ranges_.emplace(aligned + bytes, length - padding - bytes);
+      used_ += bytes;
+      void* ptr = reinterpret_cast<void*>(aligned);  // NOLINT(performance-no-int-to-ptr): never dereferenced
+      registry_.add(ptr, bytes);
+      return ptr;
+    }
+    OutOfMemoryInfo info;
+    info.requested_bytes = bytes;
+    info.capacity_bytes = capacity_;
+    info.allocated_bytes = used_;
+    throw OutOfMemory(detail::concat("simulated: out of memory allocating ", format_bytes(bytes), " (",
+                                     format_bytes(used_), " in use of ", format_bytes(capacity_), ")"),
+                      info, __FILE__, __LINE__);
+  }
+
+  void do_deallocate(void* ptr, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    registry_.remove(ptr, bytes, "simulated");
+    used_ -= bytes;
+    auto start = reinterpret_cast<std::uintptr_t>(ptr);
+    std::size_t length = bytes;
+    auto next = free_ranges_.lower_bound(start);
+    if (next != free_ranges_.end() && start + length == next->first) {
+      length += next->second;
+      next = free_ranges_.erase(next);
+    }
+    if (next != free_ranges_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == start) {
+        prev->second += length;
+        return;
+      }
+    }
+    free_ranges_.emplace(start, length);
+  }
+
+ private:
+  const std::size_t capacity_;
+  std::mutex mutex_;
+  std::map<std::uintptr_t, std::size_t> free_ranges_;  // start -> length, never adjacent
+  std::size_t used_ = 0;
+  detail::AllocationRegistry registry_;
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryResource> make_simulated_resource(std::size_t capacity) {
+  return std::make_unique<SimulatedResource>(capacity);
+}
+
+}  // namespace dtr

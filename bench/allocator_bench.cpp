@@ -1,0 +1,351 @@
+// The caching allocator's cost against malloc/free and against the uncached upstream resource it sits on.
+//
+// Measured in one run (docs/benchmarks.md has the command and the numbers):
+// - pair/<bytes>: one allocate + deallocate of the same size, repeated; the allocator is warmed up, so the
+//   cached pair is a cache hit that never reaches the upstream. Sizes 512 B .. 64 MiB.
+// - trace: a deterministic synthetic trace shaped like training steps (forward activations with short-lived
+//   temporaries, then a backward pass that frees activations in reverse while gradients come and go),
+//   replayed op by op; reported per op.
+// Each is run through dtr::CachingAllocator over dtr::make_host_resource() (no budget), std::malloc/std::free,
+// and the host resource itself. Memory is never touched: this measures allocator bookkeeping only, as a GPU
+// allocator never touches device memory.
+//
+// After Google Benchmark's report, a table of the median times and the ratios cached/malloc and
+// cached/upstream is printed. Defaults: --benchmark_repetitions=5 --benchmark_report_aggregates_only=true;
+// flags given on the command line override them.
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dtr/caching_allocator.h"
+#include "dtr/memory_resource.h"
+
+namespace {
+
+constexpr double kMinTime = 0.2;  // seconds per repetition; keeps the whole run well under 2 minutes
+
+constexpr std::int64_t kKiB = 1024;
+constexpr std::int64_t kMiB = 1024 * kKiB;
+const std::vector<std::int64_t> kPairSizes = {512, 4 * kKiB, 64 * kKiB, 1 * kMiB, 4 * kMiB, 16 * kMiB, 64 * kMiB};
+
+void pair_sizes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t size : kPairSizes) b->Arg(size);
+  b->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kNanosecond);
+}
+
+// ---- pair benchmarks -------------------------------------------------------------------------------------
+
+void BM_pair_cached(benchmark::State& state) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  dtr::CachingAllocator alloc(dtr::make_host_resource());
+  alloc.deallocate(alloc.allocate(size), size);  // warm up: the segment is now cached
+  const std::uint64_t upstream_before = alloc.stats().num_device_allocations;
+  for (auto _ : state) {
+    void* p = alloc.allocate(size);
+    benchmark::DoNotOptimize(p);
+    alloc.deallocate(p, size);
+  }
+  // 0 when every pair was a cache hit.
+  state.counters["upstream_allocs"] =
+      static_cast<double>(alloc.stats().num_device_allocations - upstream_before);
+}
+BENCHMARK(BM_pair_cached)->Apply(pair_sizes);
+
+void BM_pair_malloc(benchmark::State& state) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  std::free(std::malloc(size));  // warm up, as for the others
+  for (auto _ : state) {
+    void* p = std::malloc(size);  // NOLINT(cppcoreguidelines-no-malloc)
+    benchmark::DoNotOptimize(p);
+    std::free(p);  // NOLINT(cppcoreguidelines-no-malloc)
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_pair_malloc)->Apply(pair_sizes);
+
+void BM_pair_upstream(benchmark::State& state) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  const std::unique_ptr<dtr::MemoryResource> host = dtr::make_host_resource();
+  host->deallocate(host->allocate(size), size);  // warm up
+  for (auto _ : state) {
+    void* p = host->allocate(size);
+    benchmark::DoNotOptimize(p);
+    host->deallocate(p, size);
+  }
+}
+BENCHMARK(BM_pair_upstream)->Apply(pair_sizes);
+
+// ---- trace replay ----------------------------------------------------------------------------------------
+
+struct TraceOp {
+  std::uint32_t slot = 0;
+  bool allocate = false;
+  std::size_t bytes = 0;
+};
+
+struct Trace {
+  std::vector<TraceOp> ops;
+  std::size_t slots = 0;
+  std::size_t allocations = 0;
+  std::uint64_t peak_live_bytes = 0;
+};
+
+constexpr int kLayers = 200;
+constexpr int kSteps = 4;
+constexpr std::uint64_t kSeed = 0x5eed'd7a1'2024ULL;
+
+// A deterministic trace: only std::mt19937_64's output is used (its sequence is fixed by the standard), not
+// the implementation-defined std:: distributions.
+Trace make_trace() {
+  std::mt19937_64 rng(kSeed);
+  auto unit = [&rng] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };  // [0, 1)
+  auto log_uniform = [&](double lo, double hi) {
+    const double bytes = std::exp(std::log(lo) + unit() * (std::log(hi) - std::log(lo)));
+    return std::max<std::size_t>(4, static_cast<std::size_t>(bytes) / 4 * 4);  // whole float32 elements
+  };
+  auto below = [&rng](std::uint64_t n) { return static_cast<int>(rng() % n); };
+
+  Trace t;
+  std::vector<std::uint32_t> free_slots;
+  std::uint64_t live = 0;
+  auto alloc = [&](std::size_t bytes) {
+    std::uint32_t slot = 0;
+    if (free_slots.empty()) {
+      slot = static_cast<std::uint32_t>(t.slots++);
+    } else {
+      slot = free_slots.back();
+      free_slots.pop_back();
+    }
+    t.ops.push_back({slot, true, bytes});
+    t.allocations += 1;
+    live += bytes;
+    t.peak_live_bytes = std::max(t.peak_live_bytes, live);
+    return slot;
+  };
+  auto release = [&](std::uint32_t slot, std::size_t bytes) {
+    t.ops.push_back({slot, false, bytes});
+    free_slots.push_back(slot);
+    live -= bytes;
+  };
+  auto temporaries = [&](int count) {  // small workspaces, freed right away
+    for (int i = 0; i < count; ++i) {
+      const std::size_t bytes = log_uniform(512.0, 1024.0 * 1024.0 - 1);
+      release(alloc(bytes), bytes);
+    }
+  };
+
+  // The network: one activation size per layer, the same every step.
+  std::vector<std::size_t> activation_bytes(kLayers);
+  for (std::size_t& bytes : activation_bytes) bytes = log_uniform(4.0 * 1024, 32.0 * 1024 * 1024);
+
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<std::uint32_t> activation(kLayers);
+    for (int layer = 0; layer < kLayers; ++layer) {  // forward
+      activation[layer] = alloc(activation_bytes[layer]);
+      temporaries(below(4));  // 0..3
+    }
+    bool have_grad = false;
+    std::uint32_t grad = 0;
+    std::size_t grad_bytes = 0;
+    for (int layer = kLayers - 1; layer >= 0; --layer) {  // backward
+      const std::uint32_t next_grad = alloc(activation_bytes[layer]);
+      temporaries(below(3));  // 0..2
+      if (have_grad) release(grad, grad_bytes);
+      release(activation[layer], activation_bytes[layer]);
+      grad = next_grad;
+      grad_bytes = activation_bytes[layer];
+      have_grad = true;
+    }
+    release(grad, grad_bytes);
+  }
+  return t;
+}
+
+const Trace& trace() {
+  static const Trace t = make_trace();
+  return t;
+}
+
+template <typename Allocate, typename Deallocate>
+void replay(const Trace& t, std::vector<void*>& slots, Allocate&& allocate, Deallocate&& deallocate) {
+  for (const TraceOp& op : t.ops) {
+    if (op.allocate) {
+      void* p = allocate(op.bytes);
+      benchmark::DoNotOptimize(p);
+      slots[op.slot] = p;
+    } else {
+      deallocate(slots[op.slot], op.bytes);
+    }
+  }
+  benchmark::ClobberMemory();
+}
+
+template <typename Allocate, typename Deallocate, typename OnWarm>
+void run_trace(benchmark::State& state, Allocate&& allocate, Deallocate&& deallocate, OnWarm&& on_warm) {
+  const Trace& t = trace();
+  std::vector<void*> slots(t.slots, nullptr);
+  replay(t, slots, allocate, deallocate);  // warm up
+  on_warm();
+  for (auto _ : state) replay(t, slots, allocate, deallocate);
+  state.counters["ops"] = static_cast<double>(t.ops.size());
+  state.counters["per_op"] = benchmark::Counter(static_cast<double>(t.ops.size()),
+                                                benchmark::Counter::kIsIterationInvariantRate |
+                                                    benchmark::Counter::kInvert);
+}
+
+void BM_trace_cached(benchmark::State& state) {
+  dtr::CachingAllocator alloc(dtr::make_host_resource());
+  std::uint64_t warm_segments = 0;
+  run_trace(
+      state, [&](std::size_t bytes) { return alloc.allocate(bytes); },
+      [&](void* p, std::size_t bytes) { alloc.deallocate(p, bytes); },
+      [&] { warm_segments = alloc.stats().num_device_allocations; });
+  const dtr::AllocatorStats stats = alloc.stats();
+  // Segments reserved by the warm-up replay, and after it (0 when the timed replays were all cache hits).
+  state.counters["warmup_upstream_allocs"] = static_cast<double>(warm_segments);
+  state.counters["upstream_allocs"] = static_cast<double>(stats.num_device_allocations - warm_segments);
+  state.counters["reserved_MiB"] = static_cast<double>(stats.reserved_bytes.peak) / (1024.0 * 1024.0);
+}
+BENCHMARK(BM_trace_cached)->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_trace_malloc(benchmark::State& state) {
+  run_trace(
+      state, [](std::size_t bytes) { return std::malloc(bytes); },  // NOLINT(cppcoreguidelines-no-malloc)
+      [](void* p, std::size_t) { std::free(p); },                   // NOLINT(cppcoreguidelines-no-malloc)
+      [] {});
+}
+BENCHMARK(BM_trace_malloc)->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void BM_trace_upstream(benchmark::State& state) {
+  const std::unique_ptr<dtr::MemoryResource> host = dtr::make_host_resource();
+  run_trace(
+      state, [&](std::size_t bytes) { return host->allocate(bytes); },
+      [&](void* p, std::size_t bytes) { host->deallocate(p, bytes); }, [] {});
+}
+BENCHMARK(BM_trace_upstream)->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// ---- the ratio table -------------------------------------------------------------------------------------
+
+double median(std::vector<double> values) {
+  if (values.empty()) return std::nan("");
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The console report, plus each benchmark's median real time per iteration, in ns: the "median" aggregate
+// when there are repetitions, else the median of the runs seen.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  using benchmark::ConsoleReporter::ConsoleReporter;
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred || run.iterations == 0) continue;
+      std::string key = run.run_name.function_name;
+      if (!run.run_name.args.empty()) key += "/" + run.run_name.args;
+      const double ns = run.real_accumulated_time / static_cast<double>(run.iterations) * 1e9;
+      if (run.run_type == Run::RT_Aggregate) {
+        if (run.aggregate_name == "median") medians_[key] = ns;
+      } else {
+        runs_[key].push_back(ns);
+      }
+    }
+  }
+
+  // NaN when the benchmark did not run (filtered out, or failed).
+  double median_ns(const std::string& key) const {
+    if (auto it = medians_.find(key); it != medians_.end()) return it->second;
+    if (auto it = runs_.find(key); it != runs_.end()) return median(it->second);
+    return std::nan("");
+  }
+
+ private:
+  std::map<std::string, double> medians_;
+  std::map<std::string, std::vector<double>> runs_;
+};
+
+std::string size_label(std::int64_t bytes) {
+  if (bytes >= kMiB) return std::to_string(bytes / kMiB) + " MiB";
+  if (bytes >= kKiB) return std::to_string(bytes / kKiB) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+void print_ratio_table(const RatioReporter& r) {
+  auto row = [](const char* label, double cached, double malloc_ns, double upstream) {
+    std::printf("%-12s %12.1f %12.1f %12.1f %14.2f %16.2f\n", label, cached, malloc_ns, upstream,
+                cached / malloc_ns, cached / upstream);
+  };
+  std::printf("\nMedian real time per alloc+free pair (ns), over the repetitions; ratio < 1 means the cached "
+              "allocator is faster\n");
+  std::printf("%-12s %12s %12s %12s %14s %16s\n", "size", "cached", "malloc", "upstream", "cached/malloc",
+              "cached/upstream");
+  std::vector<double> vs_malloc;
+  std::vector<double> vs_upstream;
+  for (std::int64_t size : kPairSizes) {
+    const std::string arg = "/" + std::to_string(size);
+    const double cached = r.median_ns("BM_pair_cached" + arg);
+    const double malloc_ns = r.median_ns("BM_pair_malloc" + arg);
+    const double upstream = r.median_ns("BM_pair_upstream" + arg);
+    row(size_label(size).c_str(), cached, malloc_ns, upstream);
+    if (!std::isnan(cached / malloc_ns)) vs_malloc.push_back(cached / malloc_ns);
+    if (!std::isnan(cached / upstream)) vs_upstream.push_back(cached / upstream);
+  }
+
+  const Trace& t = trace();
+  const double ops = static_cast<double>(t.ops.size());
+  std::printf("\nTrace replay: %d steps x %d layers, %zu ops (%zu allocations), peak live %.1f MiB; median ns "
+              "per op\n",
+              kSteps, kLayers, t.ops.size(), t.allocations, static_cast<double>(t.peak_live_bytes) / kMiB);
+  std::printf("%-12s %12s %12s %12s %14s %16s\n", "", "cached", "malloc", "upstream", "cached/malloc",
+              "cached/upstream");
+  row("trace", r.median_ns("BM_trace_cached") / ops, r.median_ns("BM_trace_malloc") / ops,
+      r.median_ns("BM_trace_upstream") / ops);
+
+  const double median_vs_malloc = median(vs_malloc);
+  std::printf("\nMedian over the %zu pair sizes: cached/malloc %.2f, cached/upstream %.2f\n", vs_malloc.size(),
+              median_vs_malloc, median(vs_upstream));
+  std::printf("Target (a cached pair within 2x of malloc+free, median): %s\n",
+              std::isnan(median_vs_malloc) ? "not measured"
+              : median_vs_malloc <= 2.0    ? "met"
+                                           : "NOT met");
+  std::printf("ratio < 1 means the cached allocator is faster\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Defaults first: a flag given on the command line comes later and wins.
+  std::string repetitions = "--benchmark_repetitions=5";
+  std::string aggregates_only = "--benchmark_report_aggregates_only=true";
+  std::vector<char*> args;
+  args.push_back(argv[0]);
+  args.push_back(repetitions.data());
+  args.push_back(aggregates_only.data());
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  int count = static_cast<int>(args.size());
+  args.push_back(nullptr);
+
+  benchmark::Initialize(&count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
+  RatioReporter reporter(::isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
+                                                      : benchmark::ConsoleReporter::OO_None);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::cout.flush();
+  print_ratio_table(reporter);
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,179 @@
+// The caching allocator: PyTorch's proven pooling policy over any MemoryResource, with a memory budget that is
+// a hard cap on the bytes reserved from the upstream resource (never exceeded, at any instant), and a
+// Reclaimer callback through which the runtime evicts tensors when the budget is reached.
+//
+// Policy (all sizes configurable in CachingAllocatorOptions):
+// - requests are rounded up to 512 B;
+// - requests of at most 1 MiB come from the small pool, carved out of 2 MiB segments; larger ones from the
+//   large pool, carved out of 20 MiB segments, or, from 10 MiB up, out of a segment of their own rounded up
+//   to 2 MiB;
+// - a request takes the best-fitting free block of its pool (smallest size, then lowest address); the rest of
+//   the block is split off when it is at least 512 B (small pool) or larger than 1 MiB (large pool);
+// - a freed block merges with free neighbours at once, so no two adjacent blocks are ever both free;
+// - when a budget is set and the nominal segment does not fit under it, a segment of exactly the request
+//   is tried.
+// A request that cannot be served: (1) best fit in the cache; (2) empty cached segments are released to
+// the upstream until a new segment fits the budget, and one is reserved; (3) the Reclaimer is asked for room
+// without the allocator's lock held, then (1)-(2) again, for as long as it makes progress; (4)
+// dtr::OutOfMemory.
+//
+// Thread safety: every member function is thread-safe. The Reclaimer runs on the allocating thread with no
+// allocator lock held, so it may call free(); it must be thread-safe itself if several threads allocate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtr/memory_resource.h"
+
+namespace dtr {
+
+// An opaque tag a caller attaches to a live block (the runtime stores its storage id there), so that
+// fragmentation-aware eviction can map the segment map's blocks back to what owns them.
+using OwnerTag = std::uint64_t;
+
+enum class Pool { small, large };
+const char* to_string(Pool pool);
+
+// What a pending allocation needs. It is served once a free block of at least `block_bytes` exists in a
+// segment of `pool`, or once `block_bytes` more can be reserved without passing the budget (whole empty
+// segments are released to make room, so freeing part of a segment only helps the first way).
+struct ReclaimRequest {
+  std::size_t requested_bytes = 0;  // as the caller asked
+  std::size_t block_bytes = 0;      // rounded: the contiguous size that serves the request
+  Pool pool = Pool::small;
+  std::uint64_t budget_bytes = 0;    // 0: no budget
+  std::uint64_t reserved_bytes = 0;  // at the time of the call
+};
+
+// Implemented by the runtime: frees memory by evicting what it owns.
+class Reclaimer {
+ public:
+  virtual ~Reclaimer() = default;
+  // Free memory (through CachingAllocator::free or deallocate) so that `request` can be served. Called
+  // without the allocator's lock. Returns the bytes it freed; the allocator retries as long as blocks were
+  // freed since the call began and gives up (dtr::OutOfMemory) once a call frees nothing.
+  virtual std::size_t reclaim(const ReclaimRequest& request) = 0;
+};
+
+struct CachingAllocatorOptions {
+  std::optional<std::uint64_t> budget_bytes;  // nullopt: no budget
+  std::size_t rounding = 512;                 // every block size is a multiple of this (a power of two)
+  std::size_t small_request_limit = std::size_t{1} << 20;
+  std::size_t small_segment_bytes = std::size_t{2} << 20;
+  std::size_t large_segment_bytes = std::size_t{20} << 20;
+  std::size_t own_segment_threshold = std::size_t{10} << 20;  // from here a request gets its own segment
+  std::size_t own_segment_rounding = std::size_t{2} << 20;
+};
+
+// A value with its high-water mark since construction or the last reset_peak_stats().
+struct StatValue {
+  std::uint64_t current = 0;
+  std::uint64_t peak = 0;
+};
+
+struct AllocatorStats {
+  StatValue allocated_bytes;     // sum of the sizes of used blocks (rounded, splits included)
+  StatValue reserved_bytes;      // sum of the sizes of segments held from the upstream
+  StatValue requested_bytes;     // sum of the sizes callers asked for, of live allocations
+  StatValue active_blocks;       // live allocations
+  StatValue segments;            // segments held from the upstream
+  StatValue largest_free_block;  // bytes of the largest free block in any segment
+  double fragmentation = 0.0;    // 1 - largest_free_block / (reserved - allocated); 0 when nothing is free
+  double peak_fragmentation = 0.0;
+  std::uint64_t budget_bytes = 0;  // 0: no budget
+  std::uint64_t num_allocations = 0;
+  std::uint64_t num_frees = 0;
+  std::uint64_t num_device_allocations = 0;  // segments reserved from the upstream
+  std::uint64_t num_device_frees = 0;        // segments released to the upstream
+  std::uint64_t num_reclaim_calls = 0;
+  std::uint64_t num_ooms = 0;
+};
+
+struct BlockInfo {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_bytes = 0;  // 0 for a free block
+  bool allocated = false;
+  OwnerTag owner = 0;
+};
+
+struct SegmentInfo {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  Pool pool = Pool::small;
+  std::vector<BlockInfo> blocks;  // in address order, covering the segment exactly
+};
+
+// The segment map at one instant: segments in address order, and the stats that go with them.
+struct MemorySnapshot {
+  std::string resource;
+  std::vector<SegmentInfo> segments;
+  AllocatorStats stats;
+};
+
+class CachingAllocator final : public MemoryResource {
+ public:
+  // `upstream` is not owned and must outlive the allocator.
+  explicit CachingAllocator(MemoryResource& upstream, CachingAllocatorOptions options = {});
+  // Owns `upstream`.
+  explicit CachingAllocator(std::unique_ptr<MemoryResource> upstream, CachingAllocatorOptions options = {});
+  // Returns every segment to the upstream. Blocks still allocated are a caller's leak: they are logged and
+  // their memory is returned too.
+  ~CachingAllocator() override;
+
+  // Frees a block without its size (the C API's dtr_free). nullptr does nothing; a foreign or already freed
+  // pointer throws dtr::InvalidArgument.
+  void free(void* ptr);
+
+  // Attaches `owner` to the live block at `ptr` (dtr::InvalidArgument if there is none).
+  void set_owner(void* ptr, OwnerTag owner);
+
+  // Not owned; nullptr unregisters. The reclaimer must stay alive while registered.
+  void set_reclaimer(Reclaimer* reclaimer);
+
+  // nullopt: no budget. Releases empty cached segments if that is needed to get under the new budget; if the
+  // reserved bytes still exceed it, throws dtr::InvalidArgument and keeps the old budget.
+  void set_budget(std::optional<std::uint64_t> budget_bytes);
+  std::optional<std::uint64_t> budget() const;
+
+  // Returns every empty cached segment to the upstream.
+  void empty_cache();
+
+  AllocatorStats stats() const;
+  void reset_peak_stats();
+  MemorySnapshot snapshot() const;
+
+  const CachingAllocatorOptions& options() const noexcept { return options_; }
+  MemoryResource& upstream() const noexcept { return upstream_; }
+
+  std::size_t capacity() const override;
+  std::string name() const override;
+  bool host_accessible() const override;
+
+ protected:
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override;
+  void do_deallocate(void* ptr, std::size_t bytes) override;
+
+ private:
+  struct State;
+  std::unique_ptr<MemoryResource> owned_upstream_;
+  MemoryResource& upstream_;
+  CachingAllocatorOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+// JSON documents for inspection and for DTR_STATS.
+std::string to_json(const AllocatorStats& stats);
+std::string to_json(const MemorySnapshot& snapshot);
+
+// The process-wide allocator of the default device (see default_device()), created on first use with the
+// budget in DTR_MEMORY_BUDGET. The C API allocates from it. Throws dtr::ConfigError or dtr::DeviceError
+// when the environment is malformed; it is then created again at the next call.
+CachingAllocator& default_allocator();
+
+}  // namespace dtr

@@ -1,0 +1,10 @@
+// dtr: Dynamic Tensor Rematerialization. The C++ umbrella header: include this one.
+#pragma once
+
+#include "dtr/budget.h"
+#include "dtr/caching_allocator.h"
+#include "dtr/check.h"
+#include "dtr/device.h"
+#include "dtr/error.h"
+#include "dtr/memory_resource.h"
+#include "dtr/version.h"

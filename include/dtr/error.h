@@ -1,0 +1,75 @@
+// Typed exceptions thrown by dtr. Every dtr error carries the source location that raised it.
+//
+// Thread safety: exception objects are immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace dtr {
+
+// Base of every dtr error except OutOfMemory (which derives from std::bad_alloc so that code written
+// against the standard allocator contract catches it).
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, const char* file, int line);
+  const char* file() const noexcept { return file_; }
+  int line() const noexcept { return line_; }
+
+ private:
+  const char* file_;
+  int line_;
+};
+
+// A caller broke a documented precondition: a bad alignment, a foreign or double-freed pointer, ...
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// A configuration value (an environment variable or its in-code equivalent) could not be parsed.
+// The message names the variable and the accepted forms.
+class ConfigError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
+// A device was asked for that this build or this machine cannot provide, or a device call failed.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The memory state when an allocation failed; every field is in bytes. `budget_bytes` is 0 when no budget
+// is set.
+struct OutOfMemoryInfo {
+  std::uint64_t requested_bytes = 0;
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t reserved_bytes = 0;
+  std::uint64_t allocated_bytes = 0;
+  std::uint64_t largest_free_block_bytes = 0;
+};
+
+// An allocation could not be served within the budget or the device's capacity.
+class OutOfMemory : public std::bad_alloc {
+ public:
+  OutOfMemory(std::string message, OutOfMemoryInfo info, const char* file, int line);
+  const char* what() const noexcept override { return message_.c_str(); }
+  const OutOfMemoryInfo& info() const noexcept { return info_; }
+  const char* file() const noexcept { return file_; }
+  int line() const noexcept { return line_; }
+
+ private:
+  std::string message_;
+  OutOfMemoryInfo info_;
+  const char* file_;
+  int line_;
+};
+
+// "1.50 GiB (1610612736 bytes)": byte counts in error messages and logs.
+std::string format_bytes(std::uint64_t bytes);
+
+}  // namespace dtr

@@ -1,0 +1,62 @@
+// Memory resources: where device (or host) bytes come from. A resource is a small interface in the spirit of
+// RMM's device_memory_resource; the caching allocator is itself a resource over an upstream one, so
+// resources stack.
+//
+// Contract shared by every resource (tests/memory_resource_contract_test.cpp checks it for each one):
+// - allocate(bytes, alignment) returns a pointer aligned to `alignment` (a power of two, at most
+//   kMaxAlignment) that overlaps no other live allocation of the resource, or throws dtr::OutOfMemory.
+//   allocate(0, ...) returns nullptr and changes nothing.
+// - deallocate(ptr, bytes) takes back a pointer this resource returned, with the size it was asked for.
+//   deallocate(nullptr, 0) does nothing. A pointer the resource did not hand out, one already freed, or a
+//   size that does not match throws dtr::InvalidArgument and leaves the resource unchanged.
+// - capacity() is the most bytes the resource could ever hand out at once (the device's memory).
+// - All member functions are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dtr {
+
+class MemoryResource {
+ public:
+  // The alignment the caching allocator guarantees and the one allocate() uses by default.
+  static constexpr std::size_t kDefaultAlignment = 512;
+  // The largest alignment a caller may ask for: what cudaMalloc'd segments and 512 B block rounding give.
+  static constexpr std::size_t kMaxAlignment = 512;
+
+  MemoryResource() = default;
+  MemoryResource(const MemoryResource&) = delete;
+  MemoryResource& operator=(const MemoryResource&) = delete;
+  virtual ~MemoryResource() = default;
+
+  void* allocate(std::size_t bytes, std::size_t alignment = kDefaultAlignment);
+  void deallocate(void* ptr, std::size_t bytes);
+
+  virtual std::size_t capacity() const = 0;
+  virtual std::string name() const = 0;
+  // True when the CPU may read and write the memory this resource hands out.
+  virtual bool host_accessible() const = 0;
+
+ protected:
+  // Called with bytes > 0 and a valid alignment.
+  virtual void* do_allocate(std::size_t bytes, std::size_t alignment) = 0;
+  // Called with ptr != nullptr.
+  virtual void do_deallocate(void* ptr, std::size_t bytes) = 0;
+};
+
+// Page-aligned host memory from the C heap. Capacity: the machine's physical memory.
+// Tracks its live allocations so that foreign pointers and double frees are reported, not undefined.
+std::unique_ptr<MemoryResource> make_host_resource();
+
+// Addresses from a virtual range of `capacity` bytes; no memory is reserved or touched, and the pointers must
+// never be dereferenced. The simulator replays traces of a 12 GB GPU on a small machine with it.
+std::unique_ptr<MemoryResource> make_simulated_resource(std::size_t capacity);
+
+// cudaMalloc/cudaFree on one CUDA device: the only code in dtr that calls them. Throws dtr::DeviceError when
+// dtr was built without CUDA or the device does not exist.
+std::unique_ptr<MemoryResource> make_cuda_resource(int device = 0);
+
+}  // namespace dtr

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test.
+#   scripts/test.sh           the release build's tests (and the install + find_package consumer test)
+#   scripts/test.sh asan      the same tests built with AddressSanitizer and UndefinedBehaviorSanitizer
+#   scripts/test.sh tsan      the same tests built with ThreadSanitizer
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode="${1:-release}"
+"$root/scripts/setup.sh"
+case "$mode" in
+  release)
+    build_dir="$root/build/release"
+    options=(-DCMAKE_BUILD_TYPE=Release)
+    ;;
+  asan)
+    build_dir="$root/build/asan"
+    options=(-DCMAKE_BUILD_TYPE=Debug -DDTR_SANITIZE=address,undefined -DDTR_BUILD_BENCHMARKS=OFF)
+    # The CUDA driver maps memory where ASan keeps its shadow gap; without a GPU this changes nothing.
+    export ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+    ;;
+  tsan)
+    build_dir="$root/build/tsan"
+    options=(-DCMAKE_BUILD_TYPE=Debug -DDTR_SANITIZE=thread -DDTR_BUILD_BENCHMARKS=OFF -DDTR_WITH_CUDA=OFF)
+    ;;
+  *)
+    echo "usage: scripts/test.sh [release|asan|tsan]" >&2
+    exit 2
+    ;;
+esac
+"$root/scripts/build.sh" "$build_dir" "${options[@]}"
+ctest --test-dir "$build_dir" --output-on-failure --parallel "$(nproc)"

@@ -1,0 +1,98 @@
+// Factories for every MemoryResource, so that one contract suite runs against each (RMM's pattern).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <memory>
+
+#include "dtr/dtr.h"
+
+namespace dtr::test {
+
+// A resource and whatever keeps it alive.
+struct ResourceUnderTest {
+  std::unique_ptr<MemoryResource> upstream;  // may be null
+  std::unique_ptr<MemoryResource> resource;
+};
+
+struct HostFactory {
+  static ResourceUnderTest make() { return {nullptr, make_host_resource()}; }
+};
+
+struct SimulatedFactory {
+  static ResourceUnderTest make() { return {nullptr, make_simulated_resource(std::size_t{1} << 32)}; }
+};
+
+struct CachingHostFactory {
+  static ResourceUnderTest make() {
+    auto upstream = make_host_resource();
+    auto caching = std::make_unique<CachingAllocator>(*upstream);
+    return {std::move(upstream), std::move(caching)};
+  }
+};
+
+struct CachingSimulatedBudgetFactory {
+  static ResourceUnderTest make() {
+    auto upstream = make_simulated_resource(std::size_t{1} << 32);
+    CachingAllocatorOptions options;
+    options.budget_bytes = std::uint64_t{1} << 30;
+    auto caching = std::make_unique<CachingAllocator>(*upstream, options);
+    return {std::move(upstream), std::move(caching)};
+  }
+};
+
+// Skips the calling test when this machine has no GPU.
+struct CudaFactory {
+  static ResourceUnderTest make() { return {nullptr, make_cuda_resource(0)}; }
+};
+
+inline bool gpu_present() { return cuda::device_count() > 0; }
+
+#define DTR_SKIP_WITHOUT_GPU()                                                                 \
+  do {                                                                                         \
+    if (!::dtr::test::gpu_present()) GTEST_SKIP() << "no GPU: " << ::dtr::cuda::unavailable_reason(); \
+  } while (false)
+
+}  // namespace dtr::test
+
+namespace dtr::test {
+
+// Forwards to an upstream and counts what passes through, so tests see the allocator's device traffic.
+class CountingResource final : public MemoryResource {
+ public:
+  explicit CountingResource(MemoryResource& upstream) : upstream_(upstream) {}
+  std::size_t capacity() const override { return upstream_.capacity(); }
+  std::string name() const override { return "counting(" + upstream_.name() + ")"; }
+  bool host_accessible() const override { return upstream_.host_accessible(); }
+
+  int allocations = 0;
+  int deallocations = 0;
+  std::size_t live_bytes = 0;
+  // Requests above this many bytes throw OutOfMemory, as a device with little room left would.
+  std::size_t fail_above = std::numeric_limits<std::size_t>::max();
+
+ protected:
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override {
+    if (bytes > fail_above) {
+      throw OutOfMemory("counting: injected failure", {}, __FILE__, __LINE__);
+    }
+    void* p = upstream_.allocate(bytes, alignment);
+    ++allocations;
+    live_bytes += bytes;
+    return p;
+  }
+  void do_deallocate(void* ptr, std::size_t bytes) override {
+    upstream_.deallocate(ptr, bytes);
+    ++deallocations;
+    live_bytes -= bytes;
+  }
+
+ private:
+  MemoryResource& upstream_;
+};
+
+constexpr std::size_t KiB = std::size_t{1} << 10;
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+}  // namespace dtr::test
