@@ -75,9 +75,10 @@ std::size_t round_up(std::size_t bytes, std::size_t multiple) { return (bytes + 
 // (node handles) and blocks are pooled, so a cache hit performs no heap allocation.
 struct CachingAllocator::State {
   State(MemoryResource& upstream_resource, const CachingAllocatorOptions& opts)
-      : upstream(upstream_resource), options(opts) {}
+      : upstream(upstream_resource), upstream_capacity(upstream_resource.capacity()), options(opts) {}
 
   MemoryResource& upstream;
+  const std::size_t upstream_capacity;  // fixed for a resource's lifetime; read once, off the hot path
   const CachingAllocatorOptions& options;
 
   mutable std::mutex mutex;
@@ -464,7 +465,7 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
     std::uint64_t freed_before = 0;
     {
       std::lock_guard lock(s.mutex);
-      if (!representable || r.rounded > upstream_.capacity() || (s.budget && r.rounded > *s.budget)) {
+      if (!representable || r.rounded > s.upstream_capacity || (s.budget && r.rounded > *s.budget)) {
         throw_oom(Cause::too_large);
       }
       if (Block* block = s.try_allocate(r)) return to_pointer(block->address);

@@ -14,14 +14,14 @@ case "$mode" in
     ;;
   asan)
     build_dir="$root/build/asan"
-    options=(-DCMAKE_BUILD_TYPE=Debug -DDTR_SANITIZE=address,undefined -DDTR_BUILD_BENCHMARKS=OFF)
+    options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTR_SANITIZE=address,undefined -DDTR_BUILD_BENCHMARKS=OFF)
     # The CUDA driver maps memory where ASan keeps its shadow gap; without a GPU this changes nothing.
     export ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
     ;;
   tsan)
     build_dir="$root/build/tsan"
-    options=(-DCMAKE_BUILD_TYPE=Debug -DDTR_SANITIZE=thread -DDTR_BUILD_BENCHMARKS=OFF -DDTR_WITH_CUDA=OFF)
+    options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTR_SANITIZE=thread -DDTR_BUILD_BENCHMARKS=OFF -DDTR_WITH_CUDA=OFF)
     ;;
   *)
     echo "usage: scripts/test.sh [release|asan|tsan]" >&2

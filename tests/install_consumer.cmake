@@ -9,8 +9,14 @@ function(run)
   message(STATUS "${out}")
 endfunction()
 run(${CMAKE_COMMAND} --install "${DTR_BUILD_DIR}" --prefix "${DTR_SCRATCH}/prefix")
+set(flags "")
+if(DTR_SANITIZE)
+  # An instrumented libdtr needs an instrumented program: the sanitizer runtime must load first.
+  set(flags "-fsanitize=${DTR_SANITIZE}")
+endif()
 run(${CMAKE_COMMAND} -S "${DTR_CONSUMER_SOURCE}" -B "${DTR_SCRATCH}/build" -G "${DTR_GENERATOR}"
-    "-DCMAKE_PREFIX_PATH=${DTR_SCRATCH}/prefix")
+    "-DCMAKE_PREFIX_PATH=${DTR_SCRATCH}/prefix" "-DCMAKE_C_FLAGS=${flags}" "-DCMAKE_CXX_FLAGS=${flags}"
+    "-DCMAKE_EXE_LINKER_FLAGS=${flags}")
 run(${CMAKE_COMMAND} --build "${DTR_SCRATCH}/build")
 run("${DTR_SCRATCH}/build/dtr-consumer")
 run("${DTR_SCRATCH}/build/dtr-consumer-c")
