@@ -27,6 +27,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtr/caching_allocator.h"
@@ -39,11 +40,6 @@ constexpr double kMinTime = 0.2;  // seconds per repetition; keeps the whole run
 constexpr std::int64_t kKiB = 1024;
 constexpr std::int64_t kMiB = 1024 * kKiB;
 const std::vector<std::int64_t> kPairSizes = {512, 4 * kKiB, 64 * kKiB, 1 * kMiB, 4 * kMiB, 16 * kMiB, 64 * kMiB};
-
-void pair_sizes(benchmark::internal::Benchmark* b) {
-  for (std::int64_t size : kPairSizes) b->Arg(size);
-  b->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kNanosecond);
-}
 
 // ---- pair benchmarks -------------------------------------------------------------------------------------
 
@@ -61,7 +57,6 @@ void BM_pair_cached(benchmark::State& state) {
   state.counters["upstream_allocs"] =
       static_cast<double>(alloc.stats().num_device_allocations - upstream_before);
 }
-BENCHMARK(BM_pair_cached)->Apply(pair_sizes);
 
 void BM_pair_malloc(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(state.range(0));
@@ -73,7 +68,6 @@ void BM_pair_malloc(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
 }
-BENCHMARK(BM_pair_malloc)->Apply(pair_sizes);
 
 void BM_pair_upstream(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(state.range(0));
@@ -85,7 +79,6 @@ void BM_pair_upstream(benchmark::State& state) {
     host->deallocate(p, size);
   }
 }
-BENCHMARK(BM_pair_upstream)->Apply(pair_sizes);
 
 // ---- trace replay ----------------------------------------------------------------------------------------
 
@@ -218,7 +211,6 @@ void BM_trace_cached(benchmark::State& state) {
   state.counters["upstream_allocs"] = static_cast<double>(stats.num_device_allocations - warm_segments);
   state.counters["reserved_MiB"] = static_cast<double>(stats.reserved_bytes.peak) / (1024.0 * 1024.0);
 }
-BENCHMARK(BM_trace_cached)->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_trace_malloc(benchmark::State& state) {
   run_trace(
@@ -226,7 +218,6 @@ void BM_trace_malloc(benchmark::State& state) {
       [](void* p, std::size_t) { std::free(p); },                   // NOLINT(cppcoreguidelines-no-malloc)
       [] {});
 }
-BENCHMARK(BM_trace_malloc)->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_trace_upstream(benchmark::State& state) {
   const std::unique_ptr<dtr::MemoryResource> host = dtr::make_host_resource();
@@ -234,7 +225,26 @@ void BM_trace_upstream(benchmark::State& state) {
       state, [&](std::size_t bytes) { return host->allocate(bytes); },
       [&](void* p, std::size_t bytes) { host->deallocate(p, bytes); }, [] {});
 }
-BENCHMARK(BM_trace_upstream)->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Size-major order: the three variants of one size run back to back, so that each ratio compares
+// measurements taken close together in time (on a shared VM the speed drifts over a run).
+void register_benchmarks() {
+  using Fn = void(benchmark::State&);
+  const std::pair<const char*, Fn*> pairs[] = {
+      {"BM_pair_cached", BM_pair_cached}, {"BM_pair_malloc", BM_pair_malloc}, {"BM_pair_upstream", BM_pair_upstream}};
+  for (std::int64_t size : kPairSizes) {
+    for (const auto& [name, fn] : pairs) {
+      benchmark::RegisterBenchmark(name, fn)->Arg(size)->MinTime(kMinTime)->UseRealTime()->Unit(
+          benchmark::kNanosecond);
+    }
+  }
+  const std::pair<const char*, Fn*> traces[] = {{"BM_trace_cached", BM_trace_cached},
+                                                {"BM_trace_malloc", BM_trace_malloc},
+                                                {"BM_trace_upstream", BM_trace_upstream}};
+  for (const auto& [name, fn] : traces) {
+    benchmark::RegisterBenchmark(name, fn)->MinTime(kMinTime)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
+}
 
 // ---- the ratio table -------------------------------------------------------------------------------------
 
@@ -265,6 +275,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
       }
     }
   }
+
+  bool empty() const { return medians_.empty() && runs_.empty(); }
 
   // NaN when the benchmark did not run (filtered out, or failed).
   double median_ns(const std::string& key) const {
@@ -339,13 +351,14 @@ int main(int argc, char** argv) {
   int count = static_cast<int>(args.size());
   args.push_back(nullptr);
 
+  register_benchmarks();
   benchmark::Initialize(&count, args.data());
   if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
   RatioReporter reporter(::isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
                                                       : benchmark::ConsoleReporter::OO_None);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::cout.flush();
-  print_ratio_table(reporter);
+  if (!reporter.empty()) print_ratio_table(reporter);  // nothing ran: --benchmark_list_tests, a filter
   benchmark::Shutdown();
   return 0;
 }
