@@ -5,10 +5,11 @@
 #include <deque>
 #include <limits>
 #include <map>
-#include <mutex>
+#include <mutex>  // std::lock_guard
 #include <set>
-#include <unordered_map>
 
+#include "address_map.h"
+#include "fast_mutex.h"
 #include "dtr/check.h"
 #include "log.h"
 
@@ -19,6 +20,13 @@ const char* to_string(Pool pool) { return pool == Pool::small ? "small" : "large
 namespace {
 
 struct Segment;
+struct Block;
+
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const;
+};
+
+using FreeSet = std::set<Block*, BySizeThenAddress>;
 
 // A run of bytes inside a segment, allocated or free. Blocks of a segment form a doubly linked list in
 // address order.
@@ -31,7 +39,12 @@ struct Block {
   Block* next = nullptr;
   bool allocated = false;
   OwnerTag owner = 0;
+  FreeSet::iterator position;  // where the block sits in its pool's free set, while it is free
 };
+
+bool BySizeThenAddress::operator()(const Block* a, const Block* b) const {
+  return a->size != b->size ? a->size < b->size : a->address < b->address;
+}
 
 struct Segment {
   std::uintptr_t address = 0;
@@ -41,15 +54,6 @@ struct Segment {
 
   bool empty() const { return !head->allocated && head->next == nullptr; }
 };
-
-struct BySizeThenAddress {
-  bool operator()(const Block* a, const Block* b) const {
-    return a->size != b->size ? a->size < b->size : a->address < b->address;
-  }
-};
-
-using FreeSet = std::set<Block*, BySizeThenAddress>;
-using LiveMap = std::unordered_map<std::uintptr_t, Block*>;
 
 std::size_t index_of(Pool pool) { return pool == Pool::small ? 0 : 1; }
 
@@ -67,7 +71,12 @@ struct Request {
   Pool pool = Pool::small;
 };
 
-std::size_t round_up(std::size_t bytes, std::size_t multiple) { return (bytes + multiple - 1) / multiple * multiple; }
+__extension__ using u128 = unsigned __int128;  // exact products of two byte counts
+
+// `multiple` is a power of two.
+std::size_t round_up(std::size_t bytes, std::size_t multiple) { return (bytes + multiple - 1) & ~(multiple - 1); }
+
+std::string percent(double fraction) { return detail::concat(static_cast<int>(fraction * 1000 + 0.5) / 10.0, "%"); }
 
 }  // namespace
 
@@ -81,41 +90,64 @@ struct CachingAllocator::State {
   const std::size_t upstream_capacity;  // fixed for a resource's lifetime; read once, off the hot path
   const CachingAllocatorOptions& options;
 
-  mutable std::mutex mutex;
+  mutable detail::FastMutex mutex;
   std::optional<std::uint64_t> budget;
   Reclaimer* reclaimer = nullptr;
 
   std::array<FreeSet, 2> free_blocks;  // by pool
   std::vector<FreeSet::node_type> spare_free_nodes;
-  LiveMap live;  // address -> allocated block
-  std::vector<LiveMap::node_type> spare_live_nodes;
+  detail::AddressMap<Block*> live;  // address -> allocated block
   std::map<std::uintptr_t, std::unique_ptr<Segment>> segments;  // by address
   std::deque<Block> block_storage;
-  std::vector<Block*> spare_blocks;
+  Block* spare_blocks = nullptr;  // recycled blocks, linked through `next`
 
   AllocatorStats stats;
   std::uint64_t blocks_freed = 0;  // how the reclaim loop sees progress
 
   // ---- allocation and free ----
 
+  // A free block's key (size, address) changes in place when a request is carved from its front or a freed
+  // neighbour merges into it. The set holds pointers, so it stays valid as long as the block keeps its rank;
+  // it is re-linked only when it does not, which keeps the steady state (allocate and free the same size
+  // next to a large free block) free of tree rebalancing.
   Block* try_allocate(const Request& r) {
-    Block* block = best_fit(r);
-    if (block == nullptr) block = reserve_segment(r);
-    if (block == nullptr) return nullptr;
-    split(block, r);
+    FreeSet& set = free_blocks[index_of(r.pool)];
+    Block key;
+    key.size = r.rounded;
+    auto it = set.lower_bound(&key);
+    Block* block = nullptr;
+    if (it != set.end()) {
+      Block* free_block = *it;
+      if (should_split(r.pool, free_block->size - r.rounded)) {
+        block = carve_front(free_block, r.rounded);
+        if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
+      } else {
+        erase_free(free_block);
+        block = free_block;
+      }
+    } else {
+      Block* segment_block = reserve_segment(r);
+      if (segment_block == nullptr) return nullptr;
+      if (should_split(r.pool, segment_block->size - r.rounded)) {
+        block = carve_front(segment_block, r.rounded);
+        insert_free(segment_block);
+      } else {
+        block = segment_block;
+      }
+    }
     block->allocated = true;
     block->requested = r.bytes;
-    insert_live(block);
-    stats.allocated_bytes.current += block->size;
-    stats.requested_bytes.current += r.bytes;
-    stats.active_blocks.current += 1;
+    live.insert(block->address, block);
+    raise(stats.allocated_bytes, block->size);
+    raise(stats.requested_bytes, r.bytes);
+    raise(stats.active_blocks, 1);
     stats.num_allocations += 1;
-    update_derived();
+    update_free_stats();
     return block;
   }
 
   void free(Block* block) {
-    erase_live(block);
+    live.erase(block->address);
     stats.allocated_bytes.current -= block->size;
     stats.requested_bytes.current -= block->requested;
     stats.active_blocks.current -= 1;
@@ -124,28 +156,32 @@ struct CachingAllocator::State {
     block->allocated = false;
     block->requested = 0;
     block->owner = 0;
-    if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
-      erase_free(prev);
+    Block* prev = block->prev != nullptr && !block->prev->allocated ? block->prev : nullptr;
+    Block* next = block->next != nullptr && !block->next->allocated ? block->next : nullptr;
+    if (prev != nullptr) {
+      // The previous free block grows over this one (and the next, if free too).
       absorb(prev, block);
-      block = prev;
+      if (next != nullptr) {
+        erase_free(next);
+        absorb(prev, next);
+      }
+      rerank_if_grown(prev);
+    } else if (next != nullptr) {
+      // The next free block grows backwards over this one.
+      next->address = block->address;
+      next->size += block->size;
+      next->prev = block->prev;
+      if (block->prev != nullptr) {
+        block->prev->next = next;
+      } else {
+        next->segment->head = next;
+      }
+      recycle(block);
+      rerank_if_grown(next);
+    } else {
+      insert_free(block);
     }
-    if (Block* next = block->next; next != nullptr && !next->allocated) {
-      erase_free(next);
-      absorb(block, next);
-    }
-    insert_free(block);
-    update_derived();
-  }
-
-  Block* best_fit(const Request& r) {
-    FreeSet& set = free_blocks[index_of(r.pool)];
-    Block key;
-    key.size = r.rounded;
-    auto it = set.lower_bound(&key);
-    if (it == set.end()) return nullptr;
-    Block* block = *it;
-    erase_free(block);
-    return block;
+    update_free_stats();
   }
 
   bool should_split(Pool pool, std::size_t remaining) const {
@@ -153,22 +189,40 @@ struct CachingAllocator::State {
     return pool == Pool::small ? remaining >= options.rounding : remaining > options.small_request_limit;
   }
 
-  void split(Block* block, const Request& r) {
-    const std::size_t remaining = block->size - r.rounded;
-    if (!should_split(r.pool, remaining)) return;
-    Block* rest = new_block();
-    rest->address = block->address + r.rounded;
-    rest->size = remaining;
-    rest->segment = block->segment;
-    rest->prev = block;
-    rest->next = block->next;
-    if (block->next != nullptr) block->next->prev = rest;
-    block->next = rest;
-    block->size = r.rounded;
-    insert_free(rest);
+  // Splits the first `bytes` of `free_block` off into a new block, which it returns; `free_block` keeps the
+  // rest (and its place in the free set, if any).
+  Block* carve_front(Block* free_block, std::size_t bytes) {
+    Block* front = new_block();
+    front->address = free_block->address;
+    front->size = bytes;
+    front->segment = free_block->segment;
+    front->prev = free_block->prev;
+    front->next = free_block;
+    if (free_block->prev != nullptr) {
+      free_block->prev->next = front;
+    } else {
+      free_block->segment->head = front;
+    }
+    free_block->prev = front;
+    free_block->address += bytes;
+    free_block->size -= bytes;
+    return front;
   }
 
-  // Folds `second`, the block right after `first`, into `first`. Neither is in a free set.
+  // Re-links a free block whose key changed so that the set is ordered again.
+  void rerank(Block* block) {
+    FreeSet& set = free_blocks[index_of(block->segment->pool)];
+    auto node = set.extract(block->position);
+    block->position = set.insert(std::move(node)).position;
+  }
+
+  void rerank_if_grown(Block* block) {
+    const FreeSet& set = free_blocks[index_of(block->segment->pool)];
+    auto after = std::next(block->position);
+    if (after != set.end() && !BySizeThenAddress{}(block, *after)) rerank(block);
+  }
+
+  // Folds `second`, the block right after `first`, into `first`; `second` must be in no free set.
   void absorb(Block* first, Block* second) {
     first->size += second->size;
     first->next = second->next;
@@ -217,8 +271,8 @@ struct CachingAllocator::State {
     block->segment = segment.get();
     segment->head = block;
     segments.emplace(segment->address, std::move(segment));
-    stats.reserved_bytes.current += size;
-    stats.segments.current += 1;
+    raise(stats.reserved_bytes, size);
+    raise(stats.segments, 1);
     stats.num_device_allocations += 1;
     detail::logger().debug("{}: reserved a {} segment of {} for a request of {}", upstream.name(),
                            to_string(r.pool), format_bytes(size), format_bytes(r.bytes));
@@ -275,55 +329,44 @@ struct CachingAllocator::State {
     stats.reserved_bytes.current -= size;
     stats.segments.current -= 1;
     stats.num_device_frees += 1;
-    update_derived();
+    update_free_stats();
     detail::logger().debug("{}: released a segment of {}", upstream.name(), format_bytes(size));
   }
 
   // ---- containers ----
 
   Block* new_block() {
-    if (spare_blocks.empty()) return &block_storage.emplace_back();
-    Block* block = spare_blocks.back();
-    spare_blocks.pop_back();
+    if (spare_blocks == nullptr) return &block_storage.emplace_back();
+    Block* block = spare_blocks;
+    spare_blocks = block->next;
     *block = Block{};
     return block;
   }
 
-  void recycle(Block* block) { spare_blocks.push_back(block); }
+  void recycle(Block* block) {
+    block->next = spare_blocks;
+    spare_blocks = block;
+  }
 
   void insert_free(Block* block) {
     FreeSet& set = free_blocks[index_of(block->segment->pool)];
     if (spare_free_nodes.empty()) {
-      set.insert(block);
+      block->position = set.insert(block).first;
       return;
     }
     auto node = std::move(spare_free_nodes.back());
     spare_free_nodes.pop_back();
     node.value() = block;
-    set.insert(std::move(node));
+    block->position = set.insert(std::move(node)).position;
   }
 
   void erase_free(Block* block) {
-    spare_free_nodes.push_back(free_blocks[index_of(block->segment->pool)].extract(block));
+    spare_free_nodes.push_back(free_blocks[index_of(block->segment->pool)].extract(block->position));
   }
 
-  void insert_live(Block* block) {
-    if (spare_live_nodes.empty()) {
-      live.emplace(block->address, block);
-      return;
-    }
-    auto node = std::move(spare_live_nodes.back());
-    spare_live_nodes.pop_back();
-    node.key() = block->address;
-    node.mapped() = block;
-    live.insert(std::move(node));
-  }
-
-  void erase_live(Block* block) { spare_live_nodes.push_back(live.extract(block->address)); }
-
-  Block* find_live(const void* ptr) const {
-    auto it = live.find(reinterpret_cast<std::uintptr_t>(ptr));
-    return it == live.end() ? nullptr : it->second;
+  Block* find_live(const void* ptr) {
+    Block** found = live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    return found == nullptr ? nullptr : *found;
   }
 
   // ---- accounting ----
@@ -341,19 +384,99 @@ struct CachingAllocator::State {
     return largest;
   }
 
-  // Derived stats and high-water marks, after every change.
-  void update_derived() {
-    auto& s = stats;
-    s.largest_free_block.current = largest_free();
-    const std::uint64_t free_bytes = s.reserved_bytes.current - s.allocated_bytes.current;
-    s.fragmentation = free_bytes == 0 ? 0.0
-                                      : 1.0 - static_cast<double>(s.largest_free_block.current) /
-                                                  static_cast<double>(free_bytes);
-    for (StatValue* v : {&s.allocated_bytes, &s.reserved_bytes, &s.requested_bytes, &s.active_blocks,
-                         &s.segments, &s.largest_free_block}) {
-      v->peak = std::max(v->peak, v->current);
+  enum class Cause { too_large, no_reclaimer, no_progress };
+
+  // Counts the failure and says what happened and what to try. Off the hot path.
+  [[gnu::cold, gnu::noinline]] OutOfMemory out_of_memory(const Request& r, Cause cause,
+                                                         const std::string& resource_name) {
+    auto& st = stats;
+    st.num_ooms += 1;
+    OutOfMemoryInfo info;
+    info.requested_bytes = r.bytes;
+    info.budget_bytes = budget.value_or(0);
+    info.capacity_bytes = upstream_capacity;
+    info.reserved_bytes = st.reserved_bytes.current;
+    info.allocated_bytes = st.allocated_bytes.current;
+    info.largest_free_block_bytes = st.largest_free_block.current;
+    const std::uint64_t free_in_segments = info.reserved_bytes - info.allocated_bytes;
+    std::string message = detail::concat(
+        "dtr: out of memory: cannot allocate ", format_bytes(r.bytes), " from ", resource_name, ": it needs a ",
+        to_string(r.pool), "-pool block of ", format_bytes(r.rounded), ". Budget: ",
+        budget ? format_bytes(*budget) : std::string("none"), "; reserved ", format_bytes(info.reserved_bytes),
+        " in ", st.segments.current, " segment(s): allocated ", format_bytes(info.allocated_bytes), " in ",
+        st.active_blocks.current, " block(s), reserved but free ", format_bytes(free_in_segments),
+        " (largest free block ", format_bytes(info.largest_free_block_bytes), ", fragmentation ",
+        percent(fragmentation()), "); device capacity ", format_bytes(info.capacity_bytes), ".");
+    switch (cause) {
+      case Cause::too_large:
+        message += r.rounded > info.capacity_bytes
+                       ? " The request alone is larger than the device. Try: split the tensor or use a larger device."
+                       : " The request alone is larger than the budget. Try: raise DTR_MEMORY_BUDGET (or "
+                         "dtr_set_budget / CachingAllocator::set_budget) above " +
+                             format_bytes(r.rounded) + ".";
+        break;
+      case Cause::no_reclaimer:
+      case Cause::no_progress:
+        message += cause == Cause::no_reclaimer
+                       ? " No Reclaimer is registered, so nothing could be evicted."
+                       : " The Reclaimer could free nothing more: everything left is in use (pinned or constant).";
+        if (free_in_segments >= r.rounded) {
+          message += " Enough bytes are free inside segments but no free block is large enough "
+                     "(fragmentation).";
+        }
+        message += " Try: raise DTR_MEMORY_BUDGET, lower the batch size, free tensors no longer needed, or run "
+                   "under the dtr runtime so that tensors can be evicted and recomputed.";
+        break;
     }
-    s.peak_fragmentation = std::max(s.peak_fragmentation, s.fragmentation);
+    detail::logger().info("{}", message);
+    return OutOfMemory(std::move(message), info, __FILE__, __LINE__);
+  }
+
+  static void raise(StatValue& value, std::uint64_t by) {
+    value.current += by;
+    value.peak = std::max(value.peak, value.current);
+  }
+
+  // The fragmentation high-water mark, kept as the exact ratio largest_free / free at that moment (1/1: none
+  // yet) and compared by cross-multiplication, so that the hot path does no floating-point division.
+  std::uint64_t peak_fragmentation_largest = 1;
+  std::uint64_t peak_fragmentation_free = 1;
+
+  // The largest free block and the fragmentation high-water marks, after every change.
+  void update_free_stats() {
+    const std::uint64_t largest = largest_free();
+    stats.largest_free_block.current = largest;
+    stats.largest_free_block.peak = std::max(stats.largest_free_block.peak, largest);
+    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    if (free_bytes != 0 && u128{largest} * peak_fragmentation_free < u128{peak_fragmentation_largest} * free_bytes) {
+      peak_fragmentation_largest = largest;
+      peak_fragmentation_free = free_bytes;
+    }
+  }
+
+  double fragmentation() const {
+    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    return free_bytes == 0 ? 0.0 : 1.0 - static_cast<double>(stats.largest_free_block.current) / static_cast<double>(free_bytes);
+  }
+
+  void reset_peaks() {
+    for (StatValue* v : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.requested_bytes,
+                         &stats.active_blocks, &stats.segments, &stats.largest_free_block}) {
+      v->peak = v->current;
+    }
+    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    peak_fragmentation_largest = free_bytes == 0 ? 1 : stats.largest_free_block.current;
+    peak_fragmentation_free = free_bytes == 0 ? 1 : free_bytes;
+  }
+
+  // The stats with the values derived on demand.
+  AllocatorStats current_stats() const {
+    AllocatorStats copy = stats;
+    copy.fragmentation = fragmentation();
+    copy.peak_fragmentation = 1.0 - static_cast<double>(peak_fragmentation_largest) /
+                                        static_cast<double>(peak_fragmentation_free);
+    copy.budget_bytes = budget.value_or(0);
+    return copy;
   }
 };
 
@@ -399,12 +522,6 @@ std::size_t CachingAllocator::capacity() const { return upstream_.capacity(); }
 std::string CachingAllocator::name() const { return "caching(" + upstream_.name() + ")"; }
 bool CachingAllocator::host_accessible() const { return upstream_.host_accessible(); }
 
-namespace {
-
-std::string percent(double fraction) { return detail::concat(static_cast<int>(fraction * 1000 + 0.5) / 10.0, "%"); }
-
-}  // namespace
-
 void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
   (void)alignment;  // every block is aligned to options_.rounding >= kMaxAlignment
   State& s = *state_;
@@ -414,51 +531,6 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
   r.rounded = representable ? round_up(bytes, options_.rounding) : bytes;
   r.pool = r.rounded <= options_.small_request_limit ? Pool::small : Pool::large;
 
-  enum class Cause { too_large, no_reclaimer, no_progress };
-  auto throw_oom = [&](Cause cause) {  // with the lock held
-    auto& st = s.stats;
-    st.num_ooms += 1;
-    OutOfMemoryInfo info;
-    info.requested_bytes = bytes;
-    info.budget_bytes = s.budget.value_or(0);
-    info.capacity_bytes = upstream_.capacity();
-    info.reserved_bytes = st.reserved_bytes.current;
-    info.allocated_bytes = st.allocated_bytes.current;
-    info.largest_free_block_bytes = st.largest_free_block.current;
-    const std::uint64_t free_in_segments = info.reserved_bytes - info.allocated_bytes;
-    std::string message = detail::concat(
-        "dtr: out of memory: cannot allocate ", format_bytes(bytes), " from ", name(), ": it needs a ",
-        to_string(r.pool), "-pool block of ", format_bytes(r.rounded), ". Budget: ",
-        s.budget ? format_bytes(*s.budget) : std::string("none"), "; reserved ", format_bytes(info.reserved_bytes),
-        " in ", st.segments.current, " segment(s): allocated ", format_bytes(info.allocated_bytes), " in ",
-        st.active_blocks.current, " block(s), reserved but free ", format_bytes(free_in_segments),
-        " (largest free block ", format_bytes(info.largest_free_block_bytes), ", fragmentation ",
-        percent(st.fragmentation), "); device capacity ", format_bytes(info.capacity_bytes), ".");
-    switch (cause) {
-      case Cause::too_large:
-        message += r.rounded > info.capacity_bytes
-                       ? " The request alone is larger than the device. Try: split the tensor or use a larger device."
-                       : " The request alone is larger than the budget. Try: raise DTR_MEMORY_BUDGET (or "
-                         "dtr_set_budget / CachingAllocator::set_budget) above " +
-                             format_bytes(r.rounded) + ".";
-        break;
-      case Cause::no_reclaimer:
-      case Cause::no_progress:
-        message += cause == Cause::no_reclaimer
-                       ? " No Reclaimer is registered, so nothing could be evicted."
-                       : " The Reclaimer could free nothing more: everything left is in use (pinned or constant).";
-        if (free_in_segments >= r.rounded) {
-          message += " Enough bytes are free inside segments but no free block is large enough "
-                     "(fragmentation).";
-        }
-        message += " Try: raise DTR_MEMORY_BUDGET, lower the batch size, free tensors no longer needed, or run "
-                   "under the dtr runtime so that tensors can be evicted and recomputed.";
-        break;
-    }
-    detail::logger().info("{}", message);
-    throw OutOfMemory(std::move(message), info, __FILE__, __LINE__);
-  };
-
   for (;;) {
     Reclaimer* reclaimer = nullptr;
     ReclaimRequest request;
@@ -466,18 +538,18 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
     {
       std::lock_guard lock(s.mutex);
       if (!representable || r.rounded > s.upstream_capacity || (s.budget && r.rounded > *s.budget)) {
-        throw_oom(Cause::too_large);
+        throw s.out_of_memory(r, State::Cause::too_large, name());
       }
       if (Block* block = s.try_allocate(r)) return to_pointer(block->address);
       reclaimer = s.reclaimer;
-      if (reclaimer == nullptr) throw_oom(Cause::no_reclaimer);
+      if (reclaimer == nullptr) throw s.out_of_memory(r, State::Cause::no_reclaimer, name());
       s.stats.num_reclaim_calls += 1;
       freed_before = s.blocks_freed;
       request = ReclaimRequest{bytes, r.rounded, r.pool, s.budget.value_or(0), s.stats.reserved_bytes.current};
     }
     reclaimer->reclaim(request);
     std::lock_guard lock(s.mutex);
-    if (s.blocks_freed == freed_before) throw_oom(Cause::no_progress);
+    if (s.blocks_freed == freed_before) throw s.out_of_memory(r, State::Cause::no_progress, name());
   }
 }
 
@@ -551,27 +623,19 @@ void CachingAllocator::empty_cache() {
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard lock(state_->mutex);
-  AllocatorStats copy = state_->stats;
-  copy.budget_bytes = state_->budget.value_or(0);
-  return copy;
+  return state_->current_stats();
 }
 
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard lock(state_->mutex);
-  auto& s = state_->stats;
-  for (StatValue* v : {&s.allocated_bytes, &s.reserved_bytes, &s.requested_bytes, &s.active_blocks, &s.segments,
-                       &s.largest_free_block}) {
-    v->peak = v->current;
-  }
-  s.peak_fragmentation = s.fragmentation;
+  state_->reset_peaks();
 }
 
 MemorySnapshot CachingAllocator::snapshot() const {
   MemorySnapshot snap;
   snap.resource = name();
   std::lock_guard lock(state_->mutex);
-  snap.stats = state_->stats;
-  snap.stats.budget_bytes = state_->budget.value_or(0);
+  snap.stats = state_->current_stats();
   snap.segments.reserve(state_->segments.size());
   for (const auto& [address, segment] : state_->segments) {
     SegmentInfo info;

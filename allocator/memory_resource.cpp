@@ -1,24 +1,15 @@
 #include "dtr/memory_resource.h"
 
-#include <bit>
-
 #include "dtr/check.h"
 
 namespace dtr {
 
-void* MemoryResource::allocate(std::size_t bytes, std::size_t alignment) {
-  DTR_CHECK(std::has_single_bit(alignment) && alignment <= kMaxAlignment, InvalidArgument, name(),
-            ": alignment ", alignment, " is not a power of two of at most ", kMaxAlignment);
-  if (bytes == 0) return nullptr;
-  return do_allocate(bytes, alignment);
+void MemoryResource::throw_bad_alignment(std::size_t alignment) const {
+  DTR_THROW(InvalidArgument, name(), ": alignment ", alignment, " is not a power of two of at most ", kMaxAlignment);
 }
 
-void MemoryResource::deallocate(void* ptr, std::size_t bytes) {
-  if (ptr == nullptr) {
-    DTR_CHECK(bytes == 0, InvalidArgument, name(), ": deallocate(nullptr, ", bytes, ")");
-    return;
-  }
-  do_deallocate(ptr, bytes);
+void MemoryResource::throw_null_with_size(std::size_t bytes) const {
+  DTR_THROW(InvalidArgument, name(), ": deallocate(nullptr, ", bytes, ")");
 }
 
 }  // namespace dtr

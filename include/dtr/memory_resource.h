@@ -32,8 +32,20 @@ class MemoryResource {
   MemoryResource& operator=(const MemoryResource&) = delete;
   virtual ~MemoryResource() = default;
 
-  void* allocate(std::size_t bytes, std::size_t alignment = kDefaultAlignment);
-  void deallocate(void* ptr, std::size_t bytes);
+  // Inline: they run on every allocation; the checks are a few instructions.
+  void* allocate(std::size_t bytes, std::size_t alignment = kDefaultAlignment) {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kMaxAlignment) {
+      throw_bad_alignment(alignment);
+    }
+    return bytes == 0 ? nullptr : do_allocate(bytes, alignment);
+  }
+  void deallocate(void* ptr, std::size_t bytes) {
+    if (ptr != nullptr) {
+      do_deallocate(ptr, bytes);
+    } else if (bytes != 0) {
+      throw_null_with_size(bytes);
+    }
+  }
 
   virtual std::size_t capacity() const = 0;
   virtual std::string name() const = 0;
@@ -45,6 +57,10 @@ class MemoryResource {
   virtual void* do_allocate(std::size_t bytes, std::size_t alignment) = 0;
   // Called with ptr != nullptr.
   virtual void do_deallocate(void* ptr, std::size_t bytes) = 0;
+
+ private:
+  [[noreturn]] void throw_bad_alignment(std::size_t alignment) const;  // dtr::InvalidArgument
+  [[noreturn]] void throw_null_with_size(std::size_t bytes) const;     // dtr::InvalidArgument
 };
 
 // Page-aligned host memory from the C heap. Capacity: the machine's physical memory.
