@@ -1,6 +1,7 @@
 #include "dtr/caching_allocator.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <deque>
 #include <limits>
@@ -60,10 +61,6 @@ std::size_t index_of(Pool pool) { return pool == Pool::small ? 0 : 1; }
 void* to_pointer(std::uintptr_t address) {
   return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
 }
-
-}  // namespace
-
-namespace {
 
 struct Request {
   std::size_t bytes = 0;    // as asked
