@@ -308,7 +308,9 @@ void print_ratio_table(const RatioReporter& r) {
   std::vector<double> vs_malloc;
   std::vector<double> vs_upstream;
   for (std::int64_t size : kPairSizes) {
-    const std::string arg = "/" + std::to_string(size);
+    // Appended rather than `"/" + std::to_string(size)`, which trips GCC 12's -Wrestrict false positive at -O3.
+    std::string arg = "/";
+    arg += std::to_string(size);
     const double cached = r.median_ns("BM_pair_cached" + arg);
     const double malloc_ns = r.median_ns("BM_pair_malloc" + arg);
     const double upstream = r.median_ns("BM_pair_upstream" + arg);
