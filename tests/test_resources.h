@@ -95,4 +95,16 @@ class CountingResource final : public MemoryResource {
 constexpr std::size_t KiB = std::size_t{1} << 10;
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
+// A runtime configuration whose every decision is reproducible: FLOP costs and an op-counting clock.
+inline Config deterministic_config(std::optional<std::uint64_t> budget = std::nullopt,
+                                   BudgetMode mode = BudgetMode::bytes, const std::string& heuristic = "dtr-eq") {
+  Config config;
+  config.memory_budget = budget;
+  config.budget_mode = mode;
+  config.heuristic = heuristic;
+  config.cost_model = CostModel::flops;
+  config.clock = ClockKind::ops;
+  return config;
+}
+
 }  // namespace dtr::test

@@ -7,4 +7,7 @@
 #include "dtr/device.h"
 #include "dtr/error.h"
 #include "dtr/memory_resource.h"
+#include "dtr/op.h"
+#include "dtr/ops.h"
+#include "dtr/runtime.h"
 #include "dtr/version.h"

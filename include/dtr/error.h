@@ -36,6 +36,13 @@ class ConfigError : public InvalidArgument {
   using InvalidArgument::InvalidArgument;
 };
 
+// Tensor shapes that an op cannot take (mismatched matmul, bad axis, ...). Raised when the op is called, before
+// anything is allocated; the message names the op and the shapes.
+class ShapeError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
 // A device was asked for that this build or this machine cannot provide, or a device call failed.
 class DeviceError : public Error {
  public:

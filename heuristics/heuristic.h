@@ -1,0 +1,35 @@
+// Eviction heuristics: the lowest score is evicted first. Design section 5.
+//
+// Thread safety: a heuristic belongs to one runtime and is driven by its thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "heuristics/storage_view.h"
+
+namespace dtr::heuristics {
+
+class Heuristic {
+ public:
+  virtual ~Heuristic() = default;
+  virtual std::string name() const = 0;
+  // Score of a resident, evictable storage at clock `now`; lower is evicted first.
+  virtual double score(StorageView& storage, std::uint64_t now) = 0;
+  // Lineage events, for heuristics that keep state about evicted storages.
+  virtual void on_evict(StorageView& /*storage*/) {}
+  virtual void on_rematerialize(StorageView& /*storage*/) {}
+  // The storage is gone for good; its slot must be released.
+  virtual void on_destroy(StorageView& /*storage*/) {}
+};
+
+// The accepted names, for messages: "dtr-eq, lru".
+std::vector<std::string> heuristic_names();
+
+// "dtr-eq" (h_DTR with union-find neighbourhoods, the default) or "lru". Throws dtr::ConfigError naming
+// `variable` and the accepted names otherwise.
+std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable = "DTR_HEURISTIC");
+
+}  // namespace dtr::heuristics

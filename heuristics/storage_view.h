@@ -1,0 +1,31 @@
+// What a heuristic may know of a storage: a narrow, read-only view (plus the heuristic's own slot), so that
+// heuristics are unit-tested on hand-built graphs and know nothing of tensors, closures or kernels. The
+// runtime's Storage implements it; tests implement it with a few fields.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace dtr::heuristics {
+
+class StorageView {
+ public:
+  virtual ~StorageView() = default;
+
+  virtual std::size_t bytes() const = 0;
+  // c0: the cost of recomputing it alone (its producer's cost).
+  virtual double cost() const = 0;
+  // The clock value of its last use (DTR_CLOCK: op counter or nanoseconds).
+  virtual std::uint64_t last_access() const = 0;
+  virtual bool evicted() const = 0;
+  // Visits the storages its recomputation reads (its producer's inputs) ...
+  virtual void for_each_input(const std::function<void(StorageView&)>& visit) = 0;
+  // ... and those whose recomputation reads it (the outputs of the closures that take it as input).
+  virtual void for_each_dependent(const std::function<void(StorageView&)>& visit) = 0;
+
+  // Scratch for the heuristic that owns the runtime's decisions (the union-find node of h_DTR^eq).
+  void* heuristic_slot = nullptr;
+};
+
+}  // namespace dtr::heuristics

@@ -1,0 +1,43 @@
+// Every knob of a dtr runtime. Config::from_env() reads the DTR_* variables (design section 8); every field
+// can also be set in code. A malformed value throws dtr::ConfigError naming the variable and the accepted forms.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dtr/device.h"
+
+namespace dtr {
+
+// What an op costs, for the heuristics and the stats: measured kernel time, or counts that are the same on
+// every machine (tests, cross-machine comparisons).
+enum class CostModel { measured, flops, bytes };
+// What "staleness" counts: ops run, or nanoseconds.
+enum class ClockKind { ops, time };
+// What the budget caps: the allocator's reserved bytes (device memory, fragmentation included), or the sum of
+// resident storage bytes (as the DTR paper counts).
+enum class BudgetMode { device, bytes };
+
+struct Config {
+  std::optional<std::uint64_t> memory_budget;  // DTR_MEMORY_BUDGET; nullopt: none
+  std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: dtr-eq, lru
+  CostModel cost_model = CostModel::measured;  // DTR_COST_MODEL: measured, flops, bytes
+  ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time
+  BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
+  Device device;                               // DTR_DEVICE: cpu (the runtime's kernels are CPU-only so far)
+  std::string stats_path;                      // DTR_STATS: JSON stats written when the runtime is destroyed
+
+  // Reads the environment; percentages of DTR_MEMORY_BUDGET are of `capacity_bytes`.
+  static Config from_env(std::uint64_t capacity_bytes);
+};
+
+CostModel parse_cost_model(std::string_view text, std::string_view variable = "DTR_COST_MODEL");
+ClockKind parse_clock(std::string_view text, std::string_view variable = "DTR_CLOCK");
+BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = "DTR_BUDGET_MODE");
+const char* to_string(CostModel model);
+const char* to_string(ClockKind clock);
+const char* to_string(BudgetMode mode);
+
+}  // namespace dtr

@@ -1,0 +1,82 @@
+// Ops as the runtime sees them: a name, a shape rule, a kernel per device, and cost counts for the
+// deterministic cost models. A kernel sees raw contiguous buffers and shapes, nothing of lineage, so the same
+// OpDef serves first runs and rematerializations, and later a PyTorch dispatcher can supply its own.
+//
+// Thread safety: OpDefs are immutable after construction and may be shared between threads and runtimes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace dtr {
+
+using Shape = std::vector<std::int64_t>;
+
+enum class DType : std::uint8_t { float32 };
+
+std::size_t element_size(DType dtype);
+const char* to_string(DType dtype);
+std::string to_string(const Shape& shape);  // "[2, 3]"; "[]" for a scalar
+
+// The shape and type of a contiguous tensor.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::float32;
+
+  std::int64_t numel() const;  // 1 for a scalar (shape []); throws dtr::ShapeError on a negative dimension
+  std::size_t nbytes() const;
+  friend bool operator==(const TensorMeta&, const TensorMeta&) = default;
+};
+
+// An op's attributes: named integers, reals and integer lists. Ordered by insertion; names are unique.
+class Attrs {
+ public:
+  using Value = std::variant<std::int64_t, double, std::vector<std::int64_t>>;
+
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, Value>> values);  // a repeated name keeps its last value
+
+  Attrs& set(const std::string& name, Value value);
+  bool has(const std::string& name) const;
+  // Each throws dtr::InvalidArgument naming the attribute when it is missing or of another type.
+  std::int64_t get_int(const std::string& name) const;
+  double get_real(const std::string& name) const;
+  const std::vector<std::int64_t>& get_ints(const std::string& name) const;
+
+  const std::vector<std::pair<std::string, Value>>& items() const { return values_; }
+
+ private:
+  const Value& find(const std::string& name) const;
+  std::vector<std::pair<std::string, Value>> values_;
+};
+
+// What a kernel gets: contiguous float32 buffers with their shapes. `seed` is the op's captured random
+// state (0 for deterministic ops): the same seed must give the same bits.
+struct KernelArgs {
+  std::span<const TensorMeta> input_meta;
+  std::span<const float* const> inputs;
+  std::span<const TensorMeta> output_meta;
+  std::span<float* const> outputs;
+  const Attrs& attrs;
+  std::uint64_t seed = 0;
+};
+
+struct OpDef {
+  std::string name;
+  // Output shapes from input shapes; throws dtr::ShapeError naming the op and the shapes when they do not fit.
+  std::function<std::vector<TensorMeta>(std::span<const TensorMeta> inputs, const Attrs& attrs)> infer;
+  std::function<void(const KernelArgs& args)> cpu_kernel;
+  // Floating-point operations, for DTR_COST_MODEL=flops.
+  std::function<double(std::span<const TensorMeta> inputs, const Attrs& attrs)> flops;
+  // True when the op draws random numbers: the runtime captures a seed in its closure.
+  bool random = false;
+};
+
+}  // namespace dtr

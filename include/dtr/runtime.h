@@ -1,0 +1,72 @@
+// dtr::Runtime: runs ops, records each as a closure, evicts when memory reaches the budget and recomputes
+// evicted values when they are touched again (design section 4).
+//
+// Thread safety: a runtime and its tensors are driven by one thread at a time. Tensors must not outlive the
+// runtime that made them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dtr/caching_allocator.h"
+#include "dtr/config.h"
+#include "dtr/op.h"
+#include "dtr/tensor.h"
+
+namespace dtr {
+
+struct RuntimeStats {
+  double base_compute = 0;    // cost of the ops the program called (the cost model's unit)
+  double remat_compute = 0;   // cost of recomputations
+  std::uint64_t ops = 0;      // ops the program called
+  std::uint64_t rematerializations = 0;  // closures replayed
+  std::uint64_t evictions = 0;           // chosen by the heuristic
+  std::uint64_t eager_evictions = 0;     // last handle died
+  std::uint64_t search_ns = 0;           // time spent choosing what to evict
+  std::uint64_t peak_reserved_bytes = 0; // allocator's reserved high-water mark
+  std::uint64_t peak_resident_bytes = 0; // high-water mark of the sum of resident storage bytes
+  std::uint64_t budget_bytes = 0;        // 0: none
+  double overhead() const { return base_compute > 0 ? (base_compute + remat_compute) / base_compute : 1.0; }
+};
+
+std::string to_json(const RuntimeStats& stats);
+
+class Runtime {
+ public:
+  // A CPU runtime with its own host allocator, configured by `config` (budget, heuristic, cost model, ...).
+  explicit Runtime(Config config = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // A value with no producer (parameters, inputs): never evicted while anything needs it.
+  Tensor constant(TensorMeta meta, std::span<const float> values);
+
+  // Runs `op` on `inputs` (recomputing any that were evicted) and returns its outputs. Throws dtr::ShapeError
+  // before anything is allocated when the shapes do not fit, and dtr::OutOfMemory naming the op when the
+  // budget cannot hold its inputs and outputs.
+  std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {});
+  Tensor call1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {});
+  Tensor call1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+
+  // Evicts `tensor`'s storage now if it can be (resident, not pinned, not a constant); returns whether it did.
+  // The heuristic decides on its own under a budget; this is for tests and for programs that know better.
+  bool evict(const Tensor& tensor);
+
+  RuntimeStats stats() const;
+  const Config& config() const;
+  CachingAllocator& allocator();
+  // Sum of the bytes of the storages in memory now.
+  std::uint64_t resident_bytes() const;
+
+  struct Impl;
+
+ private:
+  friend class Tensor;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtr

@@ -1,0 +1,42 @@
+// dtr::Tensor: a user's handle to a value the runtime computed or was given. Copies share the value. While
+// any handle to it lives, the value stays reachable: it may be evicted and is recomputed when read. When the
+// last handle dies, its memory goes at once (eager eviction); it stays in the lineage while later values
+// still need it for their own recomputation.
+//
+// Thread safety: a tensor belongs to its runtime's thread.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dtr/op.h"
+
+namespace dtr {
+
+class Runtime;
+
+namespace detail {
+struct TensorHandle;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: holds nothing
+
+  bool defined() const { return handle_ != nullptr; }
+  const TensorMeta& meta() const;
+  const Shape& shape() const { return meta().shape; }
+  std::int64_t numel() const { return meta().numel(); }
+
+  // The values, rematerializing them if they were evicted.
+  std::vector<float> to_host() const;
+  // Whether the values are in memory now (false once evicted, until they are recomputed).
+  bool resident() const;
+
+ private:
+  friend class Runtime;
+  explicit Tensor(std::shared_ptr<detail::TensorHandle> handle) : handle_(std::move(handle)) {}
+  std::shared_ptr<detail::TensorHandle> handle_;
+};
+
+}  // namespace dtr

@@ -1,0 +1,96 @@
+#include "dtr/op.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+
+#include "dtr/check.h"
+
+namespace dtr {
+
+std::size_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return sizeof(float);
+  }
+  DTR_THROW(InvalidArgument, "unknown dtype ", static_cast<int>(dtype));
+}
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return "float32";
+  }
+  DTR_THROW(InvalidArgument, "unknown dtype ", static_cast<int>(dtype));
+}
+
+std::string to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::int64_t TensorMeta::numel() const {
+  std::int64_t count = 1;
+  for (const std::int64_t dim : shape) {
+    DTR_CHECK(dim >= 0, ShapeError, "shape ", to_string(shape), " has a negative dimension");
+    count *= dim;
+  }
+  return count;
+}
+
+std::size_t TensorMeta::nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype); }
+
+namespace {
+
+// Names for the alternatives of Attrs::Value, in its order, for type mismatch messages.
+constexpr std::array<const char*, std::variant_size_v<Attrs::Value>> kValueTypeNames = {"an int", "a real",
+                                                                                        "an int list"};
+
+// One lookup for const and mutable access alike.
+template <typename Values>
+auto find_entry(Values& values, const std::string& name) {
+  return std::ranges::find(values, name, &std::pair<std::string, Attrs::Value>::first);
+}
+
+template <typename T>
+const T& get_as(const Attrs::Value& value, const std::string& name) {
+  const T* typed = std::get_if<T>(&value);
+  DTR_CHECK(typed != nullptr, InvalidArgument, "attribute '", name, "' is ", kValueTypeNames[value.index()],
+            ", not ", kValueTypeNames[Attrs::Value(std::in_place_type<T>).index()]);
+  return *typed;
+}
+
+}  // namespace
+
+Attrs::Attrs(std::initializer_list<std::pair<std::string, Value>> values) {
+  for (const auto& [name, value] : values) set(name, value);
+}
+
+Attrs& Attrs::set(const std::string& name, Value value) {
+  const auto existing = find_entry(values_, name);
+  if (existing != values_.end()) {
+    existing->second = std::move(value);
+  } else {
+    values_.emplace_back(name, std::move(value));
+  }
+  return *this;
+}
+
+bool Attrs::has(const std::string& name) const {
+  return find_entry(values_, name) != values_.end();
+}
+
+const Attrs::Value& Attrs::find(const std::string& name) const {
+  const auto found = find_entry(values_, name);
+  DTR_CHECK(found != values_.end(), InvalidArgument, "attribute '", name, "' is missing");
+  return found->second;
+}
+
+std::int64_t Attrs::get_int(const std::string& name) const { return get_as<std::int64_t>(find(name), name); }
+
+double Attrs::get_real(const std::string& name) const { return get_as<double>(find(name), name); }
+
+const std::vector<std::int64_t>& Attrs::get_ints(const std::string& name) const {
+  return get_as<std::vector<std::int64_t>>(find(name), name);
+}
+
+}  // namespace dtr

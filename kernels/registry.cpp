@@ -1,0 +1,37 @@
+// Lookup of the built-in ops by name.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <span>
+
+#include "dtr/check.h"
+#include "dtr/ops.h"
+
+namespace dtr {
+namespace {
+
+std::span<const OpDef* const> all_ops() {
+  static const std::array table = {&ops::add(),    &ops::mul(),     &ops::relu(),
+                                   &ops::scale(),  &ops::matmul(),  &ops::sum(),
+                                   &ops::uniform(), &ops::split2(), &ops::concat2()};
+  return table;
+}
+
+}  // namespace
+
+const OpDef& find_op(std::string_view name) {
+  for (const OpDef* op : all_ops()) {
+    if (op->name == name) return *op;
+  }
+  DTR_THROW(InvalidArgument, "unknown op '", name,
+            "'; known ops: ", fmt::format("{}", fmt::join(op_names(), ", ")));
+}
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> names;
+  for (const OpDef* op : all_ops()) names.push_back(op->name);
+  return names;
+}
+
+}  // namespace dtr

@@ -1,0 +1,58 @@
+#include "dtr/config.h"
+
+#include <cstdlib>
+
+#include "dtr/budget.h"
+#include "dtr/check.h"
+#include "heuristics/heuristic.h"
+
+namespace dtr {
+
+CostModel parse_cost_model(std::string_view text, std::string_view variable) {
+  if (text == "measured") return CostModel::measured;
+  if (text == "flops") return CostModel::flops;
+  if (text == "bytes") return CostModel::bytes;
+  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a cost model; expected measured, flops or bytes");
+}
+
+ClockKind parse_clock(std::string_view text, std::string_view variable) {
+  if (text == "ops") return ClockKind::ops;
+  if (text == "time") return ClockKind::time;
+  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a clock; expected ops or time");
+}
+
+BudgetMode parse_budget_mode(std::string_view text, std::string_view variable) {
+  if (text == "device") return BudgetMode::device;
+  if (text == "bytes") return BudgetMode::bytes;
+  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a budget mode; expected device or bytes");
+}
+
+const char* to_string(CostModel model) {
+  switch (model) {
+    case CostModel::measured: return "measured";
+    case CostModel::flops: return "flops";
+    case CostModel::bytes: return "bytes";
+  }
+  return "?";
+}
+
+const char* to_string(ClockKind clock) { return clock == ClockKind::ops ? "ops" : "time"; }
+const char* to_string(BudgetMode mode) { return mode == BudgetMode::device ? "device" : "bytes"; }
+
+Config Config::from_env(std::uint64_t capacity_bytes) {
+  auto env = [](const char* name) -> const char* { return std::getenv(name); };  // NOLINT(concurrency-mt-unsafe)
+  Config config;
+  config.memory_budget = memory_budget_from_env(capacity_bytes);
+  if (const char* v = env("DTR_HEURISTIC")) {
+    heuristics::make_heuristic(v, "DTR_HEURISTIC");  // validates the name
+    config.heuristic = v;
+  }
+  if (const char* v = env("DTR_COST_MODEL")) config.cost_model = parse_cost_model(v);
+  if (const char* v = env("DTR_CLOCK")) config.clock = parse_clock(v);
+  if (const char* v = env("DTR_BUDGET_MODE")) config.budget_mode = parse_budget_mode(v);
+  if (const char* v = env("DTR_DEVICE")) config.device = parse_device(v);
+  if (const char* v = env("DTR_STATS")) config.stats_path = v;
+  return config;
+}
+
+}  // namespace dtr

@@ -1,0 +1,79 @@
+// The lineage graph: storages (device buffers, or none while evicted) and the closures that produce them.
+// Internal to runtime/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dtr/op.h"
+#include "dtr/runtime.h"
+#include "heuristics/storage_view.h"
+
+namespace dtr::detail {
+
+struct Closure;
+
+// The unit of eviction. Owned by shared pointers from user handles and from the closures that read it.
+struct Storage final : heuristics::StorageView {
+  static constexpr std::size_t kNotResident = static_cast<std::size_t>(-1);
+
+  Storage(Runtime::Impl& owner, std::uint64_t storage_id, TensorMeta tensor_meta)
+      : runtime(owner), id(storage_id), meta(std::move(tensor_meta)), nbytes(meta.nbytes()) {}
+  ~Storage() override;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  Runtime::Impl& runtime;
+  const std::uint64_t id;
+  const TensorMeta meta;
+  const std::size_t nbytes;
+  float* data = nullptr;  // nullptr while evicted
+  bool in_memory = false;
+  std::shared_ptr<Closure> producer;  // nullptr: a constant
+  std::size_t output_index = 0;
+  int pins = 0;     // ops using it right now: never evicted while > 0
+  int handles = 0;  // live user handles
+  double producer_cost = 0;
+  std::uint64_t last_used = 0;
+  std::vector<Closure*> dependents;  // closures that read it (they unregister when they die)
+  std::size_t resident_slot = kNotResident;  // index in the runtime's list of evictable resident storages
+
+  bool constant() const { return producer == nullptr; }
+
+  // heuristics::StorageView
+  std::size_t bytes() const override { return nbytes; }
+  double cost() const override { return producer_cost; }
+  std::uint64_t last_access() const override { return last_used; }
+  bool evicted() const override { return !in_memory; }
+  void for_each_input(const std::function<void(heuristics::StorageView&)>& visit) override;
+  void for_each_dependent(const std::function<void(heuristics::StorageView&)>& visit) override;
+};
+
+// One recorded op: enough to run it again. Holds its inputs (lineage stays alive) and weak references to its
+// outputs (a dead output is recomputed into scratch memory when its siblings are).
+struct Closure {
+  const OpDef* op = nullptr;
+  Attrs attrs;
+  std::vector<std::shared_ptr<Storage>> inputs;
+  std::vector<Storage*> outputs;  // nullptr once that output's storage died
+  std::vector<TensorMeta> output_meta;
+  std::uint64_t seed = 0;
+  double cost = 0;
+
+  ~Closure();
+};
+
+// What a Tensor points to: one user handle of a storage.
+}  // namespace dtr::detail
+
+namespace dtr::detail {
+struct TensorHandle {
+  explicit TensorHandle(std::shared_ptr<Storage> s);
+  ~TensorHandle();
+  TensorHandle(const TensorHandle&) = delete;
+  TensorHandle& operator=(const TensorHandle&) = delete;
+  std::shared_ptr<Storage> storage;
+};
+}  // namespace dtr::detail

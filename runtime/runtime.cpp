@@ -1,0 +1,491 @@
+// The runtime: ops as closures, eviction under the budget, rematerialization on access (design section 4).
+#include "dtr/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "allocator/log.h"
+#include "dtr/check.h"
+#include "heuristics/heuristic.h"
+#include "runtime/lineage.h"
+
+namespace dtr {
+
+using detail::Closure;
+using detail::Storage;
+using detail::TensorHandle;
+
+namespace {
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// splitmix64: the seeds of random ops, from a counter, so that a program's random streams are reproducible.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+struct Runtime::Impl final : Reclaimer {
+  explicit Impl(Config cfg) : config(std::move(cfg)) {
+    DTR_CHECK(config.device.kind == DeviceKind::cpu, DeviceError, "the runtime's kernels run on the CPU only so far; ",
+              "DTR_DEVICE=", config.device.to_string(), " is not supported yet");
+    heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
+    CachingAllocatorOptions options;
+    if (config.budget_mode == BudgetMode::device) options.budget_bytes = config.memory_budget;
+    allocator = std::make_unique<CachingAllocator>(make_host_resource(), options);
+    allocator->set_reclaimer(this);
+    start_ns = now_ns();
+  }
+
+  ~Impl() override {
+    allocator->set_reclaimer(nullptr);
+    if (!config.stats_path.empty()) {
+      std::ofstream out(config.stats_path);
+      out << to_json(current_stats()) << '\n';
+      if (!out) detail::logger().error("DTR_STATS: cannot write {}", config.stats_path);
+    }
+    if (live_storages > 0) {
+      detail::logger().warn("runtime destroyed while {} storage(s) are still referenced by tensors", live_storages);
+    }
+  }
+
+  Config config;
+  std::unique_ptr<heuristics::Heuristic> heuristic;
+  std::unique_ptr<CachingAllocator> allocator;
+  std::vector<Storage*> resident;  // resident storages that have a producer (evictable unless pinned)
+  std::uint64_t resident_bytes = 0;
+  std::uint64_t next_id = 1;
+  std::uint64_t op_clock = 0;
+  std::uint64_t random_calls = 0;
+  std::uint64_t start_ns = 0;
+  std::int64_t live_storages = 0;
+  RuntimeStats stats;
+  const OpDef* current_op = nullptr;  // for error messages
+  // Storages whose last owner was a dying closure. Released here, one at a time, instead of from inside the
+  // closure's destructor, so that dropping the end of a 100 000-op chain does not recurse 100 000 deep.
+  std::vector<std::shared_ptr<Storage>> graveyard;
+  bool draining = false;
+
+  void bury(std::shared_ptr<Storage> storage) {
+    graveyard.push_back(std::move(storage));
+    if (draining) return;
+    draining = true;
+    while (!graveyard.empty()) {
+      std::shared_ptr<Storage> last = std::move(graveyard.back());
+      graveyard.pop_back();
+      last.reset();  // may destroy a closure, which buries its inputs
+    }
+    draining = false;
+  }
+
+  std::uint64_t now() const { return config.clock == ClockKind::ops ? op_clock : now_ns() - start_ns; }
+
+  void touch(Storage& s) { s.last_used = now(); }
+
+  // ---- memory ----
+
+  void add_resident(Storage& s) {
+    if (!s.constant()) {
+      s.resident_slot = resident.size();
+      resident.push_back(&s);
+    }
+    resident_bytes += s.nbytes;
+    stats.peak_resident_bytes = std::max(stats.peak_resident_bytes, resident_bytes);
+  }
+
+  void remove_resident(Storage& s) {
+    if (s.resident_slot != Storage::kNotResident) {
+      Storage* last = resident.back();
+      resident[s.resident_slot] = last;
+      last->resident_slot = s.resident_slot;
+      resident.pop_back();
+      s.resident_slot = Storage::kNotResident;
+    }
+    resident_bytes -= s.nbytes;
+  }
+
+  // Gives `s` a buffer, evicting others if the budget needs room.
+  void allocate(Storage& s) {
+    if (config.budget_mode == BudgetMode::bytes && config.memory_budget) {
+      while (resident_bytes + s.nbytes > *config.memory_budget) {
+        if (evict_one() == 0) throw out_of_memory(s.nbytes, nullptr);
+      }
+    }
+    try {
+      s.data = static_cast<float*>(allocator->allocate(std::max<std::size_t>(s.nbytes, 1)));
+    } catch (const OutOfMemory& e) {
+      throw out_of_memory(s.nbytes, &e);
+    }
+    s.in_memory = true;
+    add_resident(s);
+  }
+
+  void release_buffer(Storage& s) {
+    allocator->free(s.data);
+    s.data = nullptr;
+    s.in_memory = false;
+    remove_resident(s);
+  }
+
+  void evict(Storage& s) {
+    release_buffer(s);
+    heuristic->on_evict(s);
+  }
+
+  // Reclaimer: the allocator needs room.
+  std::size_t reclaim(const ReclaimRequest&) override { return evict_one(); }
+
+  // Evicts the resident, unpinned storage with the lowest score; returns its bytes (0: nothing could go).
+  std::size_t evict_one() {
+    const std::uint64_t search_start = now_ns();
+    const std::uint64_t clock = now();
+    Storage* victim = nullptr;
+    double best = std::numeric_limits<double>::infinity();
+    for (Storage* s : resident) {
+      if (s->pins > 0) continue;
+      const double score = heuristic->score(*s, clock);
+      if (victim == nullptr || score < best) {
+        victim = s;
+        best = score;
+      }
+    }
+    stats.search_ns += now_ns() - search_start;
+    if (victim == nullptr) return 0;
+    const std::size_t bytes = std::max<std::size_t>(victim->nbytes, 1);
+    evict(*victim);
+    stats.evictions += 1;
+    return bytes;
+  }
+
+  OutOfMemory out_of_memory(std::size_t bytes, const OutOfMemory* cause) {
+    std::uint64_t pinned = 0;
+    std::uint64_t constants = 0;
+    std::uint64_t evictable = 0;
+    for (Storage* s : resident) (s->pins > 0 ? pinned : evictable) += s->nbytes;
+    constants = resident_bytes - pinned - evictable;
+    OutOfMemoryInfo info = cause != nullptr ? cause->info() : OutOfMemoryInfo{};
+    info.requested_bytes = bytes;
+    info.budget_bytes = config.memory_budget.value_or(0);
+    std::string message = detail::concat(
+        "dtr: out of memory running op '", current_op != nullptr ? current_op->name : std::string("?"),
+        "': it needs ", format_bytes(bytes), " more; budget ",
+        config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (", to_string(config.budget_mode),
+        " mode); resident ", format_bytes(resident_bytes), ", of which pinned by running ops ", format_bytes(pinned),
+        " and constants ", format_bytes(constants), " could not be evicted",
+        evictable > 0 ? ", and the rest could not make room in one piece" : "",
+        ". Try a larger DTR_MEMORY_BUDGET or smaller ops.");
+    if (cause != nullptr) message += std::string(" Allocator: ") + cause->what();
+    return OutOfMemory(std::move(message), info, __FILE__, __LINE__);
+  }
+
+  // ---- running closures ----
+
+  // Holds pins for a scope so that an exception leaves no storage pinned.
+  class Pins {
+   public:
+    Pins() = default;
+    Pins(const Pins&) = delete;
+    Pins& operator=(const Pins&) = delete;
+    ~Pins() {
+      for (Storage* s : pinned_) s->pins -= 1;
+    }
+    void add(Storage& s) {
+      s.pins += 1;
+      pinned_.push_back(&s);
+    }
+
+   private:
+    std::vector<Storage*> pinned_;
+  };
+
+  double cost_of(const Closure& c, std::uint64_t elapsed_ns) const {
+    switch (config.cost_model) {
+      case CostModel::measured: return static_cast<double>(std::max<std::uint64_t>(elapsed_ns, 1));
+      case CostModel::flops: {
+        std::vector<TensorMeta> metas;
+        for (const auto& in : c.inputs) metas.push_back(in->meta);
+        return std::max(1.0, c.op->flops ? c.op->flops(metas, c.attrs) : 1.0);
+      }
+      case CostModel::bytes: {
+        double bytes = 0;
+        for (const auto& in : c.inputs) bytes += static_cast<double>(in->nbytes);
+        for (const auto& m : c.output_meta) bytes += static_cast<double>(m.nbytes());
+        return std::max(1.0, bytes);
+      }
+    }
+    return 1.0;
+  }
+
+  // Runs `c` with its inputs resident and pinned: gives evicted (or first-time) outputs buffers, dead outputs
+  // scratch memory, and records the cost.
+  void run(Closure& c, bool rematerializing) {
+    // Declared before the pins, so destroyed after them: the pins release scratch storages too.
+    std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
+    Pins pins;
+    std::vector<float*> out_buffers(c.outputs.size(), nullptr);
+    std::vector<Storage*> restored;
+    for (std::size_t i = 0; i < c.outputs.size(); ++i) {
+      Storage* out = c.outputs[i];
+      if (out == nullptr) {
+        scratch.push_back(std::make_unique<Storage>(*this, 0, c.output_meta[i]));
+        out = scratch.back().get();
+        live_storages += 1;  // balanced by ~Storage
+        allocate(*out);
+      } else if (!out->in_memory) {
+        allocate(*out);
+        if (rematerializing) restored.push_back(out);
+      }
+      pins.add(*out);
+      out_buffers[i] = out->data;
+    }
+    std::vector<TensorMeta> in_meta;
+    std::vector<const float*> in_buffers;
+    for (const auto& in : c.inputs) {
+      in_meta.push_back(in->meta);
+      in_buffers.push_back(in->data);
+    }
+    const KernelArgs args{in_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed};
+    op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
+    const std::uint64_t started = now_ns();
+    c.op->cpu_kernel(args);
+    const double cost = cost_of(c, now_ns() - started);
+    if (rematerializing) {
+      stats.remat_compute += cost;
+      stats.rematerializations += 1;
+    } else {
+      c.cost = cost;
+      stats.base_compute += cost;
+    }
+    for (Storage* out : c.outputs) {
+      if (out != nullptr) {
+        out->producer_cost = c.cost;
+        touch(*out);
+      }
+    }
+    for (Storage* out : restored) heuristic->on_rematerialize(*out);
+  }
+
+  // Makes `target` resident, replaying evicted ancestors first. Iterative with an explicit stack: a chain of
+  // any length rematerializes without growing the C stack.
+  void materialize(Storage& target) {
+    if (target.in_memory) {
+      touch(target);
+      return;
+    }
+    struct Frame {
+      Closure* closure = nullptr;
+      std::size_t next_input = 0;
+      Pins pins;
+    };
+    std::vector<std::unique_ptr<Frame>> stack;
+    auto push = [&stack](Closure* closure) {
+      stack.push_back(std::make_unique<Frame>());
+      stack.back()->closure = closure;
+    };
+    push(target.producer.get());
+    while (!stack.empty()) {
+      Frame& frame = *stack.back();
+      Closure& c = *frame.closure;
+      bool descended = false;
+      while (frame.next_input < c.inputs.size()) {
+        Storage& in = *c.inputs[frame.next_input];
+        if (!in.in_memory) {
+          push(in.producer.get());
+          descended = true;
+          break;
+        }
+        frame.pins.add(in);
+        touch(in);
+        frame.next_input += 1;
+      }
+      if (descended) continue;
+      const bool needed = std::any_of(c.outputs.begin(), c.outputs.end(),
+                                      [](const Storage* out) { return out != nullptr && !out->in_memory; });
+      if (needed) run(c, /*rematerializing=*/true);
+      stack.pop_back();
+    }
+  }
+
+  std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+    DTR_CHECK(op.infer && op.cpu_kernel, InvalidArgument, "op '", op.name, "' has no shape rule or CPU kernel");
+    std::vector<TensorMeta> in_meta;
+    for (const Tensor& t : inputs) {
+      DTR_CHECK(t.defined(), InvalidArgument, "op '", op.name, "': an input tensor is undefined");
+      DTR_CHECK(&t.handle_->storage->runtime == this, InvalidArgument, "op '", op.name,
+                "': an input tensor belongs to another runtime");
+      in_meta.push_back(t.meta());
+    }
+    std::vector<TensorMeta> out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
+    stats.ops += 1;
+    current_op = &op;
+
+    auto closure = std::make_shared<Closure>();
+    closure->op = &op;
+    closure->attrs = attrs;
+    closure->output_meta = out_meta;
+    if (op.random) closure->seed = mix(++random_calls);
+    Pins input_pins;
+    for (const Tensor& t : inputs) {
+      Storage& s = *t.handle_->storage;
+      materialize(s);
+      input_pins.add(s);
+      closure->inputs.push_back(t.handle_->storage);
+    }
+    std::vector<std::shared_ptr<Storage>> outputs;
+    for (std::size_t i = 0; i < out_meta.size(); ++i) {
+      auto s = std::make_shared<Storage>(*this, next_id++, out_meta[i]);
+      live_storages += 1;
+      s->producer = closure;
+      s->output_index = i;
+      closure->outputs.push_back(s.get());
+      outputs.push_back(std::move(s));
+    }
+    run(*closure, /*rematerializing=*/false);
+    for (const auto& in : closure->inputs) in->dependents.push_back(closure.get());
+    std::vector<Tensor> result;
+    for (auto& s : outputs) result.push_back(Tensor(std::make_shared<TensorHandle>(std::move(s))));
+    current_op = nullptr;
+    return result;
+  }
+
+  Tensor constant(TensorMeta meta, std::span<const float> values) {
+    DTR_CHECK(static_cast<std::int64_t>(values.size()) == meta.numel(), InvalidArgument, "constant of shape ",
+              to_string(meta.shape), " needs ", meta.numel(), " values, got ", values.size());
+    auto s = std::make_shared<Storage>(*this, next_id++, std::move(meta));
+    live_storages += 1;
+    allocate(*s);
+    std::copy(values.begin(), values.end(), s->data);
+    touch(*s);
+    return Tensor(std::make_shared<TensorHandle>(std::move(s)));
+  }
+
+  // A user handle died.
+  void release_handle(Storage& s) {
+    s.handles -= 1;
+    if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant()) {
+      evict(s);
+      stats.eager_evictions += 1;
+    }
+  }
+
+  void destroyed(Storage& s) {
+    if (s.in_memory) release_buffer(s);
+    heuristic->on_destroy(s);
+    live_storages -= 1;
+  }
+
+  RuntimeStats current_stats() const {
+    RuntimeStats copy = stats;
+    copy.peak_reserved_bytes = allocator->stats().reserved_bytes.peak;
+    copy.budget_bytes = config.memory_budget.value_or(0);
+    return copy;
+  }
+};
+
+// ---- lineage ----
+
+namespace detail {
+
+Storage::~Storage() {
+  runtime.destroyed(*this);
+  if (producer != nullptr) producer->outputs[output_index] = nullptr;
+}
+
+void Storage::for_each_input(const std::function<void(heuristics::StorageView&)>& visit) {
+  if (producer == nullptr) return;
+  for (const auto& in : producer->inputs) visit(*in);
+}
+
+void Storage::for_each_dependent(const std::function<void(heuristics::StorageView&)>& visit) {
+  for (Closure* c : dependents) {
+    for (Storage* out : c->outputs) {
+      if (out != nullptr) visit(*out);
+    }
+  }
+}
+
+Closure::~Closure() {
+  for (auto& in : inputs) {
+    auto& deps = in->dependents;
+    auto it = std::find(deps.begin(), deps.end(), this);
+    if (it != deps.end()) {
+      *it = deps.back();
+      deps.pop_back();
+    }
+    Runtime::Impl& runtime = in->runtime;
+    runtime.bury(std::move(in));
+  }
+}
+
+TensorHandle::TensorHandle(std::shared_ptr<Storage> s) : storage(std::move(s)) { storage->handles += 1; }
+
+TensorHandle::~TensorHandle() { storage->runtime.release_handle(*storage); }
+
+}  // namespace detail
+
+// ---- public API ----
+
+Runtime::Runtime(Config config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+Runtime::~Runtime() = default;
+
+Tensor Runtime::constant(TensorMeta meta, std::span<const float> values) { return impl_->constant(std::move(meta), values); }
+
+std::vector<Tensor> Runtime::call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  try {
+    return impl_->call(op, inputs, attrs);
+  } catch (...) {
+    impl_->current_op = nullptr;
+    throw;
+  }
+}
+
+Tensor Runtime::call1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  std::vector<Tensor> outputs = call(op, inputs, attrs);
+  DTR_CHECK(outputs.size() == 1, InvalidArgument, "op '", op.name, "' has ", outputs.size(), " outputs; use call()");
+  return std::move(outputs.front());
+}
+
+Tensor Runtime::call1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
+  return call1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+
+bool Runtime::evict(const Tensor& tensor) {
+  DTR_CHECK(tensor.defined(), InvalidArgument, "evict: the tensor is undefined");
+  Storage& s = *tensor.handle_->storage;
+  DTR_CHECK(&s.runtime == impl_.get(), InvalidArgument, "evict: the tensor belongs to another runtime");
+  if (!s.in_memory || s.pins > 0 || s.constant()) return false;
+  impl_->evict(s);
+  return true;
+}
+
+RuntimeStats Runtime::stats() const { return impl_->current_stats(); }
+const Config& Runtime::config() const { return impl_->config; }
+CachingAllocator& Runtime::allocator() { return *impl_->allocator; }
+std::uint64_t Runtime::resident_bytes() const { return impl_->resident_bytes; }
+
+const TensorMeta& Tensor::meta() const {
+  DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");
+  return handle_->storage->meta;
+}
+
+std::vector<float> Tensor::to_host() const {
+  DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");
+  Storage& s = *handle_->storage;
+  s.runtime.materialize(s);
+  return std::vector<float>(s.data, s.data + s.meta.numel());
+}
+
+bool Tensor::resident() const { return defined() && handle_->storage->in_memory; }
+
+}  // namespace dtr

@@ -1,0 +1,353 @@
+// The built-in op table: known values, shape rules and their errors, determinism, and the name lookup.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtr/check.h"
+#include "dtr/ops.h"
+
+namespace dtr::test {
+namespace {
+
+struct HostTensor {
+  TensorMeta meta;
+  std::vector<float> data;
+};
+
+HostTensor tensor(Shape shape, std::vector<float> data) {
+  HostTensor t{TensorMeta{std::move(shape)}, std::move(data)};
+  EXPECT_EQ(static_cast<std::int64_t>(t.data.size()), t.meta.numel()) << to_string(t.meta.shape);
+  return t;
+}
+
+std::vector<TensorMeta> metas_of(const std::vector<HostTensor>& tensors) {
+  std::vector<TensorMeta> metas;
+  for (const HostTensor& t : tensors) metas.push_back(t.meta);
+  return metas;
+}
+
+// Runs `op` on the CPU as the runtime will: infer, allocate, call the kernel. The kernel runs twice, into
+// buffers filled beforehand with different garbage, and must give the same bits both times: that checks
+// determinism and that it writes every output element.
+std::vector<HostTensor> run(const OpDef& op, const std::vector<HostTensor>& inputs, const Attrs& attrs = {},
+                            std::uint64_t seed = 0) {
+  const std::vector<TensorMeta> input_meta = metas_of(inputs);
+  std::vector<const float*> input_data;
+  for (const HostTensor& t : inputs) input_data.push_back(t.data.data());
+  const std::vector<TensorMeta> output_meta = op.infer(input_meta, attrs);
+
+  const auto run_once = [&](float fill) {
+    std::vector<HostTensor> outputs;
+    std::vector<float*> output_data;
+    for (const TensorMeta& meta : output_meta) {
+      outputs.push_back({meta, std::vector<float>(static_cast<std::size_t>(meta.numel()), fill)});
+    }
+    for (HostTensor& t : outputs) output_data.push_back(t.data.data());
+    op.cpu_kernel(KernelArgs{.input_meta = input_meta,
+                             .inputs = input_data,
+                             .output_meta = output_meta,
+                             .outputs = output_data,
+                             .attrs = attrs,
+                             .seed = seed});
+    return outputs;
+  };
+  const std::vector<HostTensor> first = run_once(std::numeric_limits<float>::quiet_NaN());
+  const std::vector<HostTensor> second = run_once(-7.0F);
+  for (std::size_t k = 0; k < first.size(); ++k) {
+    const std::size_t bytes = first[k].data.size() * sizeof(float);
+    EXPECT_TRUE(bytes == 0 || std::memcmp(first[k].data.data(), second[k].data.data(), bytes) == 0)
+        << op.name << " output " << k << " differs between two runs on the same inputs";
+  }
+  return first;
+}
+
+// Expects `fn` to throw an `E` whose message contains every one of `parts`.
+template <typename E, typename Fn>
+void expect_error(Fn&& fn, std::initializer_list<std::string_view> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "nothing was thrown";
+  } catch (const E& e) {
+    const std::string_view message = e.what();
+    for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
+  }
+}
+
+void expect_shape_error(const OpDef& op, const std::vector<HostTensor>& inputs,
+                        std::initializer_list<std::string_view> parts, const Attrs& attrs = {}) {
+  expect_error<ShapeError>([&] { op.infer(metas_of(inputs), attrs); }, parts);
+}
+
+// ---- types and attributes -------------------------------------------------------------------------------
+
+TEST(OpMeta, SizesAndNames) {
+  EXPECT_EQ(element_size(DType::float32), 4U);
+  EXPECT_STREQ(to_string(DType::float32), "float32");
+  EXPECT_EQ(to_string(Shape{2, 3}), "[2, 3]");
+  EXPECT_EQ(to_string(Shape{7}), "[7]");
+  EXPECT_EQ(to_string(Shape{}), "[]");
+}
+
+TEST(OpMeta, NumelAndBytes) {
+  EXPECT_EQ((TensorMeta{{2, 3, 4}}.numel()), 24);
+  EXPECT_EQ((TensorMeta{{2, 3, 4}}.nbytes()), 96U);
+  EXPECT_EQ(TensorMeta{}.numel(), 1);  // a scalar
+  EXPECT_EQ(TensorMeta{}.nbytes(), 4U);
+  EXPECT_EQ((TensorMeta{{0, 5}}.numel()), 0);
+  expect_error<ShapeError>([] { static_cast<void>(TensorMeta{{2, -1}}.numel()); }, {"[2, -1]", "negative"});
+}
+
+TEST(OpAttrs, SetHasAndGet) {
+  Attrs attrs{{"axis", std::int64_t{-1}}, {"factor", 0.5}};
+  attrs.set("dims", std::vector<std::int64_t>{1, 2});
+  EXPECT_TRUE(attrs.has("axis"));
+  EXPECT_FALSE(attrs.has("nope"));
+  EXPECT_EQ(attrs.get_int("axis"), -1);
+  EXPECT_EQ(attrs.get_real("factor"), 0.5);
+  EXPECT_EQ(attrs.get_ints("dims"), (std::vector<std::int64_t>{1, 2}));
+  ASSERT_EQ(attrs.items().size(), 3U);
+  EXPECT_EQ(attrs.items()[2].first, "dims");
+}
+
+TEST(OpAttrs, SetReplacesAnExistingNameInPlace) {
+  Attrs attrs{{"a", std::int64_t{1}}, {"b", std::int64_t{2}}};
+  attrs.set("a", 3.0);
+  ASSERT_EQ(attrs.items().size(), 2U);
+  EXPECT_EQ(attrs.items()[0].first, "a");
+  EXPECT_EQ(attrs.get_real("a"), 3.0);
+  EXPECT_EQ((Attrs{{"x", std::int64_t{1}}, {"x", std::int64_t{2}}}.get_int("x")), 2);
+}
+
+TEST(OpAttrs, ErrorsNameTheAttribute) {
+  const Attrs attrs{{"axis", 1.5}};
+  expect_error<InvalidArgument>([&] { attrs.get_int("factor"); }, {"'factor'", "missing"});
+  expect_error<InvalidArgument>([&] { attrs.get_int("axis"); }, {"'axis'", "a real", "not an int"});
+  expect_error<InvalidArgument>([&] { attrs.get_ints("axis"); }, {"'axis'", "not an int list"});
+  const Attrs ints{{"axis", std::int64_t{1}}};
+  expect_error<InvalidArgument>([&] { ints.get_real("axis"); }, {"'axis'", "an int", "not a real"});
+}
+
+// ---- elementwise ------------------------------------------------------------------------------------------
+
+TEST(Ops, AddAndMulAreElementwise) {
+  const HostTensor a = tensor({2, 2}, {1, 2, 3, 4});
+  const HostTensor b = tensor({2, 2}, {10, 20, 30, -40});
+  const auto sum = run(ops::add(), {a, b});
+  ASSERT_EQ(sum.size(), 1U);
+  EXPECT_EQ(sum[0].meta, (TensorMeta{{2, 2}}));
+  EXPECT_EQ(sum[0].data, (std::vector<float>{11, 22, 33, -36}));
+  EXPECT_EQ(run(ops::mul(), {a, b})[0].data, (std::vector<float>{10, 40, 90, -160}));
+  EXPECT_EQ(ops::add().flops(metas_of({a, b}), {}), 4.0);
+}
+
+TEST(Ops, ElementwiseShapeMismatchNamesOpAndShapes) {
+  const HostTensor a = tensor({2, 3}, std::vector<float>(6));
+  const HostTensor b = tensor({3, 2}, std::vector<float>(6));
+  expect_shape_error(ops::add(), {a, b}, {"op 'add'", "[2, 3] and [3, 2]"});
+  expect_shape_error(ops::mul(), {a, b}, {"op 'mul'", "[2, 3] and [3, 2]"});
+}
+
+TEST(Ops, ReluClampsNegativesAndKeepsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto out = run(ops::relu(), {tensor({4}, {-1.5F, 0.0F, 2.5F, nan})});
+  EXPECT_EQ(out[0].data[0], 0.0F);
+  EXPECT_EQ(out[0].data[1], 0.0F);
+  EXPECT_EQ(out[0].data[2], 2.5F);
+  EXPECT_TRUE(std::isnan(out[0].data[3]));
+}
+
+TEST(Ops, ScaleMultipliesByItsFactor) {
+  const auto out = run(ops::scale(), {tensor({3}, {1, -2, 0.5F})}, {{"factor", -2.0}});
+  EXPECT_EQ(out[0].data, (std::vector<float>{-2, 4, -1}));
+  // The attribute is checked by the shape rule, before the runtime allocates anything.
+  expect_error<InvalidArgument>([] { ops::scale().infer(std::vector<TensorMeta>{TensorMeta{{3}}}, {}); },
+                                {"'factor'", "missing"});
+}
+
+// ---- matmul -----------------------------------------------------------------------------------------------
+
+TEST(Ops, MatmulMultipliesMatrices) {
+  const HostTensor a = tensor({2, 3}, {1, 2, 3, 4, 5, 6});
+  const HostTensor b = tensor({3, 2}, {7, 8, 9, 10, 11, 12});
+  const auto out = run(ops::matmul(), {a, b});
+  EXPECT_EQ(out[0].meta, (TensorMeta{{2, 2}}));
+  EXPECT_EQ(out[0].data, (std::vector<float>{58, 64, 139, 154}));
+  EXPECT_EQ(ops::matmul().flops(metas_of({a, b}), {}), 2.0 * 2 * 3 * 2);
+}
+
+TEST(Ops, MatmulWithEmptyInnerDimensionGivesZeros) {
+  const auto out = run(ops::matmul(), {tensor({2, 0}, {}), tensor({0, 3}, {})});
+  EXPECT_EQ(out[0].data, std::vector<float>(6, 0.0F));
+  EXPECT_GE(ops::matmul().flops(metas_of({tensor({2, 0}, {}), tensor({0, 3}, {})}), {}), 1.0);
+}
+
+TEST(Ops, MatmulShapeErrorsNameOpAndShapes) {
+  const HostTensor a = tensor({2, 3}, std::vector<float>(6));
+  const HostTensor b = tensor({4, 2}, std::vector<float>(8));
+  expect_shape_error(ops::matmul(), {a, b}, {"op 'matmul'", "[2, 3] and [4, 2]"});
+  expect_shape_error(ops::matmul(), {a, tensor({3}, std::vector<float>(3))}, {"op 'matmul'", "[2, 3] and [3]"});
+  expect_shape_error(ops::matmul(), {a}, {"op 'matmul' takes 2 inputs, got 1"});
+  expect_shape_error(ops::matmul(), {a, a, a}, {"op 'matmul' takes 2 inputs, got 3"});
+}
+
+// ---- sum --------------------------------------------------------------------------------------------------
+
+TEST(Ops, SumOfEveryElementIsAScalar) {
+  const auto out = run(ops::sum(), {tensor({2, 3}, {1, 2, 3, 4, 5, 6})});
+  EXPECT_EQ(out[0].meta, TensorMeta{});
+  EXPECT_EQ(out[0].data, (std::vector<float>{21}));
+  EXPECT_EQ(run(ops::sum(), {tensor({}, {4})})[0].data, (std::vector<float>{4}));
+  EXPECT_EQ(run(ops::sum(), {tensor({0}, {})})[0].data, (std::vector<float>{0}));
+}
+
+TEST(Ops, SumOverAnAxisRemovesIt) {
+  const HostTensor x = tensor({2, 3}, {1, 2, 3, 4, 5, 6});
+  const auto rows = run(ops::sum(), {x}, {{"axis", std::int64_t{0}}});
+  EXPECT_EQ(rows[0].meta, (TensorMeta{{3}}));
+  EXPECT_EQ(rows[0].data, (std::vector<float>{5, 7, 9}));
+  for (const std::int64_t axis : {1, -1}) {
+    const auto cols = run(ops::sum(), {x}, {{"axis", axis}});
+    EXPECT_EQ(cols[0].meta, (TensorMeta{{2}}));
+    EXPECT_EQ(cols[0].data, (std::vector<float>{6, 15}));
+  }
+  // The middle of three dimensions: outer and inner extents both above 1.
+  const HostTensor cube = tensor({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  const auto middle = run(ops::sum(), {cube}, {{"axis", std::int64_t{-2}}});
+  EXPECT_EQ(middle[0].meta, (TensorMeta{{2, 2}}));
+  EXPECT_EQ(middle[0].data, (std::vector<float>{4, 6, 12, 14}));
+}
+
+TEST(Ops, SumRejectsAnAxisOutOfRange) {
+  const HostTensor x = tensor({2, 3}, std::vector<float>(6));
+  expect_shape_error(ops::sum(), {x}, {"op 'sum'", "axis 2", "[2, 3]"}, {{"axis", std::int64_t{2}}});
+  expect_shape_error(ops::sum(), {x}, {"op 'sum'", "axis -3", "[2, 3]"}, {{"axis", std::int64_t{-3}}});
+  expect_shape_error(ops::sum(), {tensor({}, {1})}, {"op 'sum'", "axis 0", "[]"}, {{"axis", std::int64_t{0}}});
+  expect_error<InvalidArgument>([&] { ops::sum().infer(metas_of({x}), {{"axis", 1.0}}); }, {"'axis'"});
+}
+
+// ---- uniform ----------------------------------------------------------------------------------------------
+
+TEST(Ops, UniformIsAFunctionOfTheSeed) {
+  const HostTensor like = tensor({4, 16}, std::vector<float>(64));
+  const auto a = run(ops::uniform(), {like}, {}, 42);
+  const auto b = run(ops::uniform(), {like}, {}, 42);
+  const auto c = run(ops::uniform(), {like}, {}, 43);
+  EXPECT_EQ(a[0].meta, like.meta);
+  EXPECT_EQ(std::memcmp(a[0].data.data(), b[0].data.data(), 64 * sizeof(float)), 0);
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < 64; ++i) same += a[0].data[i] == c[0].data[i] ? 1 : 0;
+  EXPECT_EQ(same, 0U) << "neighbouring seeds should give unrelated streams";
+  std::size_t shifted = 0;
+  for (std::size_t i = 0; i + 1 < 64; ++i) shifted += a[0].data[i + 1] == c[0].data[i] ? 1 : 0;
+  EXPECT_EQ(shifted, 0U) << "seed + 1 should not give the same stream shifted by one element";
+  EXPECT_TRUE(ops::uniform().random);
+}
+
+TEST(Ops, UniformValuesLieInTheUnitInterval) {
+  const auto out = run(ops::uniform(), {tensor({10000}, std::vector<float>(10000))}, {}, 7);
+  double total = 0.0;
+  for (const float v : out[0].data) {
+    ASSERT_GE(v, 0.0F);
+    ASSERT_LT(v, 1.0F);
+    total += v;
+  }
+  EXPECT_NEAR(total / 10000.0, 0.5, 0.02);
+}
+
+// ---- split2 and concat2 -----------------------------------------------------------------------------------
+
+TEST(Ops, Split2HalvesDimensionZero) {
+  const auto parts = run(ops::split2(), {tensor({3, 2}, {1, 2, 3, 4, 5, 6})});
+  ASSERT_EQ(parts.size(), 2U);
+  EXPECT_EQ(parts[0].meta, (TensorMeta{{1, 2}}));
+  EXPECT_EQ(parts[0].data, (std::vector<float>{1, 2}));
+  EXPECT_EQ(parts[1].meta, (TensorMeta{{2, 2}}));
+  EXPECT_EQ(parts[1].data, (std::vector<float>{3, 4, 5, 6}));
+  EXPECT_EQ(ops::split2().flops(std::vector<TensorMeta>{TensorMeta{{3, 2}}}, {}), 6.0);
+}
+
+TEST(Ops, Split2ThenConcat2GivesBackTheInput) {
+  const HostTensor x = tensor({5, 1, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  const auto parts = run(ops::split2(), {x});
+  const auto joined = run(ops::concat2(), parts);
+  EXPECT_EQ(joined[0].meta, x.meta);
+  EXPECT_EQ(joined[0].data, x.data);
+}
+
+TEST(Ops, Split2AndConcat2ShapeErrors) {
+  expect_shape_error(ops::split2(), {tensor({}, {1})}, {"op 'split2'", "[]"});
+  expect_shape_error(ops::split2(), {tensor({1, 3}, {1, 2, 3})}, {"op 'split2'", "[1, 3]"});
+  const HostTensor a = tensor({1, 2}, {1, 2});
+  expect_shape_error(ops::concat2(), {a, tensor({1, 3}, {1, 2, 3})}, {"op 'concat2'", "[1, 2] and [1, 3]"});
+  expect_shape_error(ops::concat2(), {a, tensor({2}, {1, 2})}, {"op 'concat2'", "[1, 2] and [2]"});
+  expect_shape_error(ops::concat2(), {tensor({}, {1}), tensor({}, {2})}, {"op 'concat2'", "[] and []"});
+}
+
+// ---- every op ---------------------------------------------------------------------------------------------
+
+struct Example {
+  const OpDef& op;
+  std::vector<HostTensor> inputs;
+  Attrs attrs;
+};
+
+// One valid call of every built-in op.
+std::vector<Example> examples() {
+  const HostTensor x = tensor({2, 3}, {1, -2, 3, -4, 5, -6});
+  return {{ops::add(), {x, x}, {}},
+          {ops::mul(), {x, x}, {}},
+          {ops::relu(), {x}, {}},
+          {ops::scale(), {x}, {{"factor", 3.0}}},
+          {ops::matmul(), {x, tensor({3, 1}, {1, 2, 3})}, {}},
+          {ops::sum(), {x}, {{"axis", std::int64_t{1}}}},
+          {ops::uniform(), {x}, {}},
+          {ops::split2(), {x}, {}},
+          {ops::concat2(), {x, x}, {}}};
+}
+
+TEST(Ops, EveryOpHasAnExampleHere) {
+  std::vector<std::string> covered;
+  for (const Example& example : examples()) covered.push_back(example.op.name);
+  EXPECT_EQ(covered, op_names()) << "a new op needs an example in ops_test.cpp";
+}
+
+TEST(Ops, EveryOpIsDeterministicAndCostsSomething) {
+  for (const Example& example : examples()) {
+    SCOPED_TRACE(example.op.name);
+    run(example.op, example.inputs, example.attrs, 1234);  // runs the kernel twice and compares bits
+    EXPECT_GE(example.op.flops(metas_of(example.inputs), example.attrs), 1.0);
+    EXPECT_EQ(example.op.random, example.op.name == "uniform");
+  }
+}
+
+TEST(Ops, EveryOpRejectsTheWrongNumberOfInputs) {
+  for (const Example& example : examples()) {
+    std::vector<HostTensor> one_more = example.inputs;
+    one_more.push_back(example.inputs[0]);
+    const std::string expected = "op '" + example.op.name + "' takes " + std::to_string(example.inputs.size());
+    const std::string got = ", got " + std::to_string(one_more.size());
+    expect_shape_error(example.op, one_more, {expected, got}, example.attrs);
+    expect_shape_error(example.op, {}, {expected, ", got 0"}, example.attrs);
+  }
+}
+
+TEST(Ops, EmptyTensorsStillCostSomething) {
+  const std::vector<TensorMeta> empty{TensorMeta{{0, 3}}, TensorMeta{{0, 3}}};
+  EXPECT_GE(ops::add().flops(empty, {}), 1.0);
+  EXPECT_GE(ops::concat2().flops(empty, {}), 1.0);
+  EXPECT_EQ(run(ops::add(), {tensor({0, 3}, {}), tensor({0, 3}, {})})[0].meta, empty[0]);
+}
+
+TEST(Ops, FindOpByName) {
+  for (const std::string& name : op_names()) EXPECT_EQ(find_op(name).name, name);
+  EXPECT_EQ(&find_op("matmul"), &ops::matmul());
+  expect_error<InvalidArgument>([] { find_op("conv2d"); }, {"'conv2d'", "add", "matmul", "concat2"});
+}
+
+}  // namespace
+}  // namespace dtr::test

@@ -1,0 +1,157 @@
+// The runtime: values are computed once, evicted under pressure, and recomputed bitwise equal.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "test_resources.h"
+
+namespace dtr::test {
+namespace {
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+Tensor constant(Runtime& rt, Shape shape, float start) {
+  TensorMeta meta{std::move(shape)};
+  std::vector<float> values(static_cast<std::size_t>(meta.numel()));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = start + 0.25f * static_cast<float>(i);
+  return rt.constant(meta, values);
+}
+
+TEST(Runtime, ComputesOps) {
+  Runtime rt(deterministic_config());
+  Tensor a = constant(rt, {2, 2}, 1.0f);  // 1 1.25 1.5 1.75
+  Tensor b = constant(rt, {2, 2}, -1.0f);
+  Tensor c = rt.call1(ops::add(), {a, b});
+  EXPECT_EQ(c.to_host(), (std::vector<float>{0.0f, 0.5f, 1.0f, 1.5f}));
+  Tensor d = rt.call1(ops::matmul(), {a, c});
+  EXPECT_EQ(d.shape(), (Shape{2, 2}));
+  EXPECT_FLOAT_EQ(d.to_host()[0], 1.0f * 0.0f + 1.25f * 1.0f);
+  const RuntimeStats s = rt.stats();
+  EXPECT_EQ(s.ops, 2u);
+  EXPECT_DOUBLE_EQ(s.base_compute, 4.0 + 16.0);  // flops: add 4, matmul 2*2*2*2
+  EXPECT_EQ(s.rematerializations, 0u);
+}
+
+TEST(Runtime, ShapeErrorsComeBeforeAnyAllocation) {
+  Runtime rt(deterministic_config());
+  Tensor a = constant(rt, {2, 3}, 0.0f);
+  const auto before = rt.allocator().stats().num_allocations;
+  EXPECT_THROW(rt.call1(ops::matmul(), {a, a}), ShapeError);
+  EXPECT_EQ(rt.allocator().stats().num_allocations, before);
+  EXPECT_THROW(rt.call1(ops::add(), {a, Tensor()}), InvalidArgument);
+  EXPECT_THROW(rt.constant(TensorMeta{{2}}, std::vector<float>{1.0f}), InvalidArgument);
+}
+
+TEST(Runtime, EvictedAncestorsAreRecomputedInOrder) {
+  Runtime rt(deterministic_config());
+  Tensor t0 = constant(rt, {8}, 0.5f);
+  Tensor t1 = rt.call1(ops::relu(), {t0});
+  Tensor t2 = rt.call1(ops::scale(), {t1}, Attrs{{"factor", 3.0}});
+  Tensor t3 = rt.call1(ops::add(), {t2, t1});
+  const std::vector<float> expected = t3.to_host();
+  for (const Tensor* t : {&t1, &t2, &t3}) EXPECT_TRUE(rt.evict(*t));
+  EXPECT_FALSE(rt.evict(t0));  // constants never go
+  EXPECT_FALSE(t3.resident());
+  EXPECT_TRUE(bitwise_equal(t3.to_host(), expected));
+  EXPECT_EQ(rt.stats().rematerializations, 3u);  // t1, t2, t3, each once
+  EXPECT_TRUE(t1.resident() && t2.resident() && t3.resident());
+}
+
+TEST(Runtime, SiblingsOfAMultiOutputOpComeBackTogether) {
+  Runtime rt(deterministic_config());
+  Tensor x = constant(rt, {6, 2}, 1.0f);
+  std::vector<Tensor> halves = rt.call(ops::split2(), std::vector<Tensor>{rt.call1(ops::relu(), {x})});
+  ASSERT_EQ(halves.size(), 2u);
+  const std::vector<float> first = halves[0].to_host();
+  const std::vector<float> second = halves[1].to_host();
+  EXPECT_TRUE(rt.evict(halves[0]));
+  EXPECT_TRUE(rt.evict(halves[1]));
+  Tensor y = rt.call1(ops::scale(), {halves[0]}, Attrs{{"factor", 2.0}});
+  // Recomputing the first half replays split2 once, which brings its sibling back too, and relu before it.
+  EXPECT_TRUE(halves[1].resident());
+  EXPECT_EQ(rt.stats().rematerializations, 2u);
+  EXPECT_TRUE(bitwise_equal(halves[0].to_host(), first));
+  EXPECT_TRUE(bitwise_equal(halves[1].to_host(), second));
+}
+
+TEST(Runtime, RandomOpsRecomputeTheSameBits) {
+  Runtime rt(deterministic_config());
+  Tensor shape_of = constant(rt, {64}, 0.0f);
+  Tensor r1 = rt.call1(ops::uniform(), {shape_of});
+  Tensor r2 = rt.call1(ops::uniform(), {shape_of});
+  const std::vector<float> v1 = r1.to_host();
+  EXPECT_FALSE(bitwise_equal(v1, r2.to_host()));  // each call draws anew
+  ASSERT_TRUE(rt.evict(r1));
+  EXPECT_TRUE(bitwise_equal(r1.to_host(), v1));  // a recomputation draws the same
+}
+
+TEST(Runtime, DroppedHandlesAreEvictedAtOnceAndFreedWhenNothingNeedsThem) {
+  Runtime rt(deterministic_config());
+  Tensor a = constant(rt, {1024}, 0.0f);
+  Tensor b = rt.call1(ops::relu(), {a});
+  Tensor c = rt.call1(ops::relu(), {b});
+  const std::uint64_t with_all = rt.resident_bytes();
+  b = Tensor();  // c's closure still needs b: evicted, kept in the lineage
+  EXPECT_EQ(rt.resident_bytes(), with_all - 4096);
+  EXPECT_EQ(rt.stats().eager_evictions, 1u);
+  const std::vector<float> before = c.to_host();
+  ASSERT_TRUE(rt.evict(c));
+  EXPECT_TRUE(bitwise_equal(c.to_host(), before));  // b recomputed on the way
+  c = Tensor();
+  a = Tensor();
+  EXPECT_EQ(rt.resident_bytes(), 0u);
+  EXPECT_EQ(rt.allocator().stats().allocated_bytes.current, 0u);
+}
+
+TEST(Runtime, ChainOfOneHundredThousandEvictedOpsRematerializesIteratively) {
+  Runtime rt(deterministic_config());
+  Tensor x = constant(rt, {4}, 1.0f);
+  Tensor last = x;
+  constexpr int kOps = 100'000;
+  for (int i = 0; i < kOps; ++i) last = rt.call1(ops::relu(), {last});  // each intermediate's handle dies
+  EXPECT_EQ(rt.stats().eager_evictions, static_cast<std::uint64_t>(kOps - 1));
+  const std::vector<float> expected = last.to_host();
+  ASSERT_TRUE(rt.evict(last));
+  EXPECT_TRUE(bitwise_equal(last.to_host(), expected));
+  EXPECT_EQ(rt.stats().rematerializations, static_cast<std::uint64_t>(kOps));
+  last = Tensor();  // the whole chain is freed, iteratively too
+  x = Tensor();
+  EXPECT_EQ(rt.allocator().stats().allocated_bytes.current, 0u);
+}
+
+TEST(Runtime, ImpossibleBudgetNamesTheOpAndLeavesTheRuntimeUsable) {
+  for (BudgetMode mode : {BudgetMode::bytes, BudgetMode::device}) {
+    SCOPED_TRACE(to_string(mode));
+    Runtime rt(deterministic_config(std::uint64_t{3} << 20, mode));
+    Tensor a = constant(rt, {512, 512}, 0.0f);  // 1 MiB, a constant: cannot move
+    Tensor b = constant(rt, {512, 512}, 1.0f);  // 1 MiB
+    try {
+      rt.call1(ops::matmul(), {a, b});  // needs 1 MiB more beside 2 MiB of pinned constants... fits
+      Tensor big = constant(rt, {1024, 512}, 0.0f);  // 2 MiB: does not fit beside the constants
+      FAIL() << "expected dtr::OutOfMemory";
+    } catch (const OutOfMemory& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("out of memory"), std::string::npos) << message;
+      EXPECT_NE(message.find("constants"), std::string::npos) << message;
+    }
+    try {
+      Tensor c = rt.call1(ops::concat2(), {a, b});  // 2 MiB output: the budget cannot hold it
+      FAIL() << "expected dtr::OutOfMemory";
+    } catch (const OutOfMemory& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("running op 'concat2'"), std::string::npos) << message;
+      EXPECT_NE(message.find("budget 3.00 MiB"), std::string::npos) << message;
+      EXPECT_NE(message.find("constants 2.00 MiB"), std::string::npos) << message;
+    }
+    // Still usable: nothing stays pinned, and smaller work fits.
+    Tensor d = rt.call1(ops::add(), {a, b});
+    EXPECT_EQ(d.to_host()[0], 1.0f);
+  }
+}
+
+}  // namespace
+}  // namespace dtr::test
