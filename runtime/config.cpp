@@ -52,6 +52,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_BUDGET_MODE")) config.budget_mode = parse_budget_mode(v);
   if (const char* v = env("DTR_DEVICE")) config.device = parse_device(v);
   if (const char* v = env("DTR_STATS")) config.stats_path = v;
+  if (const char* v = env("DTR_TRACE")) config.trace_path = v;
   return config;
 }
 

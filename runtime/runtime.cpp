@@ -11,6 +11,7 @@
 #include "dtr/check.h"
 #include "heuristics/heuristic.h"
 #include "runtime/lineage.h"
+#include "runtime/trace_writer.h"
 
 namespace dtr {
 
@@ -45,6 +46,7 @@ struct Runtime::Impl final : Reclaimer {
     if (config.budget_mode == BudgetMode::device) options.budget_bytes = config.memory_budget;
     allocator = std::make_unique<CachingAllocator>(make_host_resource(), options);
     allocator->set_reclaimer(this);
+    if (!config.trace_path.empty()) trace = std::make_unique<detail::TraceWriter>(config.trace_path);
     start_ns = now_ns();
   }
 
@@ -63,6 +65,7 @@ struct Runtime::Impl final : Reclaimer {
   Config config;
   std::unique_ptr<heuristics::Heuristic> heuristic;
   std::unique_ptr<CachingAllocator> allocator;
+  std::unique_ptr<detail::TraceWriter> trace;  // DTR_TRACE, when set
   std::vector<Storage*> resident;  // resident storages that have a producer (evictable unless pinned)
   std::uint64_t resident_bytes = 0;
   std::uint64_t next_id = 1;
@@ -353,6 +356,15 @@ struct Runtime::Impl final : Reclaimer {
     }
     run(*closure, /*rematerializing=*/false);
     for (const auto& in : closure->inputs) in->dependents.push_back(closure.get());
+    if (trace) {
+      std::vector<std::uint64_t> args, results, result_bytes;
+      for (const auto& in : closure->inputs) args.push_back(in->id);
+      for (const auto& out : outputs) {
+        results.push_back(out->id);
+        result_bytes.push_back(out->nbytes);
+      }
+      trace->call(op.name, args, results, result_bytes, closure->cost);
+    }
     std::vector<Tensor> result;
     for (auto& s : outputs) result.push_back(Tensor(std::make_shared<TensorHandle>(std::move(s))));
     current_op = nullptr;
@@ -367,12 +379,14 @@ struct Runtime::Impl final : Reclaimer {
     allocate(*s);
     std::copy(values.begin(), values.end(), s->data);
     touch(*s);
+    if (trace) trace->constant(s->id, s->nbytes);
     return Tensor(std::make_shared<TensorHandle>(std::move(s)));
   }
 
   // A user handle died.
   void release_handle(Storage& s) {
     s.handles -= 1;
+    if (trace) trace->release(s.id);
     if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant()) {
       evict(s);
       stats.eager_evictions += 1;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -13,7 +14,7 @@ namespace {
 TEST(Config, DefaultsWithoutEnvironment) {
   EnvGuard budget("DTR_MEMORY_BUDGET", nullptr), heuristic("DTR_HEURISTIC", nullptr),
       cost("DTR_COST_MODEL", nullptr), clock("DTR_CLOCK", nullptr), mode("DTR_BUDGET_MODE", nullptr),
-      device("DTR_DEVICE", nullptr), stats("DTR_STATS", nullptr);
+      device("DTR_DEVICE", nullptr), stats("DTR_STATS", nullptr), trace("DTR_TRACE", nullptr);
   const Config c = Config::from_env(1 << 30);
   EXPECT_EQ(c.memory_budget, std::nullopt);
   EXPECT_EQ(c.heuristic, "dtr-eq");
@@ -22,12 +23,13 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EXPECT_EQ(c.budget_mode, BudgetMode::device);
   EXPECT_EQ(c.device, (Device{DeviceKind::cpu, 0}));
   EXPECT_TRUE(c.stats_path.empty());
+  EXPECT_TRUE(c.trace_path.empty());
 }
 
 TEST(Config, ReadsEveryVariable) {
   EnvGuard budget("DTR_MEMORY_BUDGET", "25%"), heuristic("DTR_HEURISTIC", "lru"), cost("DTR_COST_MODEL", "bytes"),
       clock("DTR_CLOCK", "time"), mode("DTR_BUDGET_MODE", "bytes"), device("DTR_DEVICE", "cpu"),
-      stats("DTR_STATS", "/tmp/stats.json");
+      stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
   EXPECT_EQ(c.memory_budget, std::uint64_t{1} << 30);
   EXPECT_EQ(c.heuristic, "lru");
@@ -35,6 +37,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.clock, ClockKind::time);
   EXPECT_EQ(c.budget_mode, BudgetMode::bytes);
   EXPECT_EQ(c.stats_path, "/tmp/stats.json");
+  EXPECT_EQ(c.trace_path, "/tmp/trace.jsonl");
 }
 
 TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
@@ -84,6 +87,62 @@ TEST(Config, StatsFileIsWrittenWhenTheRuntimeEnds) {
   for (const char* key : {"remat_compute", "rematerializations", "evictions", "eager_evictions", "search_ns",
                           "peak_reserved_bytes", "peak_resident_bytes", "budget_bytes"}) {
     EXPECT_TRUE(json.contains(key)) << key;
+  }
+}
+
+}  // namespace
+}  // namespace dtr::test
+
+namespace dtr::test {
+namespace {
+
+TEST(Config, TraceFollowsTheDtrPrototypeFormat) {
+  const std::string path = ::testing::TempDir() + "dtr_trace_test.jsonl";
+  {
+    Config c = deterministic_config();
+    c.trace_path = path;
+    Runtime rt(c);
+    Tensor a = rt.constant(TensorMeta{{4}}, std::vector<float>{1, 2, 3, 4});
+    Tensor b = rt.call1(ops::relu(), {a});
+    std::vector<Tensor> halves = rt.call(ops::split2(), std::vector<Tensor>{b});
+    b = Tensor();
+  }
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  const std::vector<nlohmann::json> expected = {
+      {{"INSTRUCTION", "ANNOTATE"}, {"ANNOTATION", "START"}},
+      {{"INSTRUCTION", "CONSTANT"}, {"NAME", "x1"}},
+      {{"INSTRUCTION", "MEMORY"}, {"NAME", "x1"}, {"MEMORY", "16"}},
+      {{"INSTRUCTION", "CALL"}, {"NAME", "relu"}, {"ARGS", {"x1"}}, {"RESULT", {"x2"}}, {"TIME", "4"}},
+      {{"INSTRUCTION", "MEMORY"}, {"NAME", "x2"}, {"MEMORY", "16"}},
+      {{"INSTRUCTION", "ALIAS"}, {"NAME", "x2"}, {"ALIAS", "-1"}},
+      {{"INSTRUCTION", "CALL"}, {"NAME", "split2"}, {"ARGS", {"x2"}}, {"RESULT", {"x3", "x4"}}, {"TIME", "4"}},
+      {{"INSTRUCTION", "MEMORY"}, {"NAME", "x3"}, {"MEMORY", "8"}},
+      {{"INSTRUCTION", "ALIAS"}, {"NAME", "x3"}, {"ALIAS", "-1"}},
+      {{"INSTRUCTION", "MEMORY"}, {"NAME", "x4"}, {"MEMORY", "8"}},
+      {{"INSTRUCTION", "ALIAS"}, {"NAME", "x4"}, {"ALIAS", "-1"}},
+      {{"INSTRUCTION", "RELEASE"}, {"NAME", "x2"}},
+  };
+  ASSERT_GE(lines.size(), expected.size() + 3);  // then x3, x4 (halves) and x1 (a) are released
+  for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(lines[i], expected[i]) << "line " << i + 1;
+  std::vector<std::string> released;
+  for (std::size_t i = expected.size(); i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["INSTRUCTION"], "RELEASE");
+    released.push_back(lines[i]["NAME"]);
+  }
+  std::sort(released.begin(), released.end());
+  EXPECT_EQ(released, (std::vector<std::string>{"x1", "x3", "x4"}));
+}
+
+TEST(Config, UnwritableTracePathIsAClearError) {
+  Config c = deterministic_config();
+  c.trace_path = "/nonexistent-dir/trace.jsonl";
+  try {
+    Runtime rt(c);
+    FAIL() << "expected dtr::InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("DTR_TRACE"), std::string::npos) << e.what();
   }
 }
 

@@ -28,6 +28,7 @@ struct Config {
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
   Device device;                               // DTR_DEVICE: cpu (the runtime's kernels are CPU-only so far)
   std::string stats_path;                      // DTR_STATS: JSON stats written when the runtime is destroyed
+  std::string trace_path;                      // DTR_TRACE: the run as the DTR prototype's JSON-lines log
 
   // Reads the environment; percentages of DTR_MEMORY_BUDGET are of `capacity_bytes`.
   static Config from_env(std::uint64_t capacity_bytes);

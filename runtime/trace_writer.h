@@ -1,0 +1,32 @@
+// DTR_TRACE: the run as the DTR prototype's JSON-lines log (../shared/traces/README.md), so that our runs
+// replay in its simulator and in dtr-sim. Every number is written as a string, as the prototype does.
+// Internal to runtime/; driven by the runtime's thread.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace dtr::detail {
+
+class TraceWriter {
+ public:
+  // Opens `path` for writing and logs the START annotation; throws dtr::InvalidArgument if it cannot.
+  explicit TraceWriter(const std::string& path);
+
+  // A value with no producer: CONSTANT then MEMORY.
+  void constant(std::uint64_t id, std::uint64_t bytes);
+  // An op: CALL, then MEMORY and ALIAS (-1: no alias) for each result. `time` is the op's cost.
+  void call(std::string_view op, std::span<const std::uint64_t> args, std::span<const std::uint64_t> results,
+            std::span<const std::uint64_t> result_bytes, double time);
+  // A user reference died.
+  void release(std::uint64_t id);
+
+ private:
+  static std::string name(std::uint64_t id) { return "x" + std::to_string(id); }
+  std::ofstream out_;
+};
+
+}  // namespace dtr::detail
