@@ -57,6 +57,8 @@ struct Closure {
   const OpDef* op = nullptr;
   Attrs attrs;
   std::vector<std::shared_ptr<Storage>> inputs;
+  std::vector<TensorMeta> input_meta;        // the input as the op saw it: a view may cover part of its storage
+  std::vector<std::size_t> input_offset;     // in elements, from the start of the storage
   std::vector<Storage*> outputs;  // nullptr once that output's storage died
   std::vector<TensorMeta> output_meta;
   std::uint64_t seed = 0;
@@ -69,11 +71,16 @@ struct Closure {
 }  // namespace dtr::detail
 
 namespace dtr::detail {
+// One user handle of a storage: the whole storage, or a contiguous view of part of it.
 struct TensorHandle {
   explicit TensorHandle(std::shared_ptr<Storage> s);
+  TensorHandle(std::shared_ptr<Storage> s, std::uint64_t view_id, TensorMeta view_meta, std::size_t view_offset);
   ~TensorHandle();
   TensorHandle(const TensorHandle&) = delete;
   TensorHandle& operator=(const TensorHandle&) = delete;
   std::shared_ptr<Storage> storage;
+  std::uint64_t id;     // the name in traces: the storage's id, or the view's own
+  TensorMeta meta;
+  std::size_t offset;   // in elements
 };
 }  // namespace dtr::detail

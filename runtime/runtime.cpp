@@ -216,13 +216,11 @@ struct Runtime::Impl final : Reclaimer {
     switch (config.cost_model) {
       case CostModel::measured: return static_cast<double>(std::max<std::uint64_t>(elapsed_ns, 1));
       case CostModel::flops: {
-        std::vector<TensorMeta> metas;
-        for (const auto& in : c.inputs) metas.push_back(in->meta);
-        return std::max(1.0, c.op->flops ? c.op->flops(metas, c.attrs) : 1.0);
+        return std::max(1.0, c.op->flops ? c.op->flops(c.input_meta, c.attrs) : 1.0);
       }
       case CostModel::bytes: {
         double bytes = 0;
-        for (const auto& in : c.inputs) bytes += static_cast<double>(in->nbytes);
+        for (const auto& m : c.input_meta) bytes += static_cast<double>(m.nbytes());
         for (const auto& m : c.output_meta) bytes += static_cast<double>(m.nbytes());
         return std::max(1.0, bytes);
       }
@@ -252,13 +250,9 @@ struct Runtime::Impl final : Reclaimer {
       pins.add(*out);
       out_buffers[i] = out->data;
     }
-    std::vector<TensorMeta> in_meta;
     std::vector<const float*> in_buffers;
-    for (const auto& in : c.inputs) {
-      in_meta.push_back(in->meta);
-      in_buffers.push_back(in->data);
-    }
-    const KernelArgs args{in_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed};
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) in_buffers.push_back(c.inputs[i]->data + c.input_offset[i]);
+    const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed};
     op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
     const std::uint64_t started = now_ns();
     c.op->cpu_kernel(args);
@@ -344,6 +338,8 @@ struct Runtime::Impl final : Reclaimer {
       materialize(s);
       input_pins.add(s);
       closure->inputs.push_back(t.handle_->storage);
+      closure->input_meta.push_back(t.handle_->meta);
+      closure->input_offset.push_back(t.handle_->offset);
     }
     std::vector<std::shared_ptr<Storage>> outputs;
     for (std::size_t i = 0; i < out_meta.size(); ++i) {
@@ -358,7 +354,7 @@ struct Runtime::Impl final : Reclaimer {
     for (const auto& in : closure->inputs) in->dependents.push_back(closure.get());
     if (trace) {
       std::vector<std::uint64_t> args, results, result_bytes;
-      for (const auto& in : closure->inputs) args.push_back(in->id);
+      for (const Tensor& t : inputs) args.push_back(t.handle_->id);
       for (const auto& out : outputs) {
         results.push_back(out->id);
         result_bytes.push_back(out->nbytes);
@@ -383,10 +379,24 @@ struct Runtime::Impl final : Reclaimer {
     return Tensor(std::make_shared<TensorHandle>(std::move(s)));
   }
 
+  Tensor view(const Tensor& base, Shape shape, std::int64_t offset) {
+    DTR_CHECK(base.defined(), InvalidArgument, "view: the tensor is undefined");
+    const TensorHandle& h = *base.handle_;
+    DTR_CHECK(&h.storage->runtime == this, InvalidArgument, "view: the tensor belongs to another runtime");
+    TensorMeta meta{std::move(shape), h.meta.dtype};
+    const std::int64_t numel = meta.numel();  // ShapeError on a negative dimension
+    DTR_CHECK(offset >= 0 && offset + numel <= h.meta.numel(), ShapeError, "view ", to_string(meta.shape),
+              " at element offset ", offset, " does not fit in a tensor of shape ", to_string(h.meta.shape));
+    auto handle = std::make_shared<TensorHandle>(h.storage, next_id++, meta, h.offset + static_cast<std::size_t>(offset));
+    if (trace) trace->view(h.id, handle->id, meta.nbytes());
+    touch(*h.storage);
+    return Tensor(std::move(handle));
+  }
+
   // A user handle died.
-  void release_handle(Storage& s) {
+  void release_handle(Storage& s, std::uint64_t handle_id) {
     s.handles -= 1;
-    if (trace) trace->release(s.id);
+    if (trace) trace->release(handle_id);
     if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant()) {
       evict(s);
       stats.eager_evictions += 1;
@@ -442,9 +452,18 @@ Closure::~Closure() {
   }
 }
 
-TensorHandle::TensorHandle(std::shared_ptr<Storage> s) : storage(std::move(s)) { storage->handles += 1; }
+TensorHandle::TensorHandle(std::shared_ptr<Storage> s)
+    : storage(std::move(s)), id(storage->id), meta(storage->meta), offset(0) {
+  storage->handles += 1;
+}
 
-TensorHandle::~TensorHandle() { storage->runtime.release_handle(*storage); }
+TensorHandle::TensorHandle(std::shared_ptr<Storage> s, std::uint64_t view_id, TensorMeta view_meta,
+                           std::size_t view_offset)
+    : storage(std::move(s)), id(view_id), meta(std::move(view_meta)), offset(view_offset) {
+  storage->handles += 1;
+}
+
+TensorHandle::~TensorHandle() { storage->runtime.release_handle(*storage, id); }
 
 }  // namespace detail
 
@@ -474,6 +493,10 @@ Tensor Runtime::call1(const OpDef& op, std::initializer_list<Tensor> inputs, con
   return call1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
 
+Tensor Runtime::view(const Tensor& base, Shape shape, std::int64_t offset) {
+  return impl_->view(base, std::move(shape), offset);
+}
+
 bool Runtime::evict(const Tensor& tensor) {
   DTR_CHECK(tensor.defined(), InvalidArgument, "evict: the tensor is undefined");
   Storage& s = *tensor.handle_->storage;
@@ -490,14 +513,15 @@ std::uint64_t Runtime::resident_bytes() const { return impl_->resident_bytes; }
 
 const TensorMeta& Tensor::meta() const {
   DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");
-  return handle_->storage->meta;
+  return handle_->meta;
 }
 
 std::vector<float> Tensor::to_host() const {
   DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");
   Storage& s = *handle_->storage;
   s.runtime.materialize(s);
-  return std::vector<float>(s.data, s.data + s.meta.numel());
+  const float* begin = s.data + handle_->offset;
+  return std::vector<float>(begin, begin + handle_->meta.numel());
 }
 
 bool Tensor::resident() const { return defined() && handle_->storage->in_memory; }

@@ -43,6 +43,19 @@ void TraceWriter::call(std::string_view op, std::span<const std::uint64_t> args,
   }
 }
 
+void TraceWriter::view(std::uint64_t base, std::uint64_t id, std::uint64_t bytes) {
+  out_ << nlohmann::json{{"INSTRUCTION", "CALL"},
+                         {"NAME", "view"},
+                         {"ARGS", {name(base)}},
+                         {"RESULT", {name(id)}},
+                         {"TIME", "0"}}
+              .dump()
+       << '\n';
+  out_ << nlohmann::json{{"INSTRUCTION", "MEMORY"}, {"NAME", name(id)}, {"MEMORY", std::to_string(bytes)}}.dump()
+       << '\n';
+  out_ << nlohmann::json{{"INSTRUCTION", "ALIAS"}, {"NAME", name(id)}, {"ALIAS", "0"}}.dump() << '\n';
+}
+
 void TraceWriter::release(std::uint64_t id) {
   out_ << nlohmann::json{{"INSTRUCTION", "RELEASE"}, {"NAME", name(id)}}.dump() << '\n';
 }

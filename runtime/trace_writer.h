@@ -21,6 +21,8 @@ class TraceWriter {
   // An op: CALL, then MEMORY and ALIAS (-1: no alias) for each result. `time` is the op's cost.
   void call(std::string_view op, std::span<const std::uint64_t> args, std::span<const std::uint64_t> results,
             std::span<const std::uint64_t> result_bytes, double time);
+  // A view `id` of `base`: a CALL to "view" whose result aliases its input 0 (no memory of its own).
+  void view(std::uint64_t base, std::uint64_t id, std::uint64_t bytes);
   // A user reference died.
   void release(std::uint64_t id);
 

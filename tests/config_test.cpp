@@ -106,6 +106,7 @@ TEST(Config, TraceFollowsTheDtrPrototypeFormat) {
     Tensor b = rt.call1(ops::relu(), {a});
     std::vector<Tensor> halves = rt.call(ops::split2(), std::vector<Tensor>{b});
     b = Tensor();
+    Tensor v = rt.view(halves[0], {2, 1});
   }
   std::ifstream in(path);
   std::vector<nlohmann::json> lines;
@@ -123,8 +124,11 @@ TEST(Config, TraceFollowsTheDtrPrototypeFormat) {
       {{"INSTRUCTION", "MEMORY"}, {"NAME", "x4"}, {"MEMORY", "8"}},
       {{"INSTRUCTION", "ALIAS"}, {"NAME", "x4"}, {"ALIAS", "-1"}},
       {{"INSTRUCTION", "RELEASE"}, {"NAME", "x2"}},
+      {{"INSTRUCTION", "CALL"}, {"NAME", "view"}, {"ARGS", {"x3"}}, {"RESULT", {"x5"}}, {"TIME", "0"}},
+      {{"INSTRUCTION", "MEMORY"}, {"NAME", "x5"}, {"MEMORY", "8"}},
+      {{"INSTRUCTION", "ALIAS"}, {"NAME", "x5"}, {"ALIAS", "0"}},
   };
-  ASSERT_GE(lines.size(), expected.size() + 3);  // then x3, x4 (halves) and x1 (a) are released
+  ASSERT_GE(lines.size(), expected.size() + 4);  // then x5 (v), x3, x4 (halves) and x1 (a) are released
   for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(lines[i], expected[i]) << "line " << i + 1;
   std::vector<std::string> released;
   for (std::size_t i = expected.size(); i < lines.size(); ++i) {
@@ -132,7 +136,7 @@ TEST(Config, TraceFollowsTheDtrPrototypeFormat) {
     released.push_back(lines[i]["NAME"]);
   }
   std::sort(released.begin(), released.end());
-  EXPECT_EQ(released, (std::vector<std::string>{"x1", "x3", "x4"}));
+  EXPECT_EQ(released, (std::vector<std::string>{"x1", "x3", "x4", "x5"}));
 }
 
 TEST(Config, UnwritableTracePathIsAClearError) {

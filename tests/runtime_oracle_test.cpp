@@ -70,6 +70,14 @@ Observation run_program(std::uint64_t seed, int steps, Config config) {
         Shape other = a.shape();
         other[0] = dim();
         pool.push_back(rt.call1(ops::concat2(), {a, fresh_constant(other)}));
+      } else if (action < 81 && !a.shape().empty() && a.shape()[0] >= 2) {
+        // A view of some rows (contiguous), or of everything flattened.
+        const std::int64_t rows = a.shape()[0];
+        const std::int64_t begin = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(rows - 1));
+        Shape shape = a.shape();
+        shape[0] = rows - begin;
+        const std::int64_t row_elements = a.numel() / rows;
+        pool.push_back(rng() % 2 == 0 ? rt.view(a, shape, begin * row_elements) : rt.view(a, {a.numel()}));
       } else if (action < 90 && pool.size() > 3) {
         const std::size_t k = rng() % pool.size();  // drop a handle
         pool[k] = std::move(pool.back());

@@ -78,6 +78,31 @@ TEST(Runtime, SiblingsOfAMultiOutputOpComeBackTogether) {
   EXPECT_TRUE(bitwise_equal(halves[1].to_host(), second));
 }
 
+TEST(Runtime, ViewsShareTheirStorageAndSeeItRematerialized) {
+  Runtime rt(deterministic_config());
+  Tensor x = constant(rt, {4, 3}, 1.0f);
+  Tensor y = rt.call1(ops::scale(), {x}, Attrs{{"factor", 2.0}});
+  const std::vector<float> all = y.to_host();
+  Tensor rows = rt.view(y, {2, 3}, 3);  // rows 1 and 2
+  Tensor flat = rt.view(y, {12});
+  EXPECT_EQ(rows.to_host(), std::vector<float>(all.begin() + 3, all.begin() + 9));
+  EXPECT_EQ(rt.resident_bytes(), 2u * 48u);  // no copy
+  y = Tensor();  // the views still hold the storage: not evicted
+  EXPECT_TRUE(rows.resident());
+  EXPECT_EQ(rt.stats().eager_evictions, 0u);
+  ASSERT_TRUE(rt.evict(rows));  // evicting a view evicts its storage ...
+  EXPECT_FALSE(flat.resident());
+  Tensor z = rt.call1(ops::relu(), {rows});  // ... and an op on the view brings it back
+  EXPECT_EQ(z.to_host(), std::vector<float>(all.begin() + 3, all.begin() + 9));
+  EXPECT_TRUE(flat.resident());
+  EXPECT_EQ(flat.to_host(), all);
+  EXPECT_EQ(rt.stats().rematerializations, 1u);
+  EXPECT_THROW(rt.view(flat, {13}), ShapeError);
+  EXPECT_THROW(rt.view(flat, {2, 3}, 7), ShapeError);
+  EXPECT_THROW(rt.view(flat, {-1}), ShapeError);
+  EXPECT_THROW(rt.view(Tensor(), {1}), InvalidArgument);
+}
+
 TEST(Runtime, RandomOpsRecomputeTheSameBits) {
   Runtime rt(deterministic_config());
   Tensor shape_of = constant(rt, {64}, 0.0f);

@@ -52,6 +52,11 @@ class Runtime {
   Tensor call1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {});
   Tensor call1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
 
+  // A contiguous view of `base`: `shape` over its elements from `offset` on (a reshape, or a run of rows).
+  // Views share their storage: no copy, no kernel; they see a rematerialized storage like any handle.
+  // Throws dtr::ShapeError if the view does not fit inside `base`.
+  Tensor view(const Tensor& base, Shape shape, std::int64_t offset = 0);
+
   // Evicts `tensor`'s storage now if it can be (resident, not pinned, not a constant); returns whether it did.
   // The heuristic decides on its own under a budget; this is for tests and for programs that know better.
   bool evict(const Tensor& tensor);
