@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 #include "allocator/log.h"
 #include "dtr/check.h"
@@ -393,10 +394,36 @@ struct Runtime::Impl final : Reclaimer {
     return Tensor(std::move(handle));
   }
 
+  void assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+    DTR_CHECK(target.defined(), InvalidArgument, "assign: the target tensor is undefined");
+    TensorHandle& h = *target.handle_;
+    DTR_CHECK(&h.storage->runtime == this, InvalidArgument, "assign: the target belongs to another runtime");
+    DTR_CHECK(!target.is_view(), InvalidArgument,
+              "assign: the target is a view; update the tensor it views instead");
+    std::vector<Tensor> outputs = call(op, inputs, attrs);
+    DTR_CHECK(outputs.size() == 1 && outputs[0].meta() == h.meta, ShapeError, "assign: op '", op.name,
+              "' gives ", outputs.size() == 1 ? to_string(outputs[0].shape()) : std::to_string(outputs.size()) + " outputs",
+              ", the target has shape ", to_string(h.meta.shape));
+    std::shared_ptr<Storage> fresh = outputs[0].handle_->storage;
+    if (h.storage->constant()) {
+      // A new parameter value is not worth a lineage back to every old one: it becomes a constant.
+      remove_resident(*fresh);
+      fresh->producer->outputs[fresh->output_index] = nullptr;
+      fresh->producer.reset();
+      add_resident(*fresh);
+    }
+    if (trace) trace->copy_from(h.id, fresh->id);
+    std::shared_ptr<Storage> old = std::exchange(h.storage, fresh);
+    fresh->handles += 1;
+    h.meta = fresh->meta;
+    release_handle(*old, 0);
+  }
+
   // A user handle died.
+  // A user handle died (handle_id 0: a handle moved to another storage, which is not a release in traces).
   void release_handle(Storage& s, std::uint64_t handle_id) {
     s.handles -= 1;
-    if (trace) trace->release(handle_id);
+    if (trace && handle_id != 0) trace->release(handle_id);
     if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant()) {
       evict(s);
       stats.eager_evictions += 1;
@@ -493,6 +520,19 @@ Tensor Runtime::call1(const OpDef& op, std::initializer_list<Tensor> inputs, con
   return call1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
 
+void Runtime::assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  try {
+    impl_->assign(target, op, inputs, attrs);
+  } catch (...) {
+    impl_->current_op = nullptr;
+    throw;
+  }
+}
+
+void Runtime::assign(Tensor& target, const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
+  assign(target, op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+
 Tensor Runtime::view(const Tensor& base, Shape shape, std::int64_t offset) {
   return impl_->view(base, std::move(shape), offset);
 }
@@ -522,6 +562,10 @@ std::vector<float> Tensor::to_host() const {
   s.runtime.materialize(s);
   const float* begin = s.data + handle_->offset;
   return std::vector<float>(begin, begin + handle_->meta.numel());
+}
+
+bool Tensor::is_view() const {
+  return defined() && (handle_->offset != 0 || !(handle_->meta == handle_->storage->meta));
 }
 
 bool Tensor::resident() const { return defined() && handle_->storage->in_memory; }

@@ -56,6 +56,10 @@ void TraceWriter::view(std::uint64_t base, std::uint64_t id, std::uint64_t bytes
   out_ << nlohmann::json{{"INSTRUCTION", "ALIAS"}, {"NAME", name(id)}, {"ALIAS", "0"}}.dump() << '\n';
 }
 
+void TraceWriter::copy_from(std::uint64_t dst, std::uint64_t src) {
+  out_ << nlohmann::json{{"INSTRUCTION", "COPY_FROM"}, {"DST", name(dst)}, {"SRC", name(src)}}.dump() << '\n';
+}
+
 void TraceWriter::release(std::uint64_t id) {
   out_ << nlohmann::json{{"INSTRUCTION", "RELEASE"}, {"NAME", name(id)}}.dump() << '\n';
 }

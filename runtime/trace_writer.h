@@ -23,6 +23,8 @@ class TraceWriter {
             std::span<const std::uint64_t> result_bytes, double time);
   // A view `id` of `base`: a CALL to "view" whose result aliases its input 0 (no memory of its own).
   void view(std::uint64_t base, std::uint64_t id, std::uint64_t bytes);
+  // `dst` now refers to the value `src` (an in-place update, copy-on-write).
+  void copy_from(std::uint64_t dst, std::uint64_t src);
   // A user reference died.
   void release(std::uint64_t id);
 

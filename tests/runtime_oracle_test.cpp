@@ -78,6 +78,15 @@ Observation run_program(std::uint64_t seed, int steps, Config config) {
         shape[0] = rows - begin;
         const std::int64_t row_elements = a.numel() / rows;
         pool.push_back(rng() % 2 == 0 ? rt.view(a, shape, begin * row_elements) : rt.view(a, {a.numel()}));
+      } else if (action < 84) {
+        // An in-place update of a live tensor that earlier results may have read (their recomputations must
+        // see the old value), or of a fresh copy when it is a view.
+        Tensor& target = pick();
+        if (target.is_view()) {
+          pool.push_back(rt.call1(ops::relu(), {target}));
+        } else {
+          rt.assign(target, ops::add(), {target, same_shape_partner(target)});
+        }
       } else if (action < 90 && pool.size() > 3) {
         const std::size_t k = rng() % pool.size();  // drop a handle
         pool[k] = std::move(pool.back());

@@ -103,6 +103,43 @@ TEST(Runtime, ViewsShareTheirStorageAndSeeItRematerialized) {
   EXPECT_THROW(rt.view(Tensor(), {1}), InvalidArgument);
 }
 
+TEST(Runtime, InPlaceUpdatesNeverLeakIntoRecomputations) {
+  Runtime rt(deterministic_config());
+  Tensor x = constant(rt, {4}, 1.0f);
+  Tensor w = constant(rt, {4}, 2.0f);  // a parameter
+  Tensor y = rt.call1(ops::mul(), {x, w});
+  Tensor z = rt.call1(ops::relu(), {y});
+  const std::vector<float> y_before = y.to_host();
+  const std::vector<float> z_before = z.to_host();
+  Tensor w_alias = w;  // a copy of the handle sees the update too
+  rt.assign(w, ops::add(), {w, w});
+  rt.assign(y, ops::scale(), {y}, Attrs{{"factor", -1.0}});
+  EXPECT_EQ(w_alias.to_host(), (std::vector<float>{4.0f, 4.5f, 5.0f, 5.5f}));
+  EXPECT_FALSE(rt.evict(w));  // the new parameter value is a constant too
+  // z was computed from the old y, which was computed from the old w: both recompute from the old values.
+  ASSERT_TRUE(rt.evict(z));
+  EXPECT_TRUE(bitwise_equal(z.to_host(), z_before));
+  ASSERT_TRUE(rt.evict(y));  // y's new value is recomputable: -1 * (its old value)
+  std::vector<float> negated = y_before;
+  for (float& v : negated) v = -v;
+  EXPECT_TRUE(bitwise_equal(y.to_host(), negated));
+  EXPECT_THROW(rt.assign(w, ops::sum(), {w}), ShapeError);
+  Tensor v = rt.view(w, {2}, 2);
+  EXPECT_TRUE(v.is_view());
+  EXPECT_FALSE(w.is_view());
+  EXPECT_THROW(rt.assign(v, ops::relu(), {v}), InvalidArgument);
+}
+
+TEST(Runtime, RepeatedParameterUpdatesDoNotAccumulateOldValues) {
+  Runtime rt(deterministic_config());
+  Tensor w = constant(rt, {256}, 0.0f);
+  Tensor step = constant(rt, {256}, 1.0f);
+  const std::uint64_t before = rt.resident_bytes();
+  for (int i = 0; i < 100; ++i) rt.assign(w, ops::add(), {w, step});
+  EXPECT_EQ(rt.resident_bytes(), before);  // each old value is freed once nothing needs it
+  EXPECT_EQ(w.to_host()[0], 100.0f);
+}
+
 TEST(Runtime, RandomOpsRecomputeTheSameBits) {
   Runtime rt(deterministic_config());
   Tensor shape_of = constant(rt, {64}, 0.0f);

@@ -52,6 +52,14 @@ class Runtime {
   Tensor call1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {});
   Tensor call1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
 
+  // In-place update, copy-on-write: `target` (every copy of its handle) takes the value op(inputs), which
+  // must have target's shape; the old value stays, unchanged, for as long as earlier results need it for
+  // their recomputation, so an update never leaks into a recomputation of something computed before it.
+  // A constant target (a parameter) stays a constant. Views of the old value keep seeing the old value.
+  // Throws dtr::InvalidArgument if `target` is a view, dtr::ShapeError if the result's shape differs.
+  void assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {});
+  void assign(Tensor& target, const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+
   // A contiguous view of `base`: `shape` over its elements from `offset` on (a reshape, or a run of rows).
   // Views share their storage: no copy, no kernel; they see a rematerialized storage like any handle.
   // Throws dtr::ShapeError if the view does not fit inside `base`.

@@ -30,6 +30,8 @@ class Tensor {
 
   // The values, rematerializing them if they were evicted.
   std::vector<float> to_host() const;
+  // Whether it is a view of part or all of another tensor's storage (Runtime::view).
+  bool is_view() const;
   // Whether the values are in memory now (false once evicted, until they are recomputed).
   bool resident() const;
 
