@@ -29,7 +29,11 @@ class TraceWriter {
   void release(std::uint64_t id);
 
  private:
-  static std::string name(std::uint64_t id) { return "x" + std::to_string(id); }
+  static std::string name(std::uint64_t id) {
+    std::string text = "x";
+    text += std::to_string(id);
+    return text;
+  }
   std::ofstream out_;
 };
 
