@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_main.h"
 #include "dtr/caching_allocator.h"
 #include "dtr/memory_resource.h"
 
@@ -342,25 +343,5 @@ void print_ratio_table(const RatioReporter& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Defaults first: a flag given on the command line comes later and wins.
-  std::string repetitions = "--benchmark_repetitions=5";
-  std::string aggregates_only = "--benchmark_report_aggregates_only=true";
-  std::vector<char*> args;
-  args.push_back(argv[0]);
-  args.push_back(repetitions.data());
-  args.push_back(aggregates_only.data());
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  int count = static_cast<int>(args.size());
-  args.push_back(nullptr);
-
-  register_benchmarks();
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
-  RatioReporter reporter(::isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
-                                                      : benchmark::ConsoleReporter::OO_None);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::cout.flush();
-  if (!reporter.empty()) print_ratio_table(reporter);  // nothing ran: --benchmark_list_tests, a filter
-  benchmark::Shutdown();
-  return 0;
+  return dtr::bench::run_benchmarks<RatioReporter>(argc, argv, register_benchmarks, print_ratio_table);
 }

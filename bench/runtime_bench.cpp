@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_main.h"
 #include "dtr/config.h"
 #include "dtr/op.h"
 #include "dtr/ops.h"
@@ -493,26 +494,5 @@ int call_loop(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--call-loop") return call_loop(argc, argv);
-
-  // Defaults first: a flag given on the command line comes later and wins.
-  std::string repetitions = "--benchmark_repetitions=5";
-  std::string aggregates_only = "--benchmark_report_aggregates_only=true";
-  std::vector<char*> args;
-  args.push_back(argv[0]);
-  args.push_back(repetitions.data());
-  args.push_back(aggregates_only.data());
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  int count = static_cast<int>(args.size());
-  args.push_back(nullptr);
-
-  register_benchmarks();
-  benchmark::Initialize(&count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
-  MedianReporter reporter(::isatty(STDOUT_FILENO) != 0 ? benchmark::ConsoleReporter::OO_Color
-                                                       : benchmark::ConsoleReporter::OO_None);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::cout.flush();
-  if (!reporter.empty()) print_overhead_tables(reporter);  // nothing ran: --benchmark_list_tests, a filter
-  benchmark::Shutdown();
-  return 0;
+  return dtr::bench::run_benchmarks<MedianReporter>(argc, argv, register_benchmarks, print_overhead_tables);
 }
