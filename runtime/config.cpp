@@ -27,6 +27,12 @@ BudgetMode parse_budget_mode(std::string_view text, std::string_view variable) {
   DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a budget mode; expected device or bytes");
 }
 
+InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable) {
+  if (text == "copy-on-write") return InplaceMode::copy_on_write;
+  if (text == "pin-dependents") return InplaceMode::pin_dependents;
+  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not an in-place mode; expected copy-on-write or pin-dependents");
+}
+
 const char* to_string(CostModel model) {
   switch (model) {
     case CostModel::measured: return "measured";
@@ -38,6 +44,9 @@ const char* to_string(CostModel model) {
 
 const char* to_string(ClockKind clock) { return clock == ClockKind::ops ? "ops" : "time"; }
 const char* to_string(BudgetMode mode) { return mode == BudgetMode::device ? "device" : "bytes"; }
+const char* to_string(InplaceMode mode) {
+  return mode == InplaceMode::copy_on_write ? "copy-on-write" : "pin-dependents";
+}
 
 Config Config::from_env(std::uint64_t capacity_bytes) {
   auto env = [](const char* name) -> const char* { return std::getenv(name); };  // NOLINT(concurrency-mt-unsafe)
@@ -50,6 +59,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_COST_MODEL")) config.cost_model = parse_cost_model(v);
   if (const char* v = env("DTR_CLOCK")) config.clock = parse_clock(v);
   if (const char* v = env("DTR_BUDGET_MODE")) config.budget_mode = parse_budget_mode(v);
+  if (const char* v = env("DTR_INPLACE")) config.inplace = parse_inplace_mode(v);
   if (const char* v = env("DTR_DEVICE")) config.device = parse_device(v);
   if (const char* v = env("DTR_STATS")) config.stats_path = v;
   if (const char* v = env("DTR_TRACE")) config.trace_path = v;

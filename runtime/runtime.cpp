@@ -405,18 +405,57 @@ struct Runtime::Impl final : Reclaimer {
               "' gives ", outputs.size() == 1 ? to_string(outputs[0].shape()) : std::to_string(outputs.size()) + " outputs",
               ", the target has shape ", to_string(h.meta.shape));
     std::shared_ptr<Storage> fresh = outputs[0].handle_->storage;
-    if (h.storage->constant()) {
-      // A new parameter value is not worth a lineage back to every old one: it becomes a constant.
-      remove_resident(*fresh);
-      fresh->producer->outputs[fresh->output_index] = nullptr;
-      fresh->producer.reset();
-      add_resident(*fresh);
+    std::shared_ptr<Storage> old = h.storage;
+    const bool reads_old = std::any_of(fresh->producer->inputs.begin(), fresh->producer->inputs.end(),
+                                       [&](const std::shared_ptr<Storage>& in) { return in == old; });
+    // Views of the old value must keep seeing it, so with other handles on the storage only copy-on-write fits.
+    if (config.inplace == InplaceMode::pin_dependents && old->handles == 1) {
+      current_op = &op;
+      pin_dependents(*old, *fresh);
+      current_op = nullptr;
+      // The new value cannot be recomputed from an old value that is about to go.
+      if (reads_old) (void)make_constant(*fresh);
     }
+    // A new parameter value is not worth a lineage back to every old one: it becomes a constant.
+    if (old->constant() && !fresh->constant()) (void)make_constant(*fresh);
     if (trace) trace->copy_from(h.id, fresh->id);
-    std::shared_ptr<Storage> old = std::exchange(h.storage, fresh);
+    h.storage = fresh;
     fresh->handles += 1;
     h.meta = fresh->meta;
     release_handle(*old, 0);
+  }
+
+  // Materializes every storage whose recomputation reads `old` (the outputs of its dependent closures, but
+  // `fresh`) and cuts their lineage: they become constants, so `old` is needed by nothing and can be freed.
+  // All are materialized before any is cut, so an OutOfMemory leaves the lineage as it was.
+  void pin_dependents(Storage& old, Storage& fresh) {
+    // Cut producers are released after the pins: releasing one may release storages still in `needed`.
+    std::vector<std::shared_ptr<Closure>> cut;
+    Pins pins;
+    pins.add(fresh);
+    std::vector<Storage*> needed;
+    for (Closure* c : old.dependents) {
+      for (Storage* out : c->outputs) {
+        if (out != nullptr && out != &fresh) needed.push_back(out);
+      }
+    }
+    for (Storage* s : needed) {
+      materialize(*s);
+      pins.add(*s);
+    }
+    for (Storage* s : needed) {
+      if (!s->constant()) cut.push_back(make_constant(*s));
+    }
+  }
+
+  // Drops `s`'s producer, which it returns (releasing it may free the closure's inputs): `s` is never evicted
+  // again and is freed when nothing references it.
+  [[nodiscard]] std::shared_ptr<Closure> make_constant(Storage& s) {
+    remove_resident(s);
+    s.producer->outputs[s.output_index] = nullptr;
+    std::shared_ptr<Closure> producer = std::move(s.producer);
+    add_resident(s);
+    return producer;
   }
 
   // A user handle died.

@@ -118,16 +118,27 @@ void expect_same_reads(const Observation& oracle, const Observation& run) {
   }
 }
 
+Config config_for(std::optional<std::uint64_t> budget, BudgetMode mode, const char* heuristic, InplaceMode inplace) {
+  Config config = deterministic_config(budget, mode, heuristic);
+  config.inplace = inplace;
+  return config;
+}
+
 TEST(RuntimeOracle, RandomProgramsMatchTheUnbudgetedRunBitwise) {
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     SCOPED_TRACE(::testing::Message() << "program " << seed);
-    const Observation oracle = run_program(seed, 300, deterministic_config(std::nullopt, BudgetMode::bytes, "dtr-eq"));
+    const Observation cow_oracle =
+        run_program(seed, 300, config_for(std::nullopt, BudgetMode::bytes, "dtr-eq", InplaceMode::copy_on_write));
+    for (InplaceMode inplace : {InplaceMode::copy_on_write, InplaceMode::pin_dependents}) {
+    // Both in-place strategies give the program the same values; each is its own oracle for peak memory.
+    const Observation oracle = run_program(seed, 300, config_for(std::nullopt, BudgetMode::bytes, "dtr-eq", inplace));
     ASSERT_TRUE(oracle.feasible);
     EXPECT_EQ(oracle.allocated_at_end, 0u);
+    expect_same_reads(cow_oracle, oracle);
     const std::uint64_t peak = oracle.stats.peak_resident_bytes;
     for (const char* heuristic : {"dtr-eq", "lru"}) {
       for (BudgetMode mode : {BudgetMode::bytes, BudgetMode::device}) {
-        SCOPED_TRACE(::testing::Message() << heuristic << ", " << to_string(mode));
+        SCOPED_TRACE(::testing::Message() << heuristic << ", " << to_string(mode) << ", " << to_string(inplace));
         const std::uint64_t reference = mode == BudgetMode::bytes ? peak : oracle.peak_reserved;
         // The smallest feasible budget, by bisection over the ratio; every run on the way must be exact.
         std::uint64_t feasible = reference;
@@ -135,7 +146,7 @@ TEST(RuntimeOracle, RandomProgramsMatchTheUnbudgetedRunBitwise) {
         int runs = 0;
         while (feasible - infeasible > reference / 64 && runs < 10) {
           const std::uint64_t budget = infeasible + (feasible - infeasible) / 2;
-          const Observation run = run_program(seed, 300, deterministic_config(budget, mode, heuristic));
+          const Observation run = run_program(seed, 300, config_for(budget, mode, heuristic, inplace));
           ++runs;
           EXPECT_EQ(run.allocated_at_end, 0u) << "leaked at budget " << budget;
           if (!run.feasible) {
@@ -151,20 +162,21 @@ TEST(RuntimeOracle, RandomProgramsMatchTheUnbudgetedRunBitwise) {
           }
           if (HasFatalFailure()) return;
         }
-        const Observation smallest = run_program(seed, 300, deterministic_config(feasible, mode, heuristic));
+        const Observation smallest = run_program(seed, 300, config_for(feasible, mode, heuristic, inplace));
         // Bytes mode is deterministic. Device mode depends on where the host puts the allocator's segments
         // (best fit breaks ties by address), so a budget at the edge may fit in one run and not the next.
         if (mode == BudgetMode::bytes) {
           ASSERT_TRUE(smallest.feasible);
         }
         if (smallest.feasible) expect_same_reads(oracle, smallest);
-        std::printf("program %llu, %s, %s: smallest feasible budget %.2f of the unbudgeted peak, overhead %.3f, "
+        std::printf("program %llu, %s, %s, %s: smallest feasible budget %.2f of the unbudgeted peak, overhead %.3f, "
                     "%llu evictions\n",
-                    static_cast<unsigned long long>(seed), heuristic, to_string(mode),
+                    static_cast<unsigned long long>(seed), heuristic, to_string(mode), to_string(inplace),
                     static_cast<double>(feasible) / static_cast<double>(reference), smallest.stats.overhead(),
                     static_cast<unsigned long long>(smallest.stats.evictions));
         EXPECT_LT(feasible, reference) << "never needed to evict: the test would prove nothing";
       }
+    }
     }
   }
 }

@@ -103,8 +103,19 @@ TEST(Runtime, ViewsShareTheirStorageAndSeeItRematerialized) {
   EXPECT_THROW(rt.view(Tensor(), {1}), InvalidArgument);
 }
 
-TEST(Runtime, InPlaceUpdatesNeverLeakIntoRecomputations) {
-  Runtime rt(deterministic_config());
+// Both in-place strategies give the same values; they differ in what stays recomputable and what is freed.
+class InPlace : public ::testing::TestWithParam<InplaceMode> {
+ protected:
+  Config config(std::optional<std::uint64_t> budget = std::nullopt) const {
+    Config c = deterministic_config(budget);
+    c.inplace = GetParam();
+    return c;
+  }
+  bool copy_on_write() const { return GetParam() == InplaceMode::copy_on_write; }
+};
+
+TEST_P(InPlace, UpdatesNeverLeakIntoRecomputations) {
+  Runtime rt(config());
   Tensor x = constant(rt, {4}, 1.0f);
   Tensor w = constant(rt, {4}, 2.0f);  // a parameter
   Tensor y = rt.call1(ops::mul(), {x, w});
@@ -116,10 +127,12 @@ TEST(Runtime, InPlaceUpdatesNeverLeakIntoRecomputations) {
   rt.assign(y, ops::scale(), {y}, Attrs{{"factor", -1.0}});
   EXPECT_EQ(w_alias.to_host(), (std::vector<float>{4.0f, 4.5f, 5.0f, 5.5f}));
   EXPECT_FALSE(rt.evict(w));  // the new parameter value is a constant too
-  // z was computed from the old y, which was computed from the old w: both recompute from the old values.
-  ASSERT_TRUE(rt.evict(z));
+  // z was computed from the old y, which was computed from the old w. Copy-on-write recomputes it from the
+  // old values; pin-dependents made it a constant before the old values went.
+  EXPECT_EQ(rt.evict(z), copy_on_write());
   EXPECT_TRUE(bitwise_equal(z.to_host(), z_before));
-  ASSERT_TRUE(rt.evict(y));  // y's new value is recomputable: -1 * (its old value)
+  // y's new value is -1 * its old value: recomputable while the old value is kept (copy-on-write only).
+  EXPECT_EQ(rt.evict(y), copy_on_write());
   std::vector<float> negated = y_before;
   for (float& v : negated) v = -v;
   EXPECT_TRUE(bitwise_equal(y.to_host(), negated));
@@ -130,14 +143,88 @@ TEST(Runtime, InPlaceUpdatesNeverLeakIntoRecomputations) {
   EXPECT_THROW(rt.assign(v, ops::relu(), {v}), InvalidArgument);
 }
 
-TEST(Runtime, RepeatedParameterUpdatesDoNotAccumulateOldValues) {
-  Runtime rt(deterministic_config());
+TEST_P(InPlace, RepeatedParameterUpdatesDoNotAccumulateOldValues) {
+  Runtime rt(config());
   Tensor w = constant(rt, {256}, 0.0f);
   Tensor step = constant(rt, {256}, 1.0f);
   const std::uint64_t before = rt.resident_bytes();
   for (int i = 0; i < 100; ++i) rt.assign(w, ops::add(), {w, step});
   EXPECT_EQ(rt.resident_bytes(), before);  // each old value is freed once nothing needs it
   EXPECT_EQ(w.to_host()[0], 100.0f);
+}
+
+TEST_P(InPlace, OldParameterValueStaysOnlyUnderCopyOnWrite) {
+  Runtime rt(config());
+  Tensor x = constant(rt, {64}, 1.0f);
+  Tensor w = constant(rt, {64}, 2.0f);
+  Tensor y = rt.call1(ops::mul(), {x, w});  // its recomputation needs w's old value
+  const std::vector<float> y_before = y.to_host();
+  ASSERT_TRUE(rt.evict(y));
+  const std::uint64_t before = rt.resident_bytes();
+  rt.assign(w, ops::add(), {w, w});
+  if (copy_on_write()) {
+    EXPECT_EQ(rt.resident_bytes(), before + 256);  // the old w (a constant) stays for y; y stays evicted
+    EXPECT_FALSE(y.resident());
+  } else {
+    EXPECT_EQ(rt.resident_bytes(), before + 256);  // y came back and is pinned; the old w is gone
+    EXPECT_TRUE(y.resident());
+    EXPECT_FALSE(rt.evict(y));
+  }
+  EXPECT_TRUE(bitwise_equal(y.to_host(), y_before));
+  y = Tensor();  // nothing needs the old w any more either way
+  EXPECT_EQ(rt.resident_bytes(), before);
+}
+
+TEST_P(InPlace, ViewsOfTheTargetKeepTheOldValue) {
+  Runtime rt(config());
+  Tensor w = constant(rt, {4}, 2.0f);
+  Tensor x = constant(rt, {4}, 1.0f);
+  Tensor v = rt.view(w, {2}, 2);
+  Tensor y = rt.call1(ops::mul(), {x, w});
+  const std::vector<float> y_before = y.to_host();
+  rt.assign(w, ops::add(), {w, w});
+  EXPECT_EQ(v.to_host(), (std::vector<float>{2.5f, 2.75f}));
+  EXPECT_EQ(w.to_host(), (std::vector<float>{4.0f, 4.5f, 5.0f, 5.5f}));
+  // The old storage lives on in the view, so even pin-dependents keeps y recomputable (copy-on-write).
+  ASSERT_TRUE(rt.evict(y));
+  EXPECT_TRUE(bitwise_equal(y.to_host(), y_before));
+}
+
+INSTANTIATE_TEST_SUITE_P(Runtime, InPlace, ::testing::Values(InplaceMode::copy_on_write, InplaceMode::pin_dependents),
+                         [](const ::testing::TestParamInfo<InplaceMode>& info) {
+                           return info.param == InplaceMode::copy_on_write ? std::string("CopyOnWrite")
+                                                                           : std::string("PinDependents");
+                         });
+
+TEST(Runtime, PinDependentsThatDoNotFitIsOutOfMemoryAndChangesNothing) {
+  // Budget: three 1 KiB tensors. Copy-on-write needs x, the old w and the new w; pin-dependents would also need
+  // y back in memory before the old w can go.
+  Config c = deterministic_config(3 * KiB + 512);
+  c.inplace = InplaceMode::pin_dependents;
+  Runtime rt(c);
+  Tensor x = constant(rt, {256}, 1.0f);
+  Tensor w = constant(rt, {256}, 2.0f);
+  Tensor y = rt.call1(ops::mul(), {x, w});
+  const std::vector<float> y_before = y.to_host();
+  const std::vector<float> w_before = w.to_host();
+  ASSERT_TRUE(rt.evict(y));
+  try {
+    rt.assign(w, ops::add(), {w, w});
+    ADD_FAILURE() << "the dependents fitted";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("'add'"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(bitwise_equal(w.to_host(), w_before));  // not updated
+  EXPECT_TRUE(bitwise_equal(y.to_host(), y_before));  // still recomputable from it
+  ASSERT_TRUE(rt.evict(y));
+  c.inplace = InplaceMode::copy_on_write;
+  Runtime cow(c);
+  Tensor x2 = constant(cow, {256}, 1.0f);
+  Tensor w2 = constant(cow, {256}, 2.0f);
+  Tensor y2 = cow.call1(ops::mul(), {x2, w2});
+  ASSERT_TRUE(cow.evict(y2));
+  cow.assign(w2, ops::add(), {w2, w2});  // fits: y2 stays evicted
+  EXPECT_TRUE(bitwise_equal(w2.to_host(), rt.call1(ops::add(), {w, w}).to_host()));
 }
 
 TEST(Runtime, RandomOpsRecomputeTheSameBits) {

@@ -19,6 +19,9 @@ enum class ClockKind { ops, time };
 // What the budget caps: the allocator's reserved bytes (device memory, fragmentation included), or the sum of
 // resident storage bytes (as the DTR paper counts).
 enum class BudgetMode { device, bytes };
+// How Runtime::assign keeps an in-place update out of recomputations of older values: keep the old value as
+// long as anything needs it (copy-on-write), or recompute and pin everything that needs it, then free it.
+enum class InplaceMode { copy_on_write, pin_dependents };
 
 struct Config {
   std::optional<std::uint64_t> memory_budget;  // DTR_MEMORY_BUDGET; nullopt: none
@@ -26,6 +29,7 @@ struct Config {
   CostModel cost_model = CostModel::measured;  // DTR_COST_MODEL: measured, flops, bytes
   ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
+  InplaceMode inplace = InplaceMode::copy_on_write;  // DTR_INPLACE: copy-on-write, pin-dependents
   Device device;                               // DTR_DEVICE: cpu (the runtime's kernels are CPU-only so far)
   std::string stats_path;                      // DTR_STATS: JSON stats written when the runtime is destroyed
   std::string trace_path;                      // DTR_TRACE: the run as the DTR prototype's JSON-lines log
@@ -37,8 +41,10 @@ struct Config {
 CostModel parse_cost_model(std::string_view text, std::string_view variable = "DTR_COST_MODEL");
 ClockKind parse_clock(std::string_view text, std::string_view variable = "DTR_CLOCK");
 BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = "DTR_BUDGET_MODE");
+InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable = "DTR_INPLACE");
 const char* to_string(CostModel model);
 const char* to_string(ClockKind clock);
 const char* to_string(BudgetMode mode);
+const char* to_string(InplaceMode mode);
 
 }  // namespace dtr
