@@ -23,6 +23,9 @@ class Heuristic {
   virtual void on_rematerialize(StorageView& /*storage*/) {}
   // The storage is gone for good; its slot must be released.
   virtual void on_destroy(StorageView& /*storage*/) {}
+  // Bookkeeping objects the heuristic holds (union-find nodes): those of live storages and the ancestors they
+  // still need; zero once every storage is destroyed.
+  virtual std::size_t live_slots() const { return 0; }
 };
 
 // The accepted names, for messages: "dtr-eq, lru".

@@ -69,44 +69,90 @@ class DtrEqHeuristic final : public Heuristic {
 
   void on_destroy(StorageView& s) override {
     if (s.heuristic_slot == nullptr) return;
+    Node* node = static_cast<Node*>(s.heuristic_slot);
     if (s.evicted()) {
-      Node* root = find(static_cast<Node*>(s.heuristic_slot));
+      Node* root = find(node);
       root->cost = std::max(0.0, root->cost - s.cost());
     }
-    s.heuristic_slot = nullptr;  // nodes live as long as the heuristic: paths of other members run through them
+    s.heuristic_slot = nullptr;
+    unref(node);
   }
 
+  std::size_t live_slots() const override { return live_nodes_; }
+
  private:
+  // A node is referenced by its storage (until the storage dies) and by the nodes whose parent it is; it is
+  // recycled when neither is left, so the forest stays as large as the evicted lineage, not the run.
   struct Node {
     Node* parent = nullptr;  // nullptr: a root
     double cost = 0.0;       // meaningful at roots
     std::uint32_t rank = 0;
+    std::uint32_t refs = 0;
     std::uint64_t seen = 0;
   };
 
-  Node* allocate_node() { return &nodes_.emplace_back(); }
+  Node* allocate_node() {
+    Node* node = nullptr;
+    if (free_ != nullptr) {
+      node = free_;
+      free_ = free_->parent;
+      *node = Node{};
+    } else {
+      node = &nodes_.emplace_back();
+    }
+    node->refs = 1;  // its storage
+    live_nodes_ += 1;
+    return node;
+  }
 
-  static Node* find(Node* node) {
+  // Drops one reference; a node left with none goes back to the free list, releasing its parent in turn.
+  void unref(Node* node) {
+    while (node != nullptr && --node->refs == 0) {
+      Node* parent = node->parent;
+      node->parent = free_;
+      free_ = node;
+      live_nodes_ -= 1;
+      node = parent;
+    }
+  }
+
+  Node* find(Node* node) {
     Node* root = node;
     while (root->parent != nullptr) root = root->parent;
-    while (node != root) {  // path compression
+    // Path compression: each node on the path now points at the root. A node that loses its last child this
+    // way (and has no storage) is recycled once its own link is moved, so nothing is read after it is freed.
+    while (node != root) {
       Node* next = node->parent;
-      node->parent = root;
+      if (next != root) {
+        node->parent = root;
+        root->refs += 1;
+        next->refs -= 1;  // may reach 0: `next` is visited next and recycled then
+      }
+      if (node->refs == 0) unref_released(node);
       node = next;
     }
     return root;
+  }
+
+  // `node` (whose parent is a root that keeps other references) has no references left: recycle it.
+  void unref_released(Node* node) {
+    node->refs = 1;
+    unref(node);
   }
 
   static Node* merge(Node* a, Node* b) {
     if (a == b) return a;
     if (a->rank < b->rank) std::swap(a, b);
     b->parent = a;
+    a->refs += 1;
     a->cost += b->cost;
     if (a->rank == b->rank) ++a->rank;
     return a;
   }
 
   std::deque<Node> nodes_;
+  Node* free_ = nullptr;  // recycled nodes, linked through `parent`
+  std::size_t live_nodes_ = 0;
   std::uint64_t epoch_ = 0;
 };
 

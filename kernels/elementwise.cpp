@@ -21,7 +21,7 @@ OpDef elementwise(const std::string& name, MakeFn make_fn) {
       DTR_CHECK_SHAPES(input.shape == inputs[0].shape, name, inputs, "needs inputs of the same shape");
     }
     static_cast<void>(make_fn(attrs));
-    return std::vector<TensorMeta>{inputs[0]};
+    return TensorMetas{inputs[0]};
   };
   def.cpu_kernel = [make_fn](const KernelArgs& args) {
     const auto fn = make_fn(args.attrs);

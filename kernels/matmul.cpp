@@ -8,7 +8,7 @@
 namespace dtr::ops {
 namespace {
 
-std::vector<TensorMeta> infer_matmul(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+TensorMetas infer_matmul(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   kernels::check_arity("matmul", inputs, 2);
   const Shape& a = inputs[0].shape;
   const Shape& b = inputs[1].shape;

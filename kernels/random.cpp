@@ -19,7 +19,7 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }
 
 // The output copies the shape of the input: a runtime-managed "like" tensor, so the op has the usual lineage.
-std::vector<TensorMeta> infer_uniform(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+TensorMetas infer_uniform(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   kernels::check_arity("uniform", inputs, 1);
   return {inputs[0]};
 }

@@ -26,7 +26,7 @@ std::optional<std::size_t> sum_axis(std::span<const TensorMeta> inputs, const At
   return static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
 }
 
-std::vector<TensorMeta> infer_sum(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+TensorMetas infer_sum(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   kernels::check_arity("sum", inputs, 1);
   const std::optional<std::size_t> axis = sum_axis(inputs, attrs);
   TensorMeta out{{}, inputs[0].dtype};

@@ -9,11 +9,11 @@
 namespace dtr::ops {
 namespace {
 
-std::vector<TensorMeta> infer_split2(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+TensorMetas infer_split2(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   kernels::check_arity("split2", inputs, 1);
   const Shape& shape = inputs[0].shape;
   DTR_CHECK_SHAPES(!shape.empty() && shape[0] >= 2, "split2", inputs, "needs at least 2 rows along dimension 0");
-  std::vector<TensorMeta> outputs(2, inputs[0]);
+  TensorMetas outputs(2, inputs[0]);
   outputs[0].shape[0] = shape[0] / 2;
   outputs[1].shape[0] = shape[0] - shape[0] / 2;
   return outputs;
@@ -25,7 +25,7 @@ void split2_cpu(const KernelArgs& args) {
   std::copy_n(args.inputs[0] + first, args.output_meta[1].numel(), args.outputs[1]);
 }
 
-std::vector<TensorMeta> infer_concat2(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+TensorMetas infer_concat2(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   kernels::check_arity("concat2", inputs, 2);
   const Shape& a = inputs[0].shape;
   const Shape& b = inputs[1].shape;

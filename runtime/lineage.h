@@ -56,11 +56,12 @@ struct Storage final : heuristics::StorageView {
 struct Closure {
   const OpDef* op = nullptr;
   Attrs attrs;
-  std::vector<std::shared_ptr<Storage>> inputs;
-  std::vector<TensorMeta> input_meta;        // the input as the op saw it: a view may cover part of its storage
-  std::vector<std::size_t> input_offset;     // in elements, from the start of the storage
-  std::vector<Storage*> outputs;  // nullptr once that output's storage died
-  std::vector<TensorMeta> output_meta;
+  // Inline capacities fit most ops: one heap block per closure.
+  SmallVector<std::shared_ptr<Storage>, 3> inputs;
+  SmallVector<TensorMeta, 3> input_meta;   // the input as the op saw it: a view may cover part of its storage
+  SmallVector<std::size_t, 3> input_offset;  // in elements, from the start of the storage
+  SmallVector<Storage*, 2> outputs;          // nullptr once that output's storage died
+  SmallVector<TensorMeta, 2> output_meta;
   std::uint64_t seed = 0;
   double cost = 0;
 

@@ -210,7 +210,7 @@ struct Runtime::Impl final : Reclaimer {
     }
 
    private:
-    std::vector<Storage*> pinned_;
+    SmallVector<Storage*, 4> pinned_;
   };
 
   double cost_of(const Closure& c, std::uint64_t elapsed_ns) const {
@@ -235,8 +235,8 @@ struct Runtime::Impl final : Reclaimer {
     // Declared before the pins, so destroyed after them: the pins release scratch storages too.
     std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
     Pins pins;
-    std::vector<float*> out_buffers(c.outputs.size(), nullptr);
-    std::vector<Storage*> restored;
+    SmallVector<float*, 2> out_buffers(c.outputs.size(), nullptr);
+    SmallVector<Storage*, 2> restored;
     for (std::size_t i = 0; i < c.outputs.size(); ++i) {
       Storage* out = c.outputs[i];
       if (out == nullptr) {
@@ -251,7 +251,7 @@ struct Runtime::Impl final : Reclaimer {
       pins.add(*out);
       out_buffers[i] = out->data;
     }
-    std::vector<const float*> in_buffers;
+    SmallVector<const float*, 4> in_buffers;
     for (std::size_t i = 0; i < c.inputs.size(); ++i) in_buffers.push_back(c.inputs[i]->data + c.input_offset[i]);
     const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed};
     op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
@@ -315,23 +315,25 @@ struct Runtime::Impl final : Reclaimer {
     }
   }
 
-  std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  using Results = SmallVector<Tensor, 2>;
+
+  Results call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
     DTR_CHECK(op.infer && op.cpu_kernel, InvalidArgument, "op '", op.name, "' has no shape rule or CPU kernel");
-    std::vector<TensorMeta> in_meta;
+    SmallVector<TensorMeta, 4> in_meta;
     for (const Tensor& t : inputs) {
       DTR_CHECK(t.defined(), InvalidArgument, "op '", op.name, "': an input tensor is undefined");
       DTR_CHECK(&t.handle_->storage->runtime == this, InvalidArgument, "op '", op.name,
                 "': an input tensor belongs to another runtime");
-      in_meta.push_back(t.meta());
+      in_meta.push_back(t.handle_->meta);
     }
-    std::vector<TensorMeta> out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
+    TensorMetas out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
     stats.ops += 1;
     current_op = &op;
 
     auto closure = std::make_shared<Closure>();
     closure->op = &op;
     closure->attrs = attrs;
-    closure->output_meta = out_meta;
+    closure->output_meta.append(out_meta.begin(), out_meta.end());
     if (op.random) closure->seed = mix(++random_calls);
     Pins input_pins;
     for (const Tensor& t : inputs) {
@@ -342,9 +344,9 @@ struct Runtime::Impl final : Reclaimer {
       closure->input_meta.push_back(t.handle_->meta);
       closure->input_offset.push_back(t.handle_->offset);
     }
-    std::vector<std::shared_ptr<Storage>> outputs;
+    SmallVector<std::shared_ptr<Storage>, 2> outputs;
     for (std::size_t i = 0; i < out_meta.size(); ++i) {
-      auto s = std::make_shared<Storage>(*this, next_id++, out_meta[i]);
+      auto s = std::make_shared<Storage>(*this, next_id++, std::move(out_meta[i]));
       live_storages += 1;
       s->producer = closure;
       s->output_index = i;
@@ -362,7 +364,7 @@ struct Runtime::Impl final : Reclaimer {
       }
       trace->call(op.name, args, results, result_bytes, closure->cost);
     }
-    std::vector<Tensor> result;
+    Results result;
     for (auto& s : outputs) result.push_back(Tensor(std::make_shared<TensorHandle>(std::move(s))));
     current_op = nullptr;
     return result;
@@ -400,7 +402,7 @@ struct Runtime::Impl final : Reclaimer {
     DTR_CHECK(&h.storage->runtime == this, InvalidArgument, "assign: the target belongs to another runtime");
     DTR_CHECK(!target.is_view(), InvalidArgument,
               "assign: the target is a view; update the tensor it views instead");
-    std::vector<Tensor> outputs = call(op, inputs, attrs);
+    Results outputs = call(op, inputs, attrs);
     DTR_CHECK(outputs.size() == 1 && outputs[0].meta() == h.meta, ShapeError, "assign: op '", op.name,
               "' gives ", outputs.size() == 1 ? to_string(outputs[0].shape()) : std::to_string(outputs.size()) + " outputs",
               ", the target has shape ", to_string(h.meta.shape));
@@ -422,7 +424,7 @@ struct Runtime::Impl final : Reclaimer {
     h.storage = fresh;
     fresh->handles += 1;
     h.meta = fresh->meta;
-    release_handle(*old, 0);
+    release_handle(*old, 0, old.use_count() == 1);
   }
 
   // Materializes every storage whose recomputation reads `old` (the outputs of its dependent closures, but
@@ -458,12 +460,13 @@ struct Runtime::Impl final : Reclaimer {
     return producer;
   }
 
-  // A user handle died.
   // A user handle died (handle_id 0: a handle moved to another storage, which is not a release in traces).
-  void release_handle(Storage& s, std::uint64_t handle_id) {
+  // `last_reference`: nothing else holds the storage, so it is destroyed next and its buffer freed then; an
+  // eviction first would only be work for the heuristic.
+  void release_handle(Storage& s, std::uint64_t handle_id, bool last_reference) {
     s.handles -= 1;
     if (trace && handle_id != 0) trace->release(handle_id);
-    if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant()) {
+    if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant() && !last_reference) {
       evict(s);
       stats.eager_evictions += 1;
     }
@@ -529,7 +532,7 @@ TensorHandle::TensorHandle(std::shared_ptr<Storage> s, std::uint64_t view_id, Te
   storage->handles += 1;
 }
 
-TensorHandle::~TensorHandle() { storage->runtime.release_handle(*storage, id); }
+TensorHandle::~TensorHandle() { storage->runtime.release_handle(*storage, id, storage.use_count() == 1); }
 
 }  // namespace detail
 
@@ -540,17 +543,27 @@ Runtime::~Runtime() = default;
 
 Tensor Runtime::constant(TensorMeta meta, std::span<const float> values) { return impl_->constant(std::move(meta), values); }
 
-std::vector<Tensor> Runtime::call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+namespace {
+
+Runtime::Impl::Results call_guarded(Runtime::Impl& impl, const OpDef& op, std::span<const Tensor> inputs,
+                                    const Attrs& attrs) {
   try {
-    return impl_->call(op, inputs, attrs);
+    return impl.call(op, inputs, attrs);
   } catch (...) {
-    impl_->current_op = nullptr;
+    impl.current_op = nullptr;
     throw;
   }
 }
 
+}  // namespace
+
+std::vector<Tensor> Runtime::call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  Impl::Results outputs = call_guarded(*impl_, op, inputs, attrs);
+  return std::vector<Tensor>(std::make_move_iterator(outputs.begin()), std::make_move_iterator(outputs.end()));
+}
+
 Tensor Runtime::call1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
-  std::vector<Tensor> outputs = call(op, inputs, attrs);
+  Impl::Results outputs = call_guarded(*impl_, op, inputs, attrs);
   DTR_CHECK(outputs.size() == 1, InvalidArgument, "op '", op.name, "' has ", outputs.size(), " outputs; use call()");
   return std::move(outputs.front());
 }

@@ -1,6 +1,11 @@
 // Heuristics on hand-built graphs, through the narrow StorageView they see.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <memory>
+#include <random>
 #include <vector>
 
 #include "heuristics/heuristic.h"
@@ -77,6 +82,135 @@ TEST(DtrEqHeuristic, RematerializingSubtractsFromTheClass) {
   g.evict(*h, 3);  // evicted again: it rejoins its class
   EXPECT_DOUBLE_EQ(h->score(g.t[2], 0), 4.0);
   for (auto& s : g.t) h->on_destroy(s);
+}
+
+// The union-find of h_DTR^eq as the design states it, with nodes that are never freed: the model that the
+// recycling implementation must match score for score.
+class NaiveUnionFind {
+ public:
+  void on_evict(int id, double cost, const std::vector<int>& evicted_neighbours) {
+    if (!node_.contains(id)) node_[id] = add();
+    int root = find(node_[id]);
+    cost_[static_cast<std::size_t>(root)] += cost;
+    for (int n : evicted_neighbours) root = merge(root, find(node_.at(n)));
+  }
+  void subtract(int id, double cost) {
+    const auto it = node_.find(id);
+    if (it == node_.end()) return;
+    double& c = cost_[static_cast<std::size_t>(find(it->second))];
+    c = std::max(0.0, c - cost);
+  }
+  void forget(int id) { node_.erase(id); }
+  // c0 plus each distinct class among the evicted neighbours.
+  double neighbourhood(double c0, const std::vector<int>& evicted_neighbours) {
+    std::vector<int> roots;
+    for (int n : evicted_neighbours) {
+      const auto it = node_.find(n);
+      if (it == node_.end()) continue;
+      const int root = find(it->second);
+      if (std::find(roots.begin(), roots.end(), root) == roots.end()) roots.push_back(root);
+    }
+    for (int r : roots) c0 += cost_[static_cast<std::size_t>(r)];
+    return c0;
+  }
+
+ private:
+  int add() {
+    parent_.push_back(-1);
+    cost_.push_back(0);
+    return static_cast<int>(parent_.size()) - 1;
+  }
+  int find(int n) {
+    while (parent_[static_cast<std::size_t>(n)] >= 0) n = parent_[static_cast<std::size_t>(n)];
+    return n;
+  }
+  int merge(int a, int b) {
+    if (a == b) return a;
+    parent_[static_cast<std::size_t>(b)] = a;
+    cost_[static_cast<std::size_t>(a)] += cost_[static_cast<std::size_t>(b)];
+    return a;
+  }
+  std::map<int, int> node_;
+  std::vector<int> parent_;
+  std::vector<double> cost_;
+};
+
+TEST(DtrEqHeuristic, RecyclesNodesAndMatchesTheNaiveUnionFindOnRandomLineage) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    auto h = heuristics::make_heuristic("dtr-eq");
+    NaiveUnionFind model;
+    std::vector<std::unique_ptr<FakeStorage>> live;
+    std::map<const FakeStorage*, int> id_of;
+    int next_id = 0;
+    auto evicted_neighbours = [&](FakeStorage& s) {
+      std::vector<int> ids;
+      for (FakeStorage* n : s.inputs) {
+        if (n->is_evicted) ids.push_back(id_of.at(n));
+      }
+      for (FakeStorage* n : s.dependents) {
+        if (n->is_evicted) ids.push_back(id_of.at(n));
+      }
+      return ids;
+    };
+    auto pick = [&](auto&& accept) -> FakeStorage* {
+      std::vector<FakeStorage*> candidates;
+      for (auto& s : live) {
+        if (accept(*s)) candidates.push_back(s.get());
+      }
+      return candidates.empty() ? nullptr : candidates[rng() % candidates.size()];
+    };
+    for (int step = 0; step < 1500; ++step) {
+      const int action = static_cast<int>(rng() % 10);
+      if (action < 3 || live.size() < 3) {  // a new storage reading one or two others
+        auto s = std::make_unique<FakeStorage>();
+        s->c0 = static_cast<double>(1 + rng() % 8);
+        for (int k = 0, inputs = 1 + static_cast<int>(rng() % 2); k < inputs && !live.empty(); ++k) {
+          FakeStorage* in = live[rng() % live.size()].get();
+          s->inputs.push_back(in);
+          in->dependents.push_back(s.get());
+        }
+        id_of[s.get()] = next_id++;
+        live.push_back(std::move(s));
+      } else if (action < 6) {
+        if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted; })) {
+          s->is_evicted = true;
+          model.on_evict(id_of.at(s), s->c0, evicted_neighbours(*s));
+          h->on_evict(*s);
+        }
+      } else if (action < 8) {
+        if (FakeStorage* s = pick([](const FakeStorage& t) { return t.is_evicted; })) {
+          s->is_evicted = false;
+          model.subtract(id_of.at(s), s->c0);
+          h->on_rematerialize(*s);
+        }
+      } else if (FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); })) {
+        // Dies: nothing reads it any more.
+        if (s->is_evicted) model.subtract(id_of.at(s), s->c0);
+        model.forget(id_of.at(s));
+        h->on_destroy(*s);
+        for (FakeStorage* in : s->inputs) std::erase(in->dependents, s);
+        std::erase_if(live, [&](const auto& p) { return p.get() == s; });
+      }
+      // Live nodes: those of live storages and their ancestors, of which union by rank allows log2(nodes).
+      ASSERT_LE(h->live_slots(), live.size() * (1 + std::bit_width(static_cast<unsigned>(next_id))));
+      for (auto& s : live) {
+        if (s->is_evicted) continue;
+        const double expected = model.neighbourhood(s->c0, evicted_neighbours(*s));
+        ASSERT_DOUBLE_EQ(h->score(*s, 0), expected) << "step " << step;
+      }
+    }
+    // Everything dies, most recent first (as lineage does): every node is recycled.
+    while (!live.empty()) {
+      FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); });
+      ASSERT_NE(s, nullptr);
+      h->on_destroy(*s);
+      for (FakeStorage* in : s->inputs) std::erase(in->dependents, s);
+      std::erase_if(live, [&](const auto& p) { return p.get() == s; });
+    }
+    EXPECT_EQ(h->live_slots(), 0u);
+  }
 }
 
 TEST(LruHeuristic, PrefersTheLeastRecentlyUsed) {

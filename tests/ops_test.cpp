@@ -39,7 +39,7 @@ std::vector<HostTensor> run(const OpDef& op, const std::vector<HostTensor>& inpu
   const std::vector<TensorMeta> input_meta = metas_of(inputs);
   std::vector<const float*> input_data;
   for (const HostTensor& t : inputs) input_data.push_back(t.data.data());
-  const std::vector<TensorMeta> output_meta = op.infer(input_meta, attrs);
+  const TensorMetas output_meta = op.infer(input_meta, attrs);
 
   const auto run_once = [&](float fill) {
     std::vector<HostTensor> outputs;

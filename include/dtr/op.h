@@ -15,9 +15,12 @@
 #include <variant>
 #include <vector>
 
+#include "dtr/small_vector.h"
+
 namespace dtr {
 
-using Shape = std::vector<std::int64_t>;
+// Dimensions, outermost first. Up to 6 live inside the shape: no heap allocation for the ranks training uses.
+using Shape = SmallVector<std::int64_t, 6>;
 
 enum class DType : std::uint8_t { float32 };
 
@@ -34,6 +37,9 @@ struct TensorMeta {
   std::size_t nbytes() const;
   friend bool operator==(const TensorMeta&, const TensorMeta&) = default;
 };
+
+// An op's output shapes: most ops have one, a few several; none needs the heap.
+using TensorMetas = SmallVector<TensorMeta, 4>;
 
 // An op's attributes: named integers, reals and integer lists. Ordered by insertion; names are unique.
 class Attrs {
@@ -71,7 +77,7 @@ struct KernelArgs {
 struct OpDef {
   std::string name;
   // Output shapes from input shapes; throws dtr::ShapeError naming the op and the shapes when they do not fit.
-  std::function<std::vector<TensorMeta>(std::span<const TensorMeta> inputs, const Attrs& attrs)> infer;
+  std::function<TensorMetas(std::span<const TensorMeta> inputs, const Attrs& attrs)> infer;
   std::function<void(const KernelArgs& args)> cpu_kernel;
   // Floating-point operations, for DTR_COST_MODEL=flops.
   std::function<double(std::span<const TensorMeta> inputs, const Attrs& attrs)> flops;
