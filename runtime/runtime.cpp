@@ -12,6 +12,7 @@
 #include "dtr/check.h"
 #include "heuristics/heuristic.h"
 #include "runtime/lineage.h"
+#include "runtime/object_pool.h"
 #include "runtime/trace_writer.h"
 
 namespace dtr {
@@ -63,6 +64,8 @@ struct Runtime::Impl final : Reclaimer {
     }
   }
 
+  // First, so destroyed last: every lineage object's block comes from it.
+  detail::ObjectPool pool;
   Config config;
   std::unique_ptr<heuristics::Heuristic> heuristic;
   std::unique_ptr<CachingAllocator> allocator;
@@ -91,6 +94,12 @@ struct Runtime::Impl final : Reclaimer {
       last.reset();  // may destroy a closure, which buries its inputs
     }
     draining = false;
+  }
+
+  // A lineage object from the pool (one block for the object and its reference count).
+  template <typename T, typename... Args>
+  std::shared_ptr<T> make(Args&&... args) {
+    return std::allocate_shared<T>(detail::PoolAllocator<T>(pool), std::forward<Args>(args)...);
   }
 
   std::uint64_t now() const { return config.clock == ClockKind::ops ? op_clock : now_ns() - start_ns; }
@@ -330,7 +339,7 @@ struct Runtime::Impl final : Reclaimer {
     stats.ops += 1;
     current_op = &op;
 
-    auto closure = std::make_shared<Closure>();
+    auto closure = make<Closure>();
     closure->op = &op;
     closure->attrs = attrs;
     closure->output_meta.append(out_meta.begin(), out_meta.end());
@@ -346,7 +355,7 @@ struct Runtime::Impl final : Reclaimer {
     }
     SmallVector<std::shared_ptr<Storage>, 2> outputs;
     for (std::size_t i = 0; i < out_meta.size(); ++i) {
-      auto s = std::make_shared<Storage>(*this, next_id++, std::move(out_meta[i]));
+      auto s = make<Storage>(*this, next_id++, std::move(out_meta[i]));
       live_storages += 1;
       s->producer = closure;
       s->output_index = i;
@@ -365,7 +374,7 @@ struct Runtime::Impl final : Reclaimer {
       trace->call(op.name, args, results, result_bytes, closure->cost);
     }
     Results result;
-    for (auto& s : outputs) result.push_back(Tensor(std::make_shared<TensorHandle>(std::move(s))));
+    for (auto& s : outputs) result.push_back(Tensor(make<TensorHandle>(std::move(s))));
     current_op = nullptr;
     return result;
   }
@@ -373,13 +382,13 @@ struct Runtime::Impl final : Reclaimer {
   Tensor constant(TensorMeta meta, std::span<const float> values) {
     DTR_CHECK(static_cast<std::int64_t>(values.size()) == meta.numel(), InvalidArgument, "constant of shape ",
               to_string(meta.shape), " needs ", meta.numel(), " values, got ", values.size());
-    auto s = std::make_shared<Storage>(*this, next_id++, std::move(meta));
+    auto s = make<Storage>(*this, next_id++, std::move(meta));
     live_storages += 1;
     allocate(*s);
     std::copy(values.begin(), values.end(), s->data);
     touch(*s);
     if (trace) trace->constant(s->id, s->nbytes);
-    return Tensor(std::make_shared<TensorHandle>(std::move(s)));
+    return Tensor(make<TensorHandle>(std::move(s)));
   }
 
   Tensor view(const Tensor& base, Shape shape, std::int64_t offset) {
@@ -390,7 +399,7 @@ struct Runtime::Impl final : Reclaimer {
     const std::int64_t numel = meta.numel();  // ShapeError on a negative dimension
     DTR_CHECK(offset >= 0 && offset + numel <= h.meta.numel(), ShapeError, "view ", to_string(meta.shape),
               " at element offset ", offset, " does not fit in a tensor of shape ", to_string(h.meta.shape));
-    auto handle = std::make_shared<TensorHandle>(h.storage, next_id++, meta, h.offset + static_cast<std::size_t>(offset));
+    auto handle = make<TensorHandle>(h.storage, next_id++, meta, h.offset + static_cast<std::size_t>(offset));
     if (trace) trace->view(h.id, handle->id, meta.nbytes());
     touch(*h.storage);
     return Tensor(std::move(handle));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <cstddef>
 #include <initializer_list>
 #include <iterator>
@@ -135,8 +136,17 @@ class SmallVector {
 
   template <typename It>
   void append(It first, It last) {
-    if constexpr (std::forward_iterator<It>) reserve(size_ + static_cast<size_type>(std::distance(first, last)));
-    for (; first != last; ++first) emplace_back(*first);
+    if constexpr (std::contiguous_iterator<It> && std::is_trivially_copyable_v<T> &&
+                  std::is_same_v<std::iter_value_t<It>, T>) {
+      // Shapes and pointer lists: one memcpy (this is on every op's path, several times).
+      const auto count = static_cast<size_type>(last - first);
+      reserve(size_ + count);
+      if (count > 0) std::memcpy(static_cast<void*>(data_ + size_), std::to_address(first), count * sizeof(T));
+      size_ += count;
+    } else {
+      if constexpr (std::forward_iterator<It>) reserve(size_ + static_cast<size_type>(std::distance(first, last)));
+      for (; first != last; ++first) emplace_back(*first);
+    }
   }
 
   friend bool operator==(const SmallVector& a, const SmallVector& b) {
