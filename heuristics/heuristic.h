@@ -3,6 +3,7 @@
 // Thread safety: a heuristic belongs to one runtime and is driven by its thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,11 +29,20 @@ class Heuristic {
   virtual std::size_t live_slots() const { return 0; }
 };
 
-// The accepted names, for messages: "dtr-eq, lru".
+// The seed of "random" (a seeded heuristic is reproducible; "random:SEED" picks another).
+inline constexpr std::uint64_t kDefaultRandomSeed = 0x5eed;
+
+// The accepted names: dtr, dtr-eq, dtr-local, lru, size, msps, random.
 std::vector<std::string> heuristic_names();
 
-// "dtr-eq" (h_DTR with union-find neighbourhoods, the default) or "lru". Throws dtr::ConfigError naming
-// `variable` and the accepted names otherwise.
+// By name (design section 5; lowest score evicted first):
+//   dtr        (c0 + Σ c0 over e*(t)) / (m·s), e* exact: evicted ancestors and descendants through evicted ones
+//   dtr-eq     the same with e* approximated by union-find classes (the default)
+//   dtr-local  c0 / (m·s)          lru   1 / s          size   1 / m
+//   msps       (c0 + Σ c0 over evicted ancestors) / m
+//   random     a seeded uniform draw ("random:SEED" for another seed)
+// where c0 is the storage's own recompute cost, m its bytes and s its staleness (clock - last access + 1).
+// Throws dtr::ConfigError naming `variable` and the accepted names otherwise.
 std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable = "DTR_HEURISTIC");
 
 }  // namespace dtr::heuristics

@@ -1,8 +1,11 @@
-// h_DTR^eq and h_LRU (design section 5). The rest of the family and the fast search come with the heuristics
-// issue; they plug in behind the same interface.
+// The DTR family of eviction heuristics (design section 5): h_DTR with the exact evicted neighbourhood, its
+// union-find approximation h_DTR^eq, and the simpler ones the DTR paper compares them with.
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "dtr/check.h"
 #include "heuristics/heuristic.h"
@@ -15,15 +18,103 @@ double staleness(const StorageView& s, std::uint64_t now) {
   return static_cast<double>(now > s.last_access() ? now - s.last_access() : 0) + 1.0;
 }
 
+double bytes_of(const StorageView& s) { return static_cast<double>(std::max<std::size_t>(s.bytes(), 1)); }
+
 class LruHeuristic final : public Heuristic {
  public:
   std::string name() const override { return "lru"; }
   double score(StorageView& s, std::uint64_t now) override { return 1.0 / staleness(s, now); }
 };
 
+// h_size = 1/m: the largest goes first.
+class SizeHeuristic final : public Heuristic {
+ public:
+  std::string name() const override { return "size"; }
+  double score(StorageView& s, std::uint64_t /*now*/) override { return 1.0 / bytes_of(s); }
+};
+
+// h_DTR^local = c0/(m·s): the DTR score without the neighbourhood.
+class DtrLocalHeuristic final : public Heuristic {
+ public:
+  std::string name() const override { return "dtr-local"; }
+  double score(StorageView& s, std::uint64_t now) override { return s.cost() / (bytes_of(s) * staleness(s, now)); }
+};
+
+// A seeded uniform draw per decision: the floor every other heuristic should beat.
+class RandomHeuristic final : public Heuristic {
+ public:
+  explicit RandomHeuristic(std::uint64_t seed) : seed_(seed), rng_(seed) {}
+  std::string name() const override { return seed_ == kDefaultRandomSeed ? "random" : "random:" + std::to_string(seed_); }
+  double score(StorageView& /*s*/, std::uint64_t /*now*/) override {
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  }
+
+ private:
+  std::uint64_t seed_;
+  std::mt19937_64 rng_;
+};
+
+// Sums c0 over the evicted storages reachable from `s` through evicted storages only: its inputs' side
+// (what recomputing `s` would recompute) and, when `dependents` is set, its dependents' side too (what
+// could no longer be recomputed without it). `mark` is a fresh walk number; each storage counts once.
+double evicted_reach_cost(StorageView& s, std::uint64_t mark, bool dependents) {
+  double cost = 0;
+  std::vector<StorageView*> stack;
+  s.heuristic_mark = mark;
+  auto visit = [&](StorageView& n) {
+    if (!n.evicted() || n.heuristic_mark == mark) return;
+    n.heuristic_mark = mark;
+    cost += n.cost();
+    stack.push_back(&n);
+  };
+  s.for_each_input(visit);
+  while (!stack.empty()) {
+    StorageView* n = stack.back();
+    stack.pop_back();
+    n->for_each_input(visit);
+  }
+  if (dependents) {
+    s.for_each_dependent(visit);
+    while (!stack.empty()) {
+      StorageView* n = stack.back();
+      stack.pop_back();
+      n->for_each_dependent(visit);
+    }
+  }
+  return cost;
+}
+
+// h_DTR = (c0 + Σ_{e*(t)} c0) / (m·s) with the exact e*: evicted ancestors reached through evicted storages,
+// plus evicted descendants likewise. Exact, and a graph walk per score.
+class DtrHeuristic final : public Heuristic {
+ public:
+  std::string name() const override { return "dtr"; }
+  double score(StorageView& s, std::uint64_t now) override {
+    const double cost = s.cost() + evicted_reach_cost(s, ++walks_, /*dependents=*/true);
+    return cost / (bytes_of(s) * staleness(s, now));
+  }
+
+ private:
+  std::uint64_t walks_ = 0;
+};
+
+// h_MSPS = (c0 + Σ evicted ancestors' c0) / m (Peng et al., Capuchin): the cost of bringing it back per byte
+// freed, with no staleness.
+class MspsHeuristic final : public Heuristic {
+ public:
+  std::string name() const override { return "msps"; }
+  double score(StorageView& s, std::uint64_t /*now*/) override {
+    return (s.cost() + evicted_reach_cost(s, ++walks_, /*dependents=*/false)) / bytes_of(s);
+  }
+
+ private:
+  std::uint64_t walks_ = 0;
+};
+
 // h_DTR^eq: e*(t) approximated by the union-find classes of connected evicted storages, each class carrying
-// the summed cost of its members. Evicting t unites it with its evicted neighbours' classes; rematerializing
-// it subtracts its cost from its class (classes are never split, as in the DTR authors' prototype).
+// the summed cost of its members. Evicting t gives it a fresh node united with its evicted neighbours'
+// classes; rematerializing it subtracts its cost from its class and drops its node (classes are never split,
+// as in the DTR authors' simulator).
 class DtrEqHeuristic final : public Heuristic {
  public:
   std::string name() const override { return "dtr-eq"; }
@@ -43,13 +134,13 @@ class DtrEqHeuristic final : public Heuristic {
     return cost / (static_cast<double>(std::max<std::size_t>(s.bytes(), 1)) * staleness(s, now));
   }
 
+  // A fresh node each time: the storage joins the classes of its evicted neighbours now, not the class it
+  // was in before it was last rematerialized (that class may have drifted far from it).
   void on_evict(StorageView& s) override {
-    Node* node = s.heuristic_slot != nullptr ? find(static_cast<Node*>(s.heuristic_slot)) : nullptr;
-    if (s.heuristic_slot == nullptr) {
-      node = allocate_node();
-      s.heuristic_slot = node;
-    }
-    node->cost += s.cost();
+    DTR_CHECK(s.heuristic_slot == nullptr, InvalidArgument, "dtr-eq: a storage was evicted twice");
+    Node* node = allocate_node();
+    s.heuristic_slot = node;
+    node->cost = s.cost();
     auto unite = [&](StorageView& neighbour) {
       if (neighbour.evicted() && neighbour.heuristic_slot != nullptr) {
         node = merge(node, find(static_cast<Node*>(neighbour.heuristic_slot)));
@@ -59,21 +150,15 @@ class DtrEqHeuristic final : public Heuristic {
     s.for_each_dependent(unite);
   }
 
-  void on_rematerialize(StorageView& s) override {
-    if (s.heuristic_slot == nullptr) return;
-    Node* root = find(static_cast<Node*>(s.heuristic_slot));
-    root->cost = std::max(0.0, root->cost - s.cost());
-    // The node stays in its class (other members' paths may run through it); the storage keeps the slot so
-    // that a later eviction joins the same class again.
-  }
+  // The storage leaves its class: the class no longer counts its cost (classes are never split, as in the
+  // DTR authors' simulator) and its node stays only as long as other members' paths run through it.
+  void on_rematerialize(StorageView& s) override { on_destroy(s); }
 
   void on_destroy(StorageView& s) override {
-    if (s.heuristic_slot == nullptr) return;
+    if (s.heuristic_slot == nullptr) return;  // never evicted, or back in memory
     Node* node = static_cast<Node*>(s.heuristic_slot);
-    if (s.evicted()) {
-      Node* root = find(node);
-      root->cost = std::max(0.0, root->cost - s.cost());
-    }
+    Node* root = find(node);
+    root->cost = std::max(0.0, root->cost - s.cost());
     s.heuristic_slot = nullptr;
     unref(node);
   }
@@ -158,12 +243,26 @@ class DtrEqHeuristic final : public Heuristic {
 
 }  // namespace
 
-std::vector<std::string> heuristic_names() { return {"dtr-eq", "lru"}; }
+std::vector<std::string> heuristic_names() { return {"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random"}; }
 
 std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable) {
+  if (name == "dtr") return std::make_unique<DtrHeuristic>();
   if (name == "dtr-eq") return std::make_unique<DtrEqHeuristic>();
+  if (name == "dtr-local") return std::make_unique<DtrLocalHeuristic>();
   if (name == "lru") return std::make_unique<LruHeuristic>();
-  DTR_THROW(ConfigError, variable, "=\"", name, "\" is not a heuristic; expected dtr-eq or lru");
+  if (name == "size") return std::make_unique<SizeHeuristic>();
+  if (name == "msps") return std::make_unique<MspsHeuristic>();
+  if (name == "random") return std::make_unique<RandomHeuristic>(kDefaultRandomSeed);
+  if (name.starts_with("random:")) {
+    const std::string_view digits = name.substr(7);
+    std::uint64_t seed = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), seed);
+    if (error == std::errc{} && end == digits.data() + digits.size() && !digits.empty()) {
+      return std::make_unique<RandomHeuristic>(seed);
+    }
+  }
+  DTR_THROW(ConfigError, variable, "=\"", name,
+            "\" is not a heuristic; expected dtr, dtr-eq, dtr-local, lru, size, msps, random or random:SEED");
 }
 
 }  // namespace dtr::heuristics

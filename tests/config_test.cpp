@@ -66,6 +66,23 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   EXPECT_EQ(to_string(parse_inplace_mode("pin-dependents")), std::string("pin-dependents"));
 }
 
+TEST(Config, DefaultRuntimeIsBuiltOnceFromTheEnvironment) {
+  EnvGuard budget("DTR_MEMORY_BUDGET", nullptr), cost("DTR_COST_MODEL", nullptr), stats("DTR_STATS", nullptr),
+      trace("DTR_TRACE", nullptr), device("DTR_DEVICE", nullptr);
+  {
+    EnvGuard heuristic("DTR_HEURISTIC", "fastest");
+    EXPECT_THROW(default_runtime(), ConfigError);  // nothing built: the next call tries again
+  }
+  EnvGuard heuristic("DTR_HEURISTIC", "lru");
+  Runtime& rt = default_runtime();
+  EXPECT_EQ(rt.config().heuristic, "lru");
+  EXPECT_EQ(&default_runtime(), &rt);
+  Tensor a = rt.constant(TensorMeta{{2}}, std::vector<float>{-1, 2});
+  EXPECT_EQ(rt.call1(ops::relu(), {a}).to_host(), (std::vector<float>{0, 2}));
+  const Stats counted = rt.stats();
+  EXPECT_GE(counted.ops, 1u);
+}
+
 TEST(Config, RuntimeRejectsDevicesItCannotRunOn) {
   Config c = deterministic_config();
   c.device = Device{DeviceKind::cuda, 0};

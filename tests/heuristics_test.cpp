@@ -79,7 +79,7 @@ TEST(DtrEqHeuristic, RematerializingSubtractsFromTheClass) {
   h->on_rematerialize(g.t[3]);
   EXPECT_DOUBLE_EQ(h->score(g.t[5], 0), 1.0);  // its input t3 is back; t6 is resident
   EXPECT_DOUBLE_EQ(h->score(g.t[2], 0), 1.0 + 2.0);  // the class now costs t1 + t4
-  g.evict(*h, 3);  // evicted again: it rejoins its class
+  g.evict(*h, 3);  // evicted again: a fresh node joins its evicted neighbours' class
   EXPECT_DOUBLE_EQ(h->score(g.t[2], 0), 4.0);
   for (auto& s : g.t) h->on_destroy(s);
 }
@@ -89,9 +89,9 @@ TEST(DtrEqHeuristic, RematerializingSubtractsFromTheClass) {
 class NaiveUnionFind {
  public:
   void on_evict(int id, double cost, const std::vector<int>& evicted_neighbours) {
-    if (!node_.contains(id)) node_[id] = add();
-    int root = find(node_[id]);
-    cost_[static_cast<std::size_t>(root)] += cost;
+    node_[id] = add();  // a fresh node on every eviction
+    int root = node_[id];
+    cost_[static_cast<std::size_t>(root)] = cost;
     for (int n : evicted_neighbours) root = merge(root, find(node_.at(n)));
   }
   void subtract(int id, double cost) {
@@ -183,6 +183,7 @@ TEST(DtrEqHeuristic, RecyclesNodesAndMatchesTheNaiveUnionFindOnRandomLineage) {
         if (FakeStorage* s = pick([](const FakeStorage& t) { return t.is_evicted; })) {
           s->is_evicted = false;
           model.subtract(id_of.at(s), s->c0);
+          model.forget(id_of.at(s));  // it leaves its class
           h->on_rematerialize(*s);
         }
       } else if (FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); })) {
@@ -221,13 +222,83 @@ TEST(LruHeuristic, PrefersTheLeastRecentlyUsed) {
   EXPECT_LT(h->score(old_one, 10), h->score(recent, 10));
 }
 
-TEST(Heuristics, UnknownNamesAreConfigErrors) {
-  EXPECT_EQ(heuristics::heuristic_names(), (std::vector<std::string>{"dtr-eq", "lru"}));
-  try {
-    heuristics::make_heuristic("dtr-exact", "DTR_HEURISTIC");
-    FAIL() << "expected dtr::ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("DTR_HEURISTIC=\"dtr-exact\""), std::string::npos) << e.what();
+TEST(DtrHeuristic, UsesTheExactEvictedNeighbourhood) {
+  auto h = heuristics::make_heuristic("dtr");
+  Graph g;
+  for (int i : {1, 3, 4}) g.evict(*h, i);
+  EXPECT_DOUBLE_EQ(h->score(g.t[2], 0), 1.0 + 2.0);  // e*(t2) = {t1, t4}
+  EXPECT_DOUBLE_EQ(h->score(g.t[5], 0), 1.0 + 2.0);  // e*(t5) = {t1, t3}
+  EXPECT_DOUBLE_EQ(h->score(g.t[6], 0), 1.0 + 3.0);  // e*(t6) = {t1, t3, t4}
+  EXPECT_DOUBLE_EQ(h->score(g.t[0], 0), 1.0 + 3.0);  // t0's dependents t1 -> t3 -> t4 (t2, t5 resident: stop)
+  // Costs are summed, each storage once, divided by size and staleness.
+  g.t[1].c0 = 10;
+  g.t[6].size = 2;
+  EXPECT_DOUBLE_EQ(h->score(g.t[6], 3), (1.0 + 10.0 + 1.0 + 1.0) / (2 * 4));
+  // A rematerialized storage stops the walk.
+  g.t[3].is_evicted = false;
+  EXPECT_DOUBLE_EQ(h->score(g.t[5], 0), 1.0);
+}
+
+TEST(MspsHeuristic, CountsEvictedAncestorsOnlyAndNoStaleness) {
+  auto h = heuristics::make_heuristic("msps");
+  Graph g;
+  for (int i : {1, 3, 4}) g.evict(*h, i);
+  EXPECT_DOUBLE_EQ(h->score(g.t[2], 0), 1.0 + 1.0);        // t1
+  EXPECT_DOUBLE_EQ(h->score(g.t[5], 7), 1.0 + 2.0);        // t3, t1; staleness does not matter
+  EXPECT_DOUBLE_EQ(h->score(g.t[6], 0), 1.0 + 3.0);        // t4, t3, t1 (t2 resident)
+  g.t[6].size = 4;
+  EXPECT_DOUBLE_EQ(h->score(g.t[6], 0), (1.0 + 3.0) / 4);
+}
+
+TEST(SimpleHeuristics, ScoreByTheirFormulas) {
+  FakeStorage s;
+  s.size = 8;
+  s.c0 = 6;
+  s.last = 2;
+  // Staleness at clock 5 is 5 - 2 + 1 = 4.
+  EXPECT_DOUBLE_EQ(heuristics::make_heuristic("dtr-local")->score(s, 5), 6.0 / (8 * 4));
+  EXPECT_DOUBLE_EQ(heuristics::make_heuristic("lru")->score(s, 5), 1.0 / 4);
+  EXPECT_DOUBLE_EQ(heuristics::make_heuristic("size")->score(s, 5), 1.0 / 8);
+  EXPECT_DOUBLE_EQ(heuristics::make_heuristic("dtr-eq")->score(s, 5), 6.0 / (8 * 4));  // no evicted neighbour
+  EXPECT_DOUBLE_EQ(heuristics::make_heuristic("dtr")->score(s, 5), 6.0 / (8 * 4));
+  // A storage used this instant still has a finite score; the clock never runs behind, but is clamped.
+  EXPECT_DOUBLE_EQ(heuristics::make_heuristic("lru")->score(s, 1), 1.0);
+}
+
+TEST(RandomHeuristic, IsReproducibleForASeed) {
+  FakeStorage s;
+  auto draws = [&](const char* name) {
+    auto h = heuristics::make_heuristic(name);
+    std::vector<double> values;
+    for (int i = 0; i < 16; ++i) values.push_back(h->score(s, 0));
+    return values;
+  };
+  EXPECT_EQ(draws("random"), draws("random"));
+  EXPECT_EQ(draws("random:7"), draws("random:7"));
+  EXPECT_NE(draws("random"), draws("random:7"));
+  for (double v : draws("random")) {
+    EXPECT_GE(v, 0.0);
+    EXPECT_LT(v, 1.0);
+  }
+  EXPECT_EQ(heuristics::make_heuristic("random")->name(), "random");
+  EXPECT_EQ(heuristics::make_heuristic("random:7")->name(), "random:7");
+}
+
+TEST(Heuristics, EveryNameBuildsAndUnknownNamesAreConfigErrors) {
+  EXPECT_EQ(heuristics::heuristic_names(),
+            (std::vector<std::string>{"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random"}));
+  for (const std::string& name : heuristics::heuristic_names()) {
+    EXPECT_EQ(heuristics::make_heuristic(name)->name(), name);
+  }
+  for (const char* bad : {"dtr-exact", "random:", "random:x", "random:-1", "Lru"}) {
+    try {
+      heuristics::make_heuristic(bad, "DTR_HEURISTIC");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("DTR_HEURISTIC=\"") + bad + "\""), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("expected dtr, dtr-eq"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "heuristics/heuristic.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -136,7 +137,8 @@ TEST(RuntimeOracle, RandomProgramsMatchTheUnbudgetedRunBitwise) {
     EXPECT_EQ(oracle.allocated_at_end, 0u);
     expect_same_reads(cow_oracle, oracle);
     const std::uint64_t peak = oracle.stats.peak_resident_bytes;
-    for (const char* heuristic : {"dtr-eq", "lru"}) {
+    for (const std::string& name : heuristics::heuristic_names()) {
+      const char* heuristic = name.c_str();
       for (BudgetMode mode : {BudgetMode::bytes, BudgetMode::device}) {
         SCOPED_TRACE(::testing::Message() << heuristic << ", " << to_string(mode) << ", " << to_string(inplace));
         const std::uint64_t reference = mode == BudgetMode::bytes ? peak : oracle.peak_reserved;

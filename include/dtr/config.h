@@ -25,7 +25,7 @@ enum class InplaceMode { copy_on_write, pin_dependents };
 
 struct Config {
   std::optional<std::uint64_t> memory_budget;  // DTR_MEMORY_BUDGET; nullopt: none
-  std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: dtr-eq, lru
+  std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: dtr, dtr-eq, dtr-local, lru, size, msps, random
   CostModel cost_model = CostModel::measured;  // DTR_COST_MODEL: measured, flops, bytes
   ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes

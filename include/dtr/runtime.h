@@ -32,6 +32,9 @@ struct RuntimeStats {
   double overhead() const { return base_compute > 0 ? (base_compute + remat_compute) / base_compute : 1.0; }
 };
 
+// The runtime's counters under the name the API documents (dtr::Stats).
+using Stats = RuntimeStats;
+
 std::string to_json(const RuntimeStats& stats);
 
 class Runtime {
@@ -81,5 +84,12 @@ class Runtime {
   friend class Tensor;
   std::unique_ptr<Impl> impl_;
 };
+
+// The process-wide runtime, built on first use from the environment (Config::from_env, percentages of
+// DTR_MEMORY_BUDGET are of host memory). A convenience: every runtime can also be built explicitly. A malformed
+// variable throws dtr::ConfigError and the next call tries again. Destroyed at exit (writing DTR_STATS when
+// set), so its tensors must be released before main returns. Thread safety: creating it is; using it is not
+// (one thread at a time, as every runtime).
+Runtime& default_runtime();
 
 }  // namespace dtr

@@ -1,0 +1,245 @@
+// How many recomputations each eviction heuristic costs, through the real runtime (issue 4, "proof that it
+// matters"): the unit chain against Revolve's optimum, and random DAGs against each other.
+//
+//   dtr-bench-heuristic-quality [--chain N]... [--dags K] [--steps S] [--heuristic H]...
+//
+// Defaults: chains of 1600 and 10000, 4 random DAGs of 400 steps, every heuristic. Prints Markdown tables
+// (docs/heuristics.md pastes them).
+//
+// Unit chain: x_{i+1} = relu(x_i) for i < N, then g = add(g, x_i) for i = N-1 .. 0, dropping x_i once read;
+// every tensor 4 KiB, every op the same cost (cost model flops), clock ops, budget mode bytes, so a budget of
+// B tensors is B * 4 KiB. Recomputations are closures replayed; Revolve's optimum for the same chain is taken
+// with B - 3 checkpoint slots (the input x_0, the gradient, and the value being produced take the other
+// three), as the DTR paper's simulator does. A run that passes 50 N recomputations is stopped ("thrash").
+//
+// Random DAGs: a forward pass where each step reads the previous value and, with probability 1/2, one of the
+// 8 before it (skip connections), tensors of 1 to 4 KiB; then a backward pass reading each forward value
+// in reverse, as a gradient would. Budgets are fractions of the unbudgeted peak of resident bytes.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dtr/dtr.h"
+#include "heuristics/heuristic.h"
+
+namespace {
+
+using dtr::Tensor;
+
+constexpr std::int64_t kChainElements = 1024;  // 4 KiB per chain tensor
+constexpr double kThrashFactor = 50;           // stop a chain run past this many recomputations per step
+
+// beta(s, r) = C(s + r, s).
+double beta(int s, int r) {
+  double value = 1;
+  for (int i = 1; i <= s; ++i) value = value * (r + i) / i;
+  return value;
+}
+
+// Revolve's fewest recomputations to reverse n steps with s slots (design section 9).
+double revolve_recomputations(int n, int s) {
+  if (s < 1) return INFINITY;
+  int r = 0;
+  while (beta(s, r) < n) ++r;
+  return r * static_cast<double>(n) - beta(s + 1, r - 1) - (n - 1);
+}
+
+dtr::Config config_for(std::optional<std::uint64_t> budget, const std::string& heuristic) {
+  dtr::Config config;
+  config.memory_budget = budget;
+  config.budget_mode = dtr::BudgetMode::bytes;
+  config.heuristic = heuristic;
+  config.cost_model = dtr::CostModel::flops;
+  config.clock = dtr::ClockKind::ops;
+  return config;
+}
+
+struct Outcome {
+  bool feasible = false;
+  bool thrashed = false;
+  std::uint64_t recomputations = 0;
+  std::uint64_t peak_resident = 0;
+};
+
+Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std::string& heuristic) {
+  std::optional<std::uint64_t> budget;
+  if (budget_tensors) budget = *budget_tensors * kChainElements * sizeof(float);
+  dtr::Runtime rt(config_for(budget, heuristic));
+  Outcome out;
+  const auto cap = static_cast<std::uint64_t>(kThrashFactor * n);
+  try {
+    std::vector<Tensor> x;
+    x.push_back(rt.constant(dtr::TensorMeta{{kChainElements}}, std::vector<float>(kChainElements, 1.0f)));
+    for (int i = 0; i < n; ++i) x.push_back(rt.call1(dtr::ops::relu(), {x.back()}));
+    Tensor g = x.back();
+    x.pop_back();
+    for (int i = n - 1; i >= 0; --i) {
+      g = rt.call1(dtr::ops::add(), {g, x[static_cast<std::size_t>(i)]});
+      x.pop_back();
+      if (rt.stats().rematerializations > cap) {
+        out.thrashed = true;
+        break;
+      }
+    }
+    if (!out.thrashed) g.to_host();
+    out.feasible = true;
+  } catch (const dtr::OutOfMemory&) {
+    out.feasible = false;
+  }
+  out.recomputations = rt.stats().rematerializations;
+  out.peak_resident = rt.stats().peak_resident_bytes;
+  return out;
+}
+
+// A random DAG program; the same seed is the same program.
+Outcome run_dag(std::uint64_t seed, int steps, std::optional<std::uint64_t> budget, const std::string& heuristic) {
+  std::mt19937_64 rng(seed);
+  dtr::Runtime rt(config_for(budget, heuristic));
+  Outcome out;
+  const auto cap = static_cast<std::uint64_t>(kThrashFactor * steps);
+  try {
+    auto elements = [&] { return static_cast<std::int64_t>(256 * (1 + rng() % 4)); };
+    const Tensor pad = rt.constant(dtr::TensorMeta{{1024}}, std::vector<float>(1024, 0.5f));
+    // `v` brought to `len` elements: a view of its first ones, or v followed by padding (a concat).
+    auto fit = [&](const Tensor& v, std::int64_t len) {
+      if (v.numel() == len) return v;
+      if (v.numel() > len) return rt.view(v, {len});
+      return rt.call1(dtr::ops::concat2(), {v, rt.view(pad, {len - v.numel()})});
+    };
+    std::vector<Tensor> x;
+    const std::int64_t first = elements();
+    x.push_back(rt.constant(dtr::TensorMeta{{first}}, std::vector<float>(static_cast<std::size_t>(first), 0.25f)));
+    for (int i = 0; i < steps; ++i) {
+      const std::int64_t len = elements();
+      Tensor next = rt.call1(dtr::ops::relu(), {fit(x.back(), len)});
+      if (rng() % 2 == 0 && x.size() > 1) {  // a skip connection from one of the 8 values before
+        const std::size_t back = 1 + rng() % std::min<std::size_t>(8, x.size() - 1);
+        next = rt.call1(dtr::ops::add(), {next, fit(x[x.size() - 1 - back], len)});
+      }
+      x.push_back(std::move(next));
+    }
+    Tensor g = rt.call1(dtr::ops::scale(), {x.back()}, dtr::Attrs{{"factor", 1.0}});
+    for (std::size_t i = x.size(); i-- > 0;) {
+      g = rt.call1(dtr::ops::add(), {fit(g, x[i].numel()), x[i]});
+      x.pop_back();
+      if (rt.stats().rematerializations > cap) {
+        out.thrashed = true;
+        break;
+      }
+    }
+    if (!out.thrashed) g.to_host();
+    out.feasible = true;
+  } catch (const dtr::OutOfMemory&) {
+    out.feasible = false;
+  }
+  out.recomputations = rt.stats().rematerializations;
+  out.peak_resident = rt.stats().peak_resident_bytes;
+  return out;
+}
+
+std::string cell(const Outcome& o) {
+  if (!o.feasible) return "OOM";
+  if (o.thrashed) return "thrash";
+  return std::to_string(o.recomputations);
+}
+
+void chain_table(int n, const std::vector<std::string>& heuristics) {
+  // The smallest budget (in tensors) at which any heuristic finishes.
+  std::uint64_t smallest = 3;
+  while (smallest < static_cast<std::uint64_t>(n)) {
+    bool any = false;
+    for (const std::string& h : heuristics) {
+      const Outcome o = run_chain(n, smallest, h);
+      if (o.feasible && !o.thrashed) {
+        any = true;
+        break;
+      }
+    }
+    if (any) break;
+    ++smallest;
+  }
+  std::vector<std::uint64_t> budgets = {smallest};
+  for (std::uint64_t b : {10, 20, 40, 60, 80, 120, 200, 400, 800, 1600, 3200, 10000}) {
+    if (b > smallest && b <= static_cast<std::uint64_t>(n)) budgets.push_back(b);
+  }
+  const auto root = static_cast<std::uint64_t>(2 * std::sqrt(n));
+  if (std::find(budgets.begin(), budgets.end(), root) == budgets.end() && root > smallest) budgets.push_back(root);
+  std::sort(budgets.begin(), budgets.end());
+
+  std::printf("\n### Unit chain, N = %d\n\nRecomputations (closures replayed) per budget; in brackets, the ratio to "
+              "Revolve's optimum with budget − 3 slots. Smallest budget any heuristic finishes: %llu tensors.\n\n",
+              n, static_cast<unsigned long long>(smallest));
+  std::printf("| budget (tensors) | Revolve |");
+  for (const std::string& h : heuristics) std::printf(" %s |", h.c_str());
+  std::printf("\n|---:|---:|");
+  for (std::size_t i = 0; i < heuristics.size(); ++i) std::printf("---:|");
+  std::printf("\n");
+  for (std::uint64_t b : budgets) {
+    const double optimum = revolve_recomputations(n, static_cast<int>(b) - 3);
+    std::printf("| %llu | %.0f |", static_cast<unsigned long long>(b), optimum);
+    for (const std::string& h : heuristics) {
+      const Outcome o = run_chain(n, b, h);
+      if (o.feasible && !o.thrashed && optimum > 0) {
+        std::printf(" %s (%.2f) |", cell(o).c_str(), static_cast<double>(o.recomputations) / optimum);
+      } else {
+        std::printf(" %s |", cell(o).c_str());
+      }
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+}
+
+void dag_tables(int dags, int steps, const std::vector<std::string>& heuristics) {
+  const std::vector<double> ratios = {0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0};
+  for (int d = 1; d <= dags; ++d) {
+    const auto seed = static_cast<std::uint64_t>(d);
+    const Outcome unbudgeted = run_dag(seed, steps, std::nullopt, "dtr-eq");
+    std::printf("\n### Random DAG %d (%d forward steps; unbudgeted peak %llu KiB)\n\nRecomputations per budget "
+                "(fraction of the unbudgeted peak).\n\n",
+                d, steps, static_cast<unsigned long long>(unbudgeted.peak_resident / 1024));
+    std::printf("| budget |");
+    for (const std::string& h : heuristics) std::printf(" %s |", h.c_str());
+    std::printf("\n|---:|");
+    for (std::size_t i = 0; i < heuristics.size(); ++i) std::printf("---:|");
+    std::printf("\n");
+    for (double r : ratios) {
+      const auto budget = static_cast<std::uint64_t>(r * static_cast<double>(unbudgeted.peak_resident));
+      std::printf("| %.2f |", r);
+      for (const std::string& h : heuristics) std::printf(" %s |", cell(run_dag(seed, steps, budget, h)).c_str());
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Recomputations per eviction heuristic: the unit chain against Revolve, and random DAGs"};
+  std::vector<int> chains = {1600, 10000};
+  int dags = 4;
+  int steps = 400;
+  std::vector<std::string> heuristics = dtr::heuristics::heuristic_names();
+  app.add_option("--chain", chains, "chain lengths")->check(CLI::PositiveNumber);
+  app.add_option("--dags", dags, "number of random DAGs")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", steps, "forward steps per random DAG")->check(CLI::PositiveNumber);
+  app.add_option("--heuristic", heuristics, "heuristics to compare");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    for (const std::string& h : heuristics) dtr::heuristics::make_heuristic(h, "--heuristic");
+  } catch (const dtr::ConfigError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+  for (int n : chains) chain_table(n, heuristics);
+  dag_tables(dags, steps, heuristics);
+  return 0;
+}
