@@ -3,6 +3,7 @@
 // Thread safety: a heuristic belongs to one runtime and is driven by its thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,20 +14,57 @@
 
 namespace dtr::heuristics {
 
+// A score as the eviction index keeps it: a / (now - b), where b = last access - 1 (so that the staleness
+// now - b is at least 1), or a alone for a timeless heuristic.
+struct ScoreKey {
+  double a = 0;
+  double b = 0;
+};
+
+// Told when a lineage event changes the score of a storage other than the one the event is about (an evicted
+// neighbourhood grew or shrank). The eviction index listens; it ignores storages it does not hold.
+class ScoreListener {
+ public:
+  virtual void score_changed(StorageView& storage) = 0;
+
+ protected:
+  ~ScoreListener() = default;
+};
+
 class Heuristic {
  public:
   virtual ~Heuristic() = default;
   virtual std::string name() const = 0;
-  // Score of a resident, evictable storage at clock `now`; lower is evicted first.
-  virtual double score(StorageView& storage, std::uint64_t now) = 0;
-  // Lineage events, for heuristics that keep state about evicted storages.
+
+  // Whether key() gives every score (then the runtime keeps its candidates in an index); false for random.
+  virtual bool indexable() const { return true; }
+  // Whether scores ignore the clock (h_size, h_MSPS).
+  virtual bool timeless() const { return false; }
+  // The storage's score parameters in the current lineage state.
+  virtual ScoreKey key(StorageView& storage) = 0;
+  // Score of a resident, evictable storage at clock `now`; lower is evicted first. The default is key()'s.
+  virtual double score(StorageView& storage, std::uint64_t now) {
+    const ScoreKey k = key(storage);
+    return timeless() ? k.a : k.a / std::max(static_cast<double>(now) - k.b, 1.0);
+  }
+
+  // Lineage events, for heuristics that keep state about evicted storages. The runtime calls on_evict after
+  // the storage left memory, on_rematerialize after it is back, on_destroy before its buffer (if any) goes.
   virtual void on_evict(StorageView& /*storage*/) {}
   virtual void on_rematerialize(StorageView& /*storage*/) {}
-  // The storage is gone for good; its slot must be released.
   virtual void on_destroy(StorageView& /*storage*/) {}
   // Bookkeeping objects the heuristic holds (union-find nodes): those of live storages and the ancestors they
   // still need; zero once every storage is destroyed.
   virtual std::size_t live_slots() const { return 0; }
+
+  // Who to tell when scores change by lineage events (nullptr: nobody, and no work is done to find them).
+  void set_listener(ScoreListener* listener) { listener_ = listener; }
+
+ protected:
+  ScoreListener* listener() const { return listener_; }
+
+ private:
+  ScoreListener* listener_ = nullptr;
 };
 
 // The seed of "random" (a seeded heuristic is reproducible; "random:SEED" picks another).

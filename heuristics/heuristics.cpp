@@ -13,38 +13,40 @@
 namespace dtr::heuristics {
 namespace {
 
-// Staleness: time since last use, at least 1 so that a storage used this instant still has a finite score.
-double staleness(const StorageView& s, std::uint64_t now) {
-  return static_cast<double>(now > s.last_access() ? now - s.last_access() : 0) + 1.0;
-}
-
 double bytes_of(const StorageView& s) { return static_cast<double>(std::max<std::size_t>(s.bytes(), 1)); }
+
+// b of a ScoreKey: the staleness now - b is now - last access + 1.
+double stale_base(const StorageView& s) { return static_cast<double>(s.last_access()) - 1.0; }
 
 class LruHeuristic final : public Heuristic {
  public:
   std::string name() const override { return "lru"; }
-  double score(StorageView& s, std::uint64_t now) override { return 1.0 / staleness(s, now); }
+  ScoreKey key(StorageView& s) override { return {1.0, stale_base(s)}; }
 };
 
 // h_size = 1/m: the largest goes first.
 class SizeHeuristic final : public Heuristic {
  public:
   std::string name() const override { return "size"; }
-  double score(StorageView& s, std::uint64_t /*now*/) override { return 1.0 / bytes_of(s); }
+  bool timeless() const override { return true; }
+  ScoreKey key(StorageView& s) override { return {1.0 / bytes_of(s), 0.0}; }
 };
 
 // h_DTR^local = c0/(m·s): the DTR score without the neighbourhood.
 class DtrLocalHeuristic final : public Heuristic {
  public:
   std::string name() const override { return "dtr-local"; }
-  double score(StorageView& s, std::uint64_t now) override { return s.cost() / (bytes_of(s) * staleness(s, now)); }
+  ScoreKey key(StorageView& s) override { return {s.cost() / bytes_of(s), stale_base(s)}; }
 };
 
-// A seeded uniform draw per decision: the floor every other heuristic should beat.
+// A seeded uniform draw per decision: the floor every other heuristic should beat. No index: every decision
+// draws anew.
 class RandomHeuristic final : public Heuristic {
  public:
   explicit RandomHeuristic(std::uint64_t seed) : seed_(seed), rng_(seed) {}
   std::string name() const override { return seed_ == kDefaultRandomSeed ? "random" : "random:" + std::to_string(seed_); }
+  bool indexable() const override { return false; }
+  ScoreKey key(StorageView& /*s*/) override { return {0.5, 0.0}; }
   double score(StorageView& /*s*/, std::uint64_t /*now*/) override {
     return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   }
@@ -54,61 +56,100 @@ class RandomHeuristic final : public Heuristic {
   std::mt19937_64 rng_;
 };
 
-// Sums c0 over the evicted storages reachable from `s` through evicted storages only: its inputs' side
-// (what recomputing `s` would recompute) and, when `dependents` is set, its dependents' side too (what
-// could no longer be recomputed without it). `mark` is a fresh walk number; each storage counts once.
-double evicted_reach_cost(StorageView& s, std::uint64_t mark, bool dependents) {
-  double cost = 0;
-  std::vector<StorageView*> stack;
-  s.heuristic_mark = mark;
-  auto visit = [&](StorageView& n) {
-    if (!n.evicted() || n.heuristic_mark == mark) return;
-    n.heuristic_mark = mark;
-    cost += n.cost();
-    stack.push_back(&n);
-  };
-  s.for_each_input(visit);
-  while (!stack.empty()) {
-    StorageView* n = stack.back();
-    stack.pop_back();
-    n->for_each_input(visit);
+// Base of the heuristics that walk the evicted lineage: one walk counter for every walk, so that marks never
+// collide, and the notification of the resident storages next to a changed evicted region.
+class WalkingHeuristic : public Heuristic {
+ protected:
+  std::uint64_t next_mark() { return ++marks_; }
+
+  // Sums c0 over the evicted storages reachable from `s` through evicted storages only: its inputs' side
+  // (what recomputing `s` would recompute) and, when `dependents` is set, its dependents' side too (what
+  // could no longer be recomputed without it). Each storage counts once.
+  double evicted_reach_cost(StorageView& s, bool dependents) {
+    const std::uint64_t mark = next_mark();
+    double cost = 0;
+    stack_.clear();
+    s.heuristic_mark = mark;
+    auto visit = [&](StorageView& n) {
+      if (!n.evicted() || n.heuristic_mark == mark) return;
+      n.heuristic_mark = mark;
+      cost += n.cost();
+      stack_.push_back(&n);
+    };
+    s.for_each_input(visit);
+    while (!stack_.empty()) {
+      StorageView* n = stack_.back();
+      stack_.pop_back();
+      n->for_each_input(visit);
+    }
+    if (dependents) {
+      s.for_each_dependent(visit);
+      while (!stack_.empty()) {
+        StorageView* n = stack_.back();
+        stack_.pop_back();
+        n->for_each_dependent(visit);
+      }
+    }
+    return cost;
   }
-  if (dependents) {
-    s.for_each_dependent(visit);
-    while (!stack.empty()) {
-      StorageView* n = stack.back();
-      stack.pop_back();
+
+  // Tells the listener about every resident storage next to the evicted region around `s` (walking from `s`
+  // through evicted storages, both ways): those whose evicted reach may have changed when `s` did.
+  void notify_region(StorageView& s) {
+    if (listener() == nullptr) return;
+    const std::uint64_t mark = next_mark();
+    std::vector<StorageView*> dirty;
+    stack_.clear();
+    s.heuristic_mark = mark;
+    stack_.push_back(&s);
+    auto visit = [&](StorageView& n) {
+      if (n.heuristic_mark == mark) return;
+      n.heuristic_mark = mark;
+      (n.evicted() ? stack_ : dirty).push_back(&n);
+    };
+    while (!stack_.empty()) {
+      StorageView* n = stack_.back();
+      stack_.pop_back();
+      n->for_each_input(visit);
       n->for_each_dependent(visit);
     }
-  }
-  return cost;
-}
-
-// h_DTR = (c0 + Σ_{e*(t)} c0) / (m·s) with the exact e*: evicted ancestors reached through evicted storages,
-// plus evicted descendants likewise. Exact, and a graph walk per score.
-class DtrHeuristic final : public Heuristic {
- public:
-  std::string name() const override { return "dtr"; }
-  double score(StorageView& s, std::uint64_t now) override {
-    const double cost = s.cost() + evicted_reach_cost(s, ++walks_, /*dependents=*/true);
-    return cost / (bytes_of(s) * staleness(s, now));
+    for (StorageView* r : dirty) listener()->score_changed(*r);  // after the walk: listeners walk too
   }
 
  private:
-  std::uint64_t walks_ = 0;
+  std::uint64_t marks_ = 0;
+  std::vector<StorageView*> stack_;
+};
+
+// h_DTR = (c0 + Σ_{e*(t)} c0) / (m·s) with the exact e*: evicted ancestors reached through evicted storages,
+// plus evicted descendants likewise. Exact, and a graph walk per score.
+class DtrHeuristic final : public WalkingHeuristic {
+ public:
+  std::string name() const override { return "dtr"; }
+  ScoreKey key(StorageView& s) override {
+    return {(s.cost() + evicted_reach_cost(s, /*dependents=*/true)) / bytes_of(s), stale_base(s)};
+  }
+  void on_evict(StorageView& s) override { notify_region(s); }
+  void on_rematerialize(StorageView& s) override { notify_region(s); }
+  void on_destroy(StorageView& s) override {
+    if (s.evicted()) notify_region(s);
+  }
 };
 
 // h_MSPS = (c0 + Σ evicted ancestors' c0) / m (Peng et al., Capuchin): the cost of bringing it back per byte
 // freed, with no staleness.
-class MspsHeuristic final : public Heuristic {
+class MspsHeuristic final : public WalkingHeuristic {
  public:
   std::string name() const override { return "msps"; }
-  double score(StorageView& s, std::uint64_t /*now*/) override {
-    return (s.cost() + evicted_reach_cost(s, ++walks_, /*dependents=*/false)) / bytes_of(s);
+  bool timeless() const override { return true; }
+  ScoreKey key(StorageView& s) override {
+    return {(s.cost() + evicted_reach_cost(s, /*dependents=*/false)) / bytes_of(s), 0.0};
   }
-
- private:
-  std::uint64_t walks_ = 0;
+  void on_evict(StorageView& s) override { notify_region(s); }
+  void on_rematerialize(StorageView& s) override { notify_region(s); }
+  void on_destroy(StorageView& s) override {
+    if (s.evicted()) notify_region(s);
+  }
 };
 
 // h_DTR^eq: e*(t) approximated by the union-find classes of connected evicted storages, each class carrying
@@ -119,7 +160,7 @@ class DtrEqHeuristic final : public Heuristic {
  public:
   std::string name() const override { return "dtr-eq"; }
 
-  double score(StorageView& s, std::uint64_t now) override {
+  ScoreKey key(StorageView& s) override {
     double cost = s.cost();
     ++epoch_;
     auto add_class = [&](StorageView& neighbour) {
@@ -131,7 +172,7 @@ class DtrEqHeuristic final : public Heuristic {
     };
     s.for_each_input(add_class);
     s.for_each_dependent(add_class);
-    return cost / (static_cast<double>(std::max<std::size_t>(s.bytes(), 1)) * staleness(s, now));
+    return {cost / bytes_of(s), stale_base(s)};
   }
 
   // A fresh node each time: the storage joins the classes of its evicted neighbours now, not the class it
@@ -140,6 +181,7 @@ class DtrEqHeuristic final : public Heuristic {
     DTR_CHECK(s.heuristic_slot == nullptr, InvalidArgument, "dtr-eq: a storage was evicted twice");
     Node* node = allocate_node();
     s.heuristic_slot = node;
+    node->storage = &s;
     node->cost = s.cost();
     auto unite = [&](StorageView& neighbour) {
       if (neighbour.evicted() && neighbour.heuristic_slot != nullptr) {
@@ -148,6 +190,7 @@ class DtrEqHeuristic final : public Heuristic {
     };
     s.for_each_input(unite);
     s.for_each_dependent(unite);
+    notify_class(node, nullptr);
   }
 
   // The storage leaves its class: the class no longer counts its cost (classes are never split, as in the
@@ -159,7 +202,9 @@ class DtrEqHeuristic final : public Heuristic {
     Node* node = static_cast<Node*>(s.heuristic_slot);
     Node* root = find(node);
     root->cost = std::max(0.0, root->cost - s.cost());
+    node->storage = nullptr;
     s.heuristic_slot = nullptr;
+    notify_class(root, &s);  // its class, and its own resident neighbours, lost it
     unref(node);
   }
 
@@ -174,7 +219,36 @@ class DtrEqHeuristic final : public Heuristic {
     std::uint32_t rank = 0;
     std::uint32_t refs = 0;
     std::uint64_t seen = 0;
+    StorageView* storage = nullptr;  // the evicted storage it stands for; nullptr once it left
+    Node* next = this;               // the class's members, a ring (merging splices two rings)
+    Node* prev = this;
   };
+
+  // Tells the listener about every resident storage next to an evicted member of `node`'s class (all of
+  // their scores count the class's cost), and next to `left` (a storage that just left the class).
+  void notify_class(Node* node, StorageView* left) {
+    if (listener() == nullptr) return;
+    const std::uint64_t mark = ++marks_;
+    dirty_.clear();
+    auto visit = [&](StorageView& n) {
+      if (n.evicted() || n.heuristic_mark == mark) return;
+      n.heuristic_mark = mark;
+      dirty_.push_back(&n);
+    };
+    Node* member = node;
+    do {
+      if (member->storage != nullptr) {
+        member->storage->for_each_input(visit);
+        member->storage->for_each_dependent(visit);
+      }
+      member = member->next;
+    } while (member != node);
+    if (left != nullptr) {
+      left->for_each_input(visit);
+      left->for_each_dependent(visit);
+    }
+    for (StorageView* r : dirty_) listener()->score_changed(*r);
+  }
 
   Node* allocate_node() {
     Node* node = nullptr;
@@ -185,14 +259,18 @@ class DtrEqHeuristic final : public Heuristic {
     } else {
       node = &nodes_.emplace_back();
     }
+    node->next = node->prev = node;
     node->refs = 1;  // its storage
     live_nodes_ += 1;
     return node;
   }
 
-  // Drops one reference; a node left with none goes back to the free list, releasing its parent in turn.
+  // Drops one reference; a node left with none leaves its ring and goes back to the free list, releasing its
+  // parent in turn.
   void unref(Node* node) {
     while (node != nullptr && --node->refs == 0) {
+      node->prev->next = node->next;
+      node->next->prev = node->prev;
       Node* parent = node->parent;
       node->parent = free_;
       free_ = node;
@@ -231,6 +309,12 @@ class DtrEqHeuristic final : public Heuristic {
     b->parent = a;
     a->refs += 1;
     a->cost += b->cost;
+    Node* a_next = a->next;  // splice the two rings into one
+    Node* b_next = b->next;
+    a->next = b_next;
+    b_next->prev = a;
+    b->next = a_next;
+    a_next->prev = b;
     if (a->rank == b->rank) ++a->rank;
     return a;
   }
@@ -239,6 +323,8 @@ class DtrEqHeuristic final : public Heuristic {
   Node* free_ = nullptr;  // recycled nodes, linked through `parent`
   std::size_t live_nodes_ = 0;
   std::uint64_t epoch_ = 0;
+  std::uint64_t marks_ = 0;
+  std::vector<StorageView*> dirty_;
 };
 
 }  // namespace

@@ -28,6 +28,9 @@ class StorageView {
   void* heuristic_slot = nullptr;
   // ... and for its graph walks (the walk that last reached this storage).
   std::uint64_t heuristic_mark = 0;
+  // Owned by the eviction index: the storage's handle in it, while it is a candidate.
+  static constexpr std::uint32_t kNotIndexed = static_cast<std::uint32_t>(-1);
+  std::uint32_t index_handle = kNotIndexed;
 };
 
 }  // namespace dtr::heuristics

@@ -33,6 +33,12 @@ InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable)
   DTR_THROW(ConfigError, variable, "=\"", text, "\" is not an in-place mode; expected copy-on-write or pin-dependents");
 }
 
+EvictionSearch parse_search(std::string_view text, std::string_view variable) {
+  if (text == "index") return EvictionSearch::index;
+  if (text == "scan") return EvictionSearch::scan;
+  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not an eviction search; expected index or scan");
+}
+
 const char* to_string(CostModel model) {
   switch (model) {
     case CostModel::measured: return "measured";
@@ -44,6 +50,7 @@ const char* to_string(CostModel model) {
 
 const char* to_string(ClockKind clock) { return clock == ClockKind::ops ? "ops" : "time"; }
 const char* to_string(BudgetMode mode) { return mode == BudgetMode::device ? "device" : "bytes"; }
+const char* to_string(EvictionSearch search) { return search == EvictionSearch::index ? "index" : "scan"; }
 const char* to_string(InplaceMode mode) {
   return mode == InplaceMode::copy_on_write ? "copy-on-write" : "pin-dependents";
 }
@@ -60,6 +67,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_CLOCK")) config.clock = parse_clock(v);
   if (const char* v = env("DTR_BUDGET_MODE")) config.budget_mode = parse_budget_mode(v);
   if (const char* v = env("DTR_INPLACE")) config.inplace = parse_inplace_mode(v);
+  if (const char* v = env("DTR_SEARCH")) config.search = parse_search(v);
   if (const char* v = env("DTR_DEVICE")) config.device = parse_device(v);
   if (const char* v = env("DTR_STATS")) config.stats_path = v;
   if (const char* v = env("DTR_TRACE")) config.trace_path = v;

@@ -10,6 +10,7 @@
 
 #include "allocator/log.h"
 #include "dtr/check.h"
+#include "heuristics/eviction_index.h"
 #include "heuristics/heuristic.h"
 #include "runtime/lineage.h"
 #include "runtime/object_pool.h"
@@ -44,6 +45,10 @@ struct Runtime::Impl final : Reclaimer {
     DTR_CHECK(config.device.kind == DeviceKind::cpu, DeviceError, "the runtime's kernels run on the CPU only so far; ",
               "DTR_DEVICE=", config.device.to_string(), " is not supported yet");
     heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
+    // Without a budget nothing is ever evicted: no index to keep.
+    if (config.memory_budget && config.search == EvictionSearch::index && heuristic->indexable()) {
+      index = std::make_unique<heuristics::EvictionIndex>(*heuristic);
+    }
     CachingAllocatorOptions options;
     if (config.budget_mode == BudgetMode::device) options.budget_bytes = config.memory_budget;
     allocator = std::make_unique<CachingAllocator>(make_host_resource(), options);
@@ -68,6 +73,7 @@ struct Runtime::Impl final : Reclaimer {
   detail::ObjectPool pool;
   Config config;
   std::unique_ptr<heuristics::Heuristic> heuristic;
+  std::unique_ptr<heuristics::EvictionIndex> index;  // the candidates in score order; none: scan `resident`
   std::unique_ptr<CachingAllocator> allocator;
   std::unique_ptr<detail::TraceWriter> trace;  // DTR_TRACE, when set
   std::vector<Storage*> resident;  // resident storages that have a producer (evictable unless pinned)
@@ -104,7 +110,28 @@ struct Runtime::Impl final : Reclaimer {
 
   std::uint64_t now() const { return config.clock == ClockKind::ops ? op_clock : now_ns() - start_ns; }
 
-  void touch(Storage& s) { s.last_used = now(); }
+  void touch(Storage& s) {
+    s.last_used = now();
+    if (index) index->refresh(s, s.last_used);
+  }
+
+  // A candidate for eviction: resident, unpinned, recomputable. The index holds exactly the candidates.
+  static bool candidate(const Storage& s) { return s.in_memory && s.pins == 0 && !s.constant(); }
+  void sync_candidate(Storage& s) {
+    if (!index) return;
+    const bool indexed = heuristics::EvictionIndex::contains(s);
+    if (candidate(s) && !indexed) index->add(s, now());
+    if (!candidate(s) && indexed) index->remove(s, now());
+  }
+
+  void pin(Storage& s) {
+    s.pins += 1;
+    if (s.pins == 1) sync_candidate(s);
+  }
+  void unpin(Storage& s) {
+    s.pins -= 1;
+    if (s.pins == 0) sync_candidate(s);
+  }
 
   // ---- memory ----
 
@@ -149,6 +176,7 @@ struct Runtime::Impl final : Reclaimer {
     s.data = nullptr;
     s.in_memory = false;
     remove_resident(s);
+    sync_candidate(s);
   }
 
   void evict(Storage& s) {
@@ -164,13 +192,17 @@ struct Runtime::Impl final : Reclaimer {
     const std::uint64_t search_start = now_ns();
     const std::uint64_t clock = now();
     Storage* victim = nullptr;
-    double best = std::numeric_limits<double>::infinity();
-    for (Storage* s : resident) {
-      if (s->pins > 0) continue;
-      const double score = heuristic->score(*s, clock);
-      if (victim == nullptr || score < best) {
-        victim = s;
-        best = score;
+    if (index) {
+      victim = static_cast<Storage*>(index->choose(clock));  // the index holds only this runtime's storages
+    } else {
+      double best = std::numeric_limits<double>::infinity();
+      for (Storage* s : resident) {
+        if (s->pins > 0) continue;
+        const double score = heuristic->score(*s, clock);
+        if (victim == nullptr || score < best) {
+          victim = s;
+          best = score;
+        }
       }
     }
     stats.search_ns += now_ns() - search_start;
@@ -207,18 +239,19 @@ struct Runtime::Impl final : Reclaimer {
   // Holds pins for a scope so that an exception leaves no storage pinned.
   class Pins {
    public:
-    Pins() = default;
+    explicit Pins(Impl& runtime) : runtime_(runtime) {}
     Pins(const Pins&) = delete;
     Pins& operator=(const Pins&) = delete;
     ~Pins() {
-      for (Storage* s : pinned_) s->pins -= 1;
+      for (Storage* s : pinned_) runtime_.unpin(*s);
     }
     void add(Storage& s) {
-      s.pins += 1;
+      runtime_.pin(s);
       pinned_.push_back(&s);
     }
 
    private:
+    Impl& runtime_;
     SmallVector<Storage*, 4> pinned_;
   };
 
@@ -243,7 +276,7 @@ struct Runtime::Impl final : Reclaimer {
   void run(Closure& c, bool rematerializing) {
     // Declared before the pins, so destroyed after them: the pins release scratch storages too.
     std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
-    Pins pins;
+    Pins pins(*this);
     SmallVector<float*, 2> out_buffers(c.outputs.size(), nullptr);
     SmallVector<Storage*, 2> restored;
     for (std::size_t i = 0; i < c.outputs.size(); ++i) {
@@ -291,15 +324,13 @@ struct Runtime::Impl final : Reclaimer {
       return;
     }
     struct Frame {
+      explicit Frame(Impl& runtime, Closure* c) : closure(c), pins(runtime) {}
       Closure* closure = nullptr;
       std::size_t next_input = 0;
       Pins pins;
     };
     std::vector<std::unique_ptr<Frame>> stack;
-    auto push = [&stack](Closure* closure) {
-      stack.push_back(std::make_unique<Frame>());
-      stack.back()->closure = closure;
-    };
+    auto push = [this, &stack](Closure* closure) { stack.push_back(std::make_unique<Frame>(*this, closure)); };
     push(target.producer.get());
     while (!stack.empty()) {
       Frame& frame = *stack.back();
@@ -344,7 +375,7 @@ struct Runtime::Impl final : Reclaimer {
     closure->attrs = attrs;
     closure->output_meta.append(out_meta.begin(), out_meta.end());
     if (op.random) closure->seed = mix(++random_calls);
-    Pins input_pins;
+    Pins input_pins(*this);
     for (const Tensor& t : inputs) {
       Storage& s = *t.handle_->storage;
       materialize(s);
@@ -442,7 +473,7 @@ struct Runtime::Impl final : Reclaimer {
   void pin_dependents(Storage& old, Storage& fresh) {
     // Cut producers are released after the pins: releasing one may release storages still in `needed`.
     std::vector<std::shared_ptr<Closure>> cut;
-    Pins pins;
+    Pins pins(*this);
     pins.add(fresh);
     std::vector<Storage*> needed;
     for (Closure* c : old.dependents) {
@@ -466,6 +497,7 @@ struct Runtime::Impl final : Reclaimer {
     s.producer->outputs[s.output_index] = nullptr;
     std::shared_ptr<Closure> producer = std::move(s.producer);
     add_resident(s);
+    sync_candidate(s);
     return producer;
   }
 
@@ -481,9 +513,10 @@ struct Runtime::Impl final : Reclaimer {
     }
   }
 
+  // `s` is dying, already detached from its producer's outputs (so no walk finds it from its inputs).
   void destroyed(Storage& s) {
-    if (s.in_memory) release_buffer(s);
     heuristic->on_destroy(s);
+    if (s.in_memory) release_buffer(s);
     live_storages -= 1;
   }
 
@@ -500,8 +533,8 @@ struct Runtime::Impl final : Reclaimer {
 namespace detail {
 
 Storage::~Storage() {
-  runtime.destroyed(*this);
   if (producer != nullptr) producer->outputs[output_index] = nullptr;
+  runtime.destroyed(*this);
 }
 
 void Storage::for_each_input(const std::function<void(heuristics::StorageView&)>& visit) {

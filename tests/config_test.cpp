@@ -15,7 +15,7 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EnvGuard budget("DTR_MEMORY_BUDGET", nullptr), heuristic("DTR_HEURISTIC", nullptr),
       cost("DTR_COST_MODEL", nullptr), clock("DTR_CLOCK", nullptr), mode("DTR_BUDGET_MODE", nullptr),
       device("DTR_DEVICE", nullptr), stats("DTR_STATS", nullptr), trace("DTR_TRACE", nullptr),
-      inplace("DTR_INPLACE", nullptr);
+      inplace("DTR_INPLACE", nullptr), search("DTR_SEARCH", nullptr);
   const Config c = Config::from_env(1 << 30);
   EXPECT_EQ(c.memory_budget, std::nullopt);
   EXPECT_EQ(c.heuristic, "dtr-eq");
@@ -23,6 +23,7 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EXPECT_EQ(c.clock, ClockKind::ops);
   EXPECT_EQ(c.budget_mode, BudgetMode::device);
   EXPECT_EQ(c.inplace, InplaceMode::copy_on_write);
+  EXPECT_EQ(c.search, EvictionSearch::index);
   EXPECT_EQ(c.device, (Device{DeviceKind::cpu, 0}));
   EXPECT_TRUE(c.stats_path.empty());
   EXPECT_TRUE(c.trace_path.empty());
@@ -32,7 +33,7 @@ TEST(Config, ReadsEveryVariable) {
   EnvGuard budget("DTR_MEMORY_BUDGET", "25%"), heuristic("DTR_HEURISTIC", "lru"), cost("DTR_COST_MODEL", "bytes"),
       clock("DTR_CLOCK", "time"), mode("DTR_BUDGET_MODE", "bytes"), device("DTR_DEVICE", "cpu"),
       stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl"),
-      inplace("DTR_INPLACE", "pin-dependents");
+      inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
   EXPECT_EQ(c.memory_budget, std::uint64_t{1} << 30);
   EXPECT_EQ(c.heuristic, "lru");
@@ -40,6 +41,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.clock, ClockKind::time);
   EXPECT_EQ(c.budget_mode, BudgetMode::bytes);
   EXPECT_EQ(c.inplace, InplaceMode::pin_dependents);
+  EXPECT_EQ(c.search, EvictionSearch::scan);
   EXPECT_EQ(c.stats_path, "/tmp/stats.json");
   EXPECT_EQ(c.trace_path, "/tmp/trace.jsonl");
 }
@@ -48,7 +50,7 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   const std::pair<const char*, const char*> cases[] = {
       {"DTR_HEURISTIC", "fastest"},  {"DTR_COST_MODEL", "FLOPS"}, {"DTR_CLOCK", "wall"},
       {"DTR_BUDGET_MODE", "tensor"}, {"DTR_DEVICE", "tpu"},        {"DTR_MEMORY_BUDGET", "8 gigs"},
-      {"DTR_INPLACE", "cow"}};
+      {"DTR_INPLACE", "cow"}, {"DTR_SEARCH", "sampled"}};
   for (const auto& [name, value] : cases) {
     EnvGuard env(name, value);
     try {
@@ -64,6 +66,8 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   EXPECT_EQ(to_string(parse_budget_mode("device")), std::string("device"));
   EXPECT_EQ(to_string(parse_inplace_mode("copy-on-write")), std::string("copy-on-write"));
   EXPECT_EQ(to_string(parse_inplace_mode("pin-dependents")), std::string("pin-dependents"));
+  EXPECT_EQ(to_string(parse_search("index")), std::string("index"));
+  EXPECT_EQ(to_string(parse_search("scan")), std::string("scan"));
 }
 
 TEST(Config, DefaultRuntimeIsBuiltOnceFromTheEnvironment) {

@@ -8,31 +8,12 @@
 #include <random>
 #include <vector>
 
+#include "fake_storage.h"
 #include "heuristics/heuristic.h"
 #include "test_resources.h"
 
 namespace dtr::test {
 namespace {
-
-struct FakeStorage final : heuristics::StorageView {
-  std::size_t size = 1;
-  double c0 = 1;
-  std::uint64_t last = 0;
-  bool is_evicted = false;
-  std::vector<FakeStorage*> inputs;
-  std::vector<FakeStorage*> dependents;  // storages whose producer reads this one
-
-  std::size_t bytes() const override { return size; }
-  double cost() const override { return c0; }
-  std::uint64_t last_access() const override { return last; }
-  bool evicted() const override { return is_evicted; }
-  void for_each_input(const std::function<void(StorageView&)>& visit) override {
-    for (FakeStorage* s : inputs) visit(*s);
-  }
-  void for_each_dependent(const std::function<void(StorageView&)>& visit) override {
-    for (FakeStorage* s : dependents) visit(*s);
-  }
-};
 
 // t0 a constant; t1 = f(t0), t2 = f(t1), t3 = f(t1), t4 = f(t2, t3), t5 = f(t3), t6 = f(t4, t5).
 struct Graph {

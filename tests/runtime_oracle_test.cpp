@@ -119,9 +119,12 @@ void expect_same_reads(const Observation& oracle, const Observation& run) {
   }
 }
 
-Config config_for(std::optional<std::uint64_t> budget, BudgetMode mode, const char* heuristic, InplaceMode inplace) {
+// Odd programs choose victims through the eviction index, even ones by scanning every candidate.
+Config config_for(std::optional<std::uint64_t> budget, BudgetMode mode, const char* heuristic, InplaceMode inplace,
+                  std::uint64_t seed = 1) {
   Config config = deterministic_config(budget, mode, heuristic);
   config.inplace = inplace;
+  config.search = seed % 2 == 1 ? EvictionSearch::index : EvictionSearch::scan;
   return config;
 }
 
@@ -148,7 +151,7 @@ TEST(RuntimeOracle, RandomProgramsMatchTheUnbudgetedRunBitwise) {
         int runs = 0;
         while (feasible - infeasible > reference / 64 && runs < 10) {
           const std::uint64_t budget = infeasible + (feasible - infeasible) / 2;
-          const Observation run = run_program(seed, 300, config_for(budget, mode, heuristic, inplace));
+          const Observation run = run_program(seed, 300, config_for(budget, mode, heuristic, inplace, seed));
           ++runs;
           EXPECT_EQ(run.allocated_at_end, 0u) << "leaked at budget " << budget;
           if (!run.feasible) {
@@ -164,7 +167,7 @@ TEST(RuntimeOracle, RandomProgramsMatchTheUnbudgetedRunBitwise) {
           }
           if (HasFatalFailure()) return;
         }
-        const Observation smallest = run_program(seed, 300, config_for(feasible, mode, heuristic, inplace));
+        const Observation smallest = run_program(seed, 300, config_for(feasible, mode, heuristic, inplace, seed));
         // Bytes mode is deterministic. Device mode depends on where the host puts the allocator's segments
         // (best fit breaks ties by address), so a budget at the edge may fit in one run and not the next.
         if (mode == BudgetMode::bytes) {

@@ -22,6 +22,9 @@ enum class BudgetMode { device, bytes };
 // How Runtime::assign keeps an in-place update out of recomputations of older values: keep the old value as
 // long as anything needs it (copy-on-write), or recompute and pin everything that needs it, then free it.
 enum class InplaceMode { copy_on_write, pin_dependents };
+// How the runtime finds what to evict: an index kept in score order (exact, a heap's time per decision), or a
+// scan that scores every candidate (exact, linear time; the reference the index is tested against).
+enum class EvictionSearch { index, scan };
 
 struct Config {
   std::optional<std::uint64_t> memory_budget;  // DTR_MEMORY_BUDGET; nullopt: none
@@ -30,6 +33,7 @@ struct Config {
   ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
   InplaceMode inplace = InplaceMode::copy_on_write;  // DTR_INPLACE: copy-on-write, pin-dependents
+  EvictionSearch search = EvictionSearch::index;     // DTR_SEARCH: index, scan (random always scans)
   Device device;                               // DTR_DEVICE: cpu (the runtime's kernels are CPU-only so far)
   std::string stats_path;                      // DTR_STATS: JSON stats written when the runtime is destroyed
   std::string trace_path;                      // DTR_TRACE: the run as the DTR prototype's JSON-lines log
@@ -42,9 +46,11 @@ CostModel parse_cost_model(std::string_view text, std::string_view variable = "D
 ClockKind parse_clock(std::string_view text, std::string_view variable = "DTR_CLOCK");
 BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = "DTR_BUDGET_MODE");
 InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable = "DTR_INPLACE");
+EvictionSearch parse_search(std::string_view text, std::string_view variable = "DTR_SEARCH");
 const char* to_string(CostModel model);
 const char* to_string(ClockKind clock);
 const char* to_string(BudgetMode mode);
 const char* to_string(InplaceMode mode);
+const char* to_string(EvictionSearch search);
 
 }  // namespace dtr

@@ -1,0 +1,82 @@
+// The eviction candidates of a runtime, kept in order of their heuristic's score, so that choosing what to
+// evict takes a heap's time instead of rescoring every resident storage (design section 5, issue 4). Exact:
+// the choice is a true minimum of the heuristic, as a scan over every candidate would find.
+//
+// The runtime adds a storage when it becomes a candidate (resident, unpinned, with a producer), removes it
+// when it stops being one, and refreshes it when its last access changes; the heuristic reports the other
+// score changes (an evicted neighbourhood that grew or shrank) through ScoreListener. Scores are
+// a / (now - b) (kinetic heap) or a alone for timeless heuristics.
+//
+// Thread safety: none; an index belongs to one runtime's thread.
+#pragma once
+
+#include <cstdint>
+
+#include "heuristics/heuristic.h"
+#include "heuristics/kinetic_heap.h"
+
+namespace dtr::heuristics {
+
+class EvictionIndex final : public ScoreListener {
+ public:
+  // `heuristic` must be indexable and outlive the index; the index listens to it until destroyed.
+  explicit EvictionIndex(Heuristic& heuristic) : heuristic_(heuristic), heap_(heuristic.timeless()) {
+    DTR_CHECK(heuristic.indexable(), InvalidArgument, "heuristic '", heuristic.name(), "' cannot be indexed");
+    heuristic_.set_listener(this);
+  }
+  ~EvictionIndex() { heuristic_.set_listener(nullptr); }
+  EvictionIndex(const EvictionIndex&) = delete;
+  EvictionIndex& operator=(const EvictionIndex&) = delete;
+
+  static bool contains(const StorageView& s) { return s.index_handle != StorageView::kNotIndexed; }
+  std::size_t size() const { return heap_.size(); }
+
+  void add(StorageView& s, std::uint64_t now) {
+    DTR_CHECK(!contains(s), InvalidArgument, "eviction index: the storage is already a candidate");
+    const ScoreKey k = heuristic_.key(s);
+    s.index_handle = heap_.insert(&s, k.a, k.b, advance(now));
+  }
+
+  void remove(StorageView& s, std::uint64_t now) {
+    if (!contains(s)) return;
+    heap_.erase(s.index_handle, advance(now));
+    s.index_handle = StorageView::kNotIndexed;
+  }
+
+  // Re-reads the storage's key, if it is a candidate.
+  void refresh(StorageView& s, std::uint64_t now) {
+    if (!contains(s)) return;
+    const ScoreKey k = heuristic_.key(s);
+    heap_.update(s.index_handle, k.a, k.b, advance(now));
+  }
+
+  // The candidate with the lowest score at `now`; nullptr when there is none.
+  StorageView* choose(std::uint64_t now) {
+    if (heap_.empty()) return nullptr;
+    return heap_.payload(heap_.top(advance(now)));
+  }
+
+  // Its score as the index orders it (tests compare it with a scan's).
+  double score(const StorageView& s, std::uint64_t now) { return heap_.score(s.index_handle, advance(now)); }
+
+  // Whether the heap order holds at `now` once due changes are replayed (tests).
+  bool valid(std::uint64_t now) {
+    heap_.advance(advance(now));
+    return heap_.valid(static_cast<double>(clock_));
+  }
+
+  // ScoreListener: at the clock of the last call (a change is reported in the middle of an event).
+  void score_changed(StorageView& s) override { refresh(s, clock_); }
+
+ private:
+  double advance(std::uint64_t now) {
+    if (now > clock_) clock_ = now;
+    return static_cast<double>(clock_);
+  }
+
+  Heuristic& heuristic_;
+  KineticHeap<StorageView*> heap_;
+  std::uint64_t clock_ = 0;
+};
+
+}  // namespace dtr::heuristics

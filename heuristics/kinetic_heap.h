@@ -1,0 +1,286 @@
+// A kinetic min-heap over scores that move with time the way DTR's do: item i scores
+//     f_i(t) = a_i / (t - b_i)        (a_i > 0, t > b_i)
+// i.e. a cost-per-byte a over a staleness t - b that grows with the clock t. Two such curves cross at most
+// once, so the heap keeps, for every parent-child pair, the time its order fails (its certificate) in a
+// second heap of events; advancing the clock replays the swaps due by then. The minimum at any time is the
+// root, exact: no sampling, no rescoring of every item (Basch, Guibas and Hershberger's kinetic heap).
+//
+// Items with `timeless` set score a_i alone (h_size, h_MSPS): their order never changes by itself.
+//
+// Handles are small integers the heap hands out; `Payload` is what the caller gets back (a storage).
+// Thread safety: none; one heap belongs to one runtime's thread.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "dtr/check.h"
+
+namespace dtr::heuristics {
+
+template <typename Payload>
+class KineticHeap {
+ public:
+  using Handle = std::uint32_t;
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+
+  // The score of a live item at clock `now` (the value the heap orders by).
+  double score(Handle h, double now) const {
+    const Item& it = items_[h];
+    return timeless_ ? it.a : it.a / (now - it.b);
+  }
+
+  explicit KineticHeap(bool timeless = false) : timeless_(timeless) {}
+
+  bool empty() const { return heap_.empty(); }
+  std::size_t size() const { return heap_.size(); }
+  Payload payload(Handle h) const { return items_[h].payload; }
+
+  // Adds an item scoring a / (t - b) from clock `now` on; `now` must not run behind earlier calls, and
+  // now - b must be > 0 (a staleness of at least one tick).
+  Handle insert(Payload payload, double a, double b, double now) {
+    advance(now);
+    Handle h;
+    if (!free_.empty()) {
+      h = free_.back();
+      free_.pop_back();
+    } else {
+      h = static_cast<Handle>(items_.size());
+      items_.emplace_back();
+    }
+    Item& it = items_[h];
+    it = Item{payload, a, b, heap_.size(), kNever, kAbsent};
+    heap_.push_back(h);
+    sift_up(it.position, now);
+    return h;
+  }
+
+  void erase(Handle h, double now) {
+    advance(now);
+    Item& it = items_[h];
+    DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: erasing an item that is not in it");
+    const std::size_t pos = it.position;
+    drop_event(h);
+    it.position = kAbsent;
+    const Handle last = heap_.back();
+    heap_.pop_back();
+    free_.push_back(h);
+    if (pos < heap_.size()) {
+      place(pos, last);
+      restore(pos, now);
+    }
+  }
+
+  // The item's a and b changed (its neighbourhood or its last access).
+  void update(Handle h, double a, double b, double now) {
+    advance(now);
+    Item& it = items_[h];
+    DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: updating an item that is not in it");
+    it.a = a;
+    it.b = b;
+    restore(it.position, now);
+  }
+
+  // The item with the lowest score at `now` (advances the clock to `now` first).
+  Handle top(double now) {
+    advance(now);
+    DTR_CHECK(!heap_.empty(), InvalidArgument, "kinetic heap: top of an empty heap");
+    return heap_[0];
+  }
+
+  // Replays every order change due by `now`.
+  void advance(double now) {
+    DTR_CHECK(now >= clock_, InvalidArgument, "kinetic heap: the clock ran backwards");
+    clock_ = now;
+    while (!events_.empty() && items_[events_[0]].fails_at <= now) {
+      const Handle child = events_[0];
+      const std::size_t pos = items_[child].position;
+      const std::size_t parent = (pos - 1) / 2;
+      if (less(child, heap_[parent], now)) {
+        swap_positions(pos, parent);
+        reschedule_around(parent);
+        reschedule_around(pos);
+        ++swaps_;
+      } else {
+        // Rounding put the crossing a tick early: look again one tick later.
+        set_event(child, std::max(certificate(child, heap_[parent], now), now + 1));
+      }
+    }
+  }
+
+  // Checks the heap order at `now` (tests).
+  bool valid(double now) const {
+    for (std::size_t i = 1; i < heap_.size(); ++i) {
+      if (less(heap_[i], heap_[(i - 1) / 2], now)) return false;
+    }
+    return true;
+  }
+
+  // Order changes replayed by advancing the clock so far (tests, benchmarks).
+  std::uint64_t swaps() const { return swaps_; }
+
+ private:
+  static constexpr std::size_t kAbsent = static_cast<std::size_t>(-1);
+
+  struct Item {
+    Payload payload{};
+    double a = 0;
+    double b = 0;
+    std::size_t position = kAbsent;   // in heap_
+    double fails_at = kNever;         // when this item drops below its parent
+    std::size_t event_slot = kAbsent; // in events_
+  };
+
+  bool less(Handle x, Handle y, double now) const { return score(x, now) < score(y, now); }
+
+  // When `child` scores below `parent`: `now` if it already does (due at once), else the first clock tick
+  // after `now` at which it will, or kNever. With f = a / (t - b): child < parent  <=>
+  // t (a_c - a_p) < a_c b_p - a_p b_c, so as t grows the smaller a wins, and the curves cross once.
+  double certificate(Handle child, Handle parent, double now) const {
+    if (less(child, parent, now)) return now;
+    if (timeless_) return kNever;
+    const Item& c = items_[child];
+    const Item& p = items_[parent];
+    if (!(c.a < p.a)) return kNever;  // the child never overtakes: its curve stays above
+    // The crossing, in extended precision, scheduled a little early: a late event would leave the heap out of
+    // order, an early one is only checked again a tick later (advance). The slack covers the rounding of
+    // the crossing (large clocks make a_c b_p - a_p b_c cancel) and of the scores' own comparison.
+    const long double ac = c.a, ap = p.a, bc = c.b, bp = p.b;
+    const long double crossing = (ac * bp - ap * bc) / (ac - ap);
+    const long double slack = 2 + 1e-12L * (std::fabs(ac * bp) + std::fabs(ap * bc)) / (ap - ac);
+    const double tick = static_cast<double>(std::floor(crossing - slack)) + 1;
+    return std::max(tick, now + 1);
+  }
+
+  void place(std::size_t pos, Handle h) {
+    heap_[pos] = h;
+    items_[h].position = pos;
+  }
+
+  void swap_positions(std::size_t i, std::size_t j) {
+    const Handle hi = heap_[i];
+    place(i, heap_[j]);
+    place(j, hi);
+  }
+
+  // Moves the item at `pos` up or down to where it belongs at `now`, then renews the certificates of every
+  // item whose parent changed.
+  void restore(std::size_t pos, double now) {
+    if (pos > 0 && less(heap_[pos], heap_[(pos - 1) / 2], now)) {
+      sift_up(pos, now);
+    } else {
+      sift_down(pos, now);
+    }
+  }
+
+  void sift_up(std::size_t pos, double now) {
+    reschedule_around(pos);
+    while (pos > 0) {
+      const std::size_t parent = (pos - 1) / 2;
+      if (!less(heap_[pos], heap_[parent], now)) break;
+      swap_positions(pos, parent);
+      reschedule_around(pos);
+      pos = parent;
+      reschedule_around(pos);
+    }
+  }
+
+  void sift_down(std::size_t pos, double now) {
+    reschedule_around(pos);
+    for (;;) {
+      std::size_t smallest = pos;
+      for (std::size_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < heap_.size(); ++c) {
+        if (less(heap_[c], heap_[smallest], now)) smallest = c;
+      }
+      if (smallest == pos) break;
+      swap_positions(pos, smallest);
+      reschedule_around(pos);
+      reschedule_around(smallest);
+      pos = smallest;
+    }
+  }
+
+  // Renews the certificates of the item at `pos` (against its parent) and of its children (against it).
+  void reschedule_around(std::size_t pos) {
+    reschedule(pos);
+    for (std::size_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < heap_.size(); ++c) reschedule(c);
+  }
+
+  void reschedule(std::size_t pos) {
+    const Handle h = heap_[pos];
+    set_event(h, pos == 0 ? kNever : certificate(h, heap_[(pos - 1) / 2], clock_));
+  }
+
+  // ---- the event queue: a binary min-heap of handles by fails_at ----
+
+  void set_event(Handle h, double fails_at) {
+    Item& it = items_[h];
+    if (fails_at == kNever) {
+      drop_event(h);
+      return;
+    }
+    it.fails_at = fails_at;
+    if (it.event_slot == kAbsent) {
+      it.event_slot = events_.size();
+      events_.push_back(h);
+    }
+    event_up(event_down(it.event_slot));
+  }
+
+  void drop_event(Handle h) {
+    Item& it = items_[h];
+    it.fails_at = kNever;
+    if (it.event_slot == kAbsent) return;
+    const std::size_t slot = it.event_slot;
+    it.event_slot = kAbsent;
+    const Handle last = events_.back();
+    events_.pop_back();
+    if (slot < events_.size()) {
+      events_[slot] = last;
+      items_[last].event_slot = slot;
+      event_up(event_down(slot));
+    }
+  }
+
+  std::size_t event_up(std::size_t slot) {
+    while (slot > 0) {
+      const std::size_t parent = (slot - 1) / 2;
+      if (!(items_[events_[slot]].fails_at < items_[events_[parent]].fails_at)) break;
+      swap_events(slot, parent);
+      slot = parent;
+    }
+    return slot;
+  }
+
+  std::size_t event_down(std::size_t slot) {
+    for (;;) {
+      std::size_t smallest = slot;
+      for (std::size_t c = 2 * slot + 1; c <= 2 * slot + 2 && c < events_.size(); ++c) {
+        if (items_[events_[c]].fails_at < items_[events_[smallest]].fails_at) smallest = c;
+      }
+      if (smallest == slot) return slot;
+      swap_events(slot, smallest);
+      slot = smallest;
+    }
+  }
+
+  void swap_events(std::size_t i, std::size_t j) {
+    std::swap(events_[i], events_[j]);
+    items_[events_[i]].event_slot = i;
+    items_[events_[j]].event_slot = j;
+  }
+
+  bool timeless_;
+  double clock_ = -std::numeric_limits<double>::infinity();
+  std::uint64_t swaps_ = 0;
+  std::vector<Item> items_;
+  std::vector<Handle> free_;
+  std::vector<Handle> heap_;    // handles in heap order
+  std::vector<Handle> events_;  // handles with a finite fails_at, a min-heap by it
+};
+
+}  // namespace dtr::heuristics

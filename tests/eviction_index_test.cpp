@@ -1,0 +1,127 @@
+// The eviction index against a scan: on random lineage (storages created, evicted by the index's choice or
+// at random, rematerialized, touched, destroyed) every candidate's indexed score must equal its fresh score,
+// so the choice is a true minimum. This checks that each heuristic reports every score its events change.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iomanip>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "fake_storage.h"
+#include "heuristics/eviction_index.h"
+#include "heuristics/heuristic.h"
+
+namespace dtr::test {
+namespace {
+
+void run_random_lineage(const std::string& name, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto heuristic = heuristics::make_heuristic(name);
+  heuristics::EvictionIndex index(*heuristic);
+  std::vector<std::unique_ptr<FakeStorage>> live;
+  std::uint64_t now = 1;
+  auto candidates = [&] {
+    std::vector<FakeStorage*> out;
+    for (auto& s : live) {
+      if (!s->is_evicted && !s->inputs.empty()) out.push_back(s.get());  // roots are constants
+    }
+    return out;
+  };
+  auto pick = [&](auto&& accept) -> FakeStorage* {
+    std::vector<FakeStorage*> found;
+    for (auto& s : live) {
+      if (accept(*s)) found.push_back(s.get());
+    }
+    return found.empty() ? nullptr : found[rng() % found.size()];
+  };
+  auto evict = [&](FakeStorage& s) {
+    index.remove(s, now);
+    s.is_evicted = true;
+    heuristic->on_evict(s);
+  };
+  for (int step = 0; step < 1500; ++step) {
+    now += rng() % 3;
+    const unsigned action = static_cast<unsigned>(rng() % 12);
+    if (action < 3 || live.size() < 4) {  // a new storage reading one or two live ones (or a root)
+      auto s = std::make_unique<FakeStorage>();
+      s->c0 = static_cast<double>(1 + rng() % 8);
+      s->size = 1 + rng() % 4;
+      s->last = now;
+      const int inputs = live.size() < 2 ? 0 : 1 + static_cast<int>(rng() % 2);
+      for (int k = 0; k < inputs; ++k) {
+        FakeStorage* in = live[rng() % live.size()].get();
+        if (std::find(s->inputs.begin(), s->inputs.end(), in) != s->inputs.end()) continue;
+        s->inputs.push_back(in);
+        in->dependents.push_back(s.get());
+      }
+      FakeStorage& added = *live.emplace_back(std::move(s));
+      if (!added.inputs.empty()) index.add(added, now);
+    } else if (action < 5) {  // the index's choice, as the runtime evicts
+      if (heuristics::StorageView* chosen = index.choose(now)) evict(static_cast<FakeStorage&>(*chosen));
+    } else if (action < 6) {  // an eager eviction
+      if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) evict(*s);
+    } else if (action < 8) {  // a rematerialization
+      if (FakeStorage* s = pick([](const FakeStorage& t) { return t.is_evicted; })) {
+        s->is_evicted = false;
+        s->last = now;
+        heuristic->on_rematerialize(*s);
+        index.add(*s, now);
+      }
+    } else if (action < 10) {  // an access
+      if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted; })) {
+        s->last = now;
+        index.refresh(*s, now);
+      }
+    } else if (FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); })) {
+      // Dies: detached from its inputs first, as the runtime detaches it from its producer.
+      for (FakeStorage* in : s->inputs) std::erase(in->dependents, s);
+      heuristic->on_destroy(*s);
+      index.remove(*s, now);
+      std::erase_if(live, [&](const auto& p) { return p.get() == s; });
+    }
+    const std::vector<FakeStorage*> all = candidates();
+    ASSERT_EQ(index.size(), all.size()) << "step " << step;
+    double best = heuristics::KineticHeap<int>::kNever;
+    for (FakeStorage* c : all) {
+      const double fresh = heuristic->score(*c, now);
+      ASSERT_EQ(index.score(*c, now), fresh) << name << ": a stale score at step " << step << std::setprecision(17) << " index " << index.score(*c, now) << " fresh " << fresh << " action " << action;
+      best = std::min(best, fresh);
+    }
+    ASSERT_TRUE(index.valid(now)) << "step " << step << " action " << action;
+    if (!all.empty()) {
+      ASSERT_EQ(heuristic->score(*index.choose(now), now), best) << "step " << step;
+    }
+  }
+  while (!live.empty()) {  // everything dies, the index empties
+    FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); });
+    ASSERT_NE(s, nullptr);
+    for (FakeStorage* in : s->inputs) std::erase(in->dependents, s);
+    heuristic->on_destroy(*s);
+    index.remove(*s, now);
+    std::erase_if(live, [&](const auto& p) { return p.get() == s; });
+  }
+  EXPECT_EQ(index.size(), 0u);
+  EXPECT_EQ(heuristic->live_slots(), 0u);
+}
+
+TEST(EvictionIndex, ChoosesTheTrueMinimumOfEveryIndexableHeuristic) {
+  for (const std::string& name : heuristics::heuristic_names()) {
+    if (!heuristics::make_heuristic(name)->indexable()) continue;
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      SCOPED_TRACE(name + ", seed " + std::to_string(seed));
+      run_random_lineage(name, seed);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(EvictionIndex, RefusesHeuristicsItCannotOrder) {
+  auto random = heuristics::make_heuristic("random");
+  EXPECT_FALSE(random->indexable());
+  EXPECT_THROW(heuristics::EvictionIndex{*random}, InvalidArgument);
+}
+
+}  // namespace
+}  // namespace dtr::test

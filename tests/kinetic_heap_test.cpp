@@ -1,0 +1,119 @@
+// The kinetic heap against a brute-force minimum over the same items, on random operations and clocks.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include "heuristics/kinetic_heap.h"
+
+namespace dtr::test {
+namespace {
+
+using Heap = heuristics::KineticHeap<int>;
+
+struct Model {
+  struct Entry {
+    double a, b;
+  };
+  std::map<Heap::Handle, Entry> items;
+  bool timeless = false;
+  double score(const Entry& e, double now) const { return timeless ? e.a : e.a / (now - e.b); }
+  double min_score(double now) const {
+    double best = Heap::kNever;
+    for (const auto& [h, e] : items) best = std::min(best, score(e, now));
+    return best;
+  }
+};
+
+void run_random(bool timeless, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Heap heap(timeless);
+  Model model;
+  model.timeless = timeless;
+  double now = 1000;
+  // Costs per byte: arbitrary reals, or ratios of small integers (many near-ties, as real graphs have).
+  auto random_a = [&] {
+    return rng() % 2 == 0 ? std::uniform_real_distribution<double>(0.01, 10.0)(rng)
+                          : static_cast<double>(1 + rng() % 9) / static_cast<double>(1 + rng() % 4);
+  };
+  // A last access between 200 ticks ago and one tick ago (staleness >= 1), sometimes an integer.
+  auto random_b = [&] {
+    const double back = rng() % 2 == 0 ? static_cast<double>(1 + rng() % 200)
+                                       : std::uniform_real_distribution<double>(1.0, 200.0)(rng);
+    return now - back;
+  };
+  auto pick = [&] {
+    auto it = model.items.begin();
+    std::advance(it, static_cast<long>(rng() % model.items.size()));
+    return it->first;
+  };
+  for (int step = 0; step < 8000; ++step) {
+    const unsigned action = rng() % 10;
+    if (action < 4 || model.items.size() < 2) {
+      const double a = random_a(), b = random_b();
+      const Heap::Handle h = heap.insert(static_cast<int>(step), a, b, now);
+      ASSERT_FALSE(model.items.contains(h)) << "handle reused while live";
+      model.items[h] = {a, b};
+    } else if (action < 6) {
+      const Heap::Handle h = pick();
+      heap.erase(h, now);
+      model.items.erase(h);
+    } else if (action < 8) {
+      const Heap::Handle h = pick();
+      const double a = random_a(), b = random_b();
+      heap.update(h, a, b, now);
+      model.items[h] = {a, b};
+    } else {
+      now += static_cast<double>(rng() % 3 == 0 ? rng() % 500 : rng() % 4);  // quiet ticks and long jumps
+    }
+    if (model.items.empty()) continue;
+    const Heap::Handle top = heap.top(now);
+    ASSERT_TRUE(model.items.contains(top));
+    ASSERT_EQ(heap.score(top, now), model.min_score(now)) << "step " << step;
+    ASSERT_TRUE(heap.valid(now)) << "step " << step;
+    ASSERT_EQ(heap.size(), model.items.size());
+  }
+}
+
+TEST(KineticHeap, AgreesWithBruteForceAsTheClockRuns) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE(seed);
+    run_random(false, seed);
+  }
+}
+
+TEST(KineticHeap, TimelessScoresOrderByAAlone) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE(seed);
+    run_random(true, seed);
+  }
+}
+
+TEST(KineticHeap, OrderChangesWithTimeOnly) {
+  // A cheap but recently used item (a = 1, b = 99) against a costly stale one (a = 4, b = 0): at t = 100
+  // the cheap one scores 1/1 = 1 and the stale one 4/100; by t = 1000 the cheap one's 1/901 is lower than
+  // 4/1000. They cross at t = (1*0 - 4*99) / (1 - 4) = 132.
+  Heap heap;
+  const Heap::Handle cheap = heap.insert(1, 1.0, 99.0, 100);
+  const Heap::Handle stale = heap.insert(2, 4.0, 0.0, 100);
+  EXPECT_EQ(heap.top(100), stale);
+  EXPECT_EQ(heap.top(132), stale);  // equal at 132 exactly: the order holds
+  EXPECT_EQ(heap.top(133), cheap);
+  EXPECT_EQ(heap.swaps(), 1u);
+  EXPECT_EQ(heap.payload(cheap), 1);
+}
+
+TEST(KineticHeap, MisuseIsAnError) {
+  Heap heap;
+  EXPECT_THROW(heap.top(0), InvalidArgument);
+  const Heap::Handle h = heap.insert(1, 1.0, -1.0, 5);
+  EXPECT_THROW(heap.advance(4), InvalidArgument);  // the clock never runs backwards
+  heap.erase(h, 5);
+  EXPECT_THROW(heap.erase(h, 5), InvalidArgument);
+  EXPECT_THROW(heap.update(h, 1.0, 0.0, 5), InvalidArgument);
+  EXPECT_TRUE(heap.empty());
+}
+
+}  // namespace
+}  // namespace dtr::test
