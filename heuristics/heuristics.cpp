@@ -203,6 +203,7 @@ class DtrEqHeuristic final : public Heuristic {
     Node* root = find(node);
     root->cost = std::max(0.0, root->cost - s.cost());
     node->storage = nullptr;
+    leave_ring(node, root);
     s.heuristic_slot = nullptr;
     notify_class(root, &s);  // its class, and its own resident neighbours, lost it
     unref(node);
@@ -220,9 +221,22 @@ class DtrEqHeuristic final : public Heuristic {
     std::uint32_t refs = 0;
     std::uint64_t seen = 0;
     StorageView* storage = nullptr;  // the evicted storage it stands for; nullptr once it left
-    Node* next = this;               // the class's members, a ring (merging splices two rings)
+    Node* next = this;               // the class's evicted members, a ring (merging splices two rings)
     Node* prev = this;
+    Node* ring = nullptr;            // at roots: one evicted member of the class, nullptr if none
   };
+
+  // `node` (of the class rooted at `root`) no longer stands for an evicted storage: out of the ring.
+  static void leave_ring(Node* node, Node* root) {
+    if (node->next == node) {
+      root->ring = nullptr;
+    } else {
+      if (root->ring == node) root->ring = node->next;
+      node->prev->next = node->next;
+      node->next->prev = node->prev;
+    }
+    node->next = node->prev = node;
+  }
 
   // Tells the listener about every resident storage next to an evicted member of `node`'s class (all of
   // their scores count the class's cost), and next to `left` (a storage that just left the class).
@@ -235,14 +249,14 @@ class DtrEqHeuristic final : public Heuristic {
       n.heuristic_mark = mark;
       dirty_.push_back(&n);
     };
-    Node* member = node;
-    do {
-      if (member->storage != nullptr) {
+    if (Node* first = find(node)->ring; first != nullptr) {
+      Node* member = first;
+      do {
         member->storage->for_each_input(visit);
         member->storage->for_each_dependent(visit);
-      }
-      member = member->next;
-    } while (member != node);
+        member = member->next;
+      } while (member != first);
+    }
     if (left != nullptr) {
       left->for_each_input(visit);
       left->for_each_dependent(visit);
@@ -260,6 +274,7 @@ class DtrEqHeuristic final : public Heuristic {
       node = &nodes_.emplace_back();
     }
     node->next = node->prev = node;
+    node->ring = node;
     node->refs = 1;  // its storage
     live_nodes_ += 1;
     return node;
@@ -268,9 +283,7 @@ class DtrEqHeuristic final : public Heuristic {
   // Drops one reference; a node left with none leaves its ring and goes back to the free list, releasing its
   // parent in turn.
   void unref(Node* node) {
-    while (node != nullptr && --node->refs == 0) {
-      node->prev->next = node->next;
-      node->next->prev = node->prev;
+    while (node != nullptr && --node->refs == 0) {  // (it left its ring when its storage left)
       Node* parent = node->parent;
       node->parent = free_;
       free_ = node;
@@ -309,12 +322,18 @@ class DtrEqHeuristic final : public Heuristic {
     b->parent = a;
     a->refs += 1;
     a->cost += b->cost;
-    Node* a_next = a->next;  // splice the two rings into one
-    Node* b_next = b->next;
-    a->next = b_next;
-    b_next->prev = a;
-    b->next = a_next;
-    a_next->prev = b;
+    if (a->ring != nullptr && b->ring != nullptr) {  // splice the two rings into one
+      Node* x = a->ring;
+      Node* y = b->ring;
+      Node* x_next = x->next;
+      Node* y_next = y->next;
+      x->next = y_next;
+      y_next->prev = x;
+      y->next = x_next;
+      x_next->prev = y;
+    }
+    if (a->ring == nullptr) a->ring = b->ring;
+    b->ring = nullptr;
     if (a->rank == b->rank) ++a->rank;
     return a;
   }

@@ -53,7 +53,7 @@ class KineticHeap {
       items_.emplace_back();
     }
     Item& it = items_[h];
-    it = Item{payload, a, b, heap_.size(), kNever, kAbsent};
+    it = Item{payload, a, b, heap_.size(), kNever, kAbsent, false, 0, 0};
     heap_.push_back(h);
     sift_up(it.position, now);
     return h;
@@ -75,21 +75,47 @@ class KineticHeap {
     }
   }
 
-  // The item's a and b changed (its neighbourhood or its last access).
+  // The item's a and b changed (its neighbourhood or its last access). A change that raises the score at
+  // every future time (a and b both grew: a costlier neighbourhood, a later access) is only noted: the old
+  // curve stays in the heap as a lower bound and the item moves when it reaches the top. Accesses, the most
+  // frequent change, thus cost no reordering. Any other change reorders at once.
   void update(Handle h, double a, double b, double now) {
     advance(now);
     Item& it = items_[h];
     DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: updating an item that is not in it");
+    if (a >= it.a && (timeless_ || b >= it.b)) {
+      it.pending_a = a;
+      it.pending_b = b;
+      it.pending = true;
+      return;
+    }
     it.a = a;
     it.b = b;
+    it.pending = false;
     restore(it.position, now);
   }
 
-  // The item with the lowest score at `now` (advances the clock to `now` first).
+  // The item with the lowest score at `now` (advances the clock to `now` first). Exact: every other item's
+  // curve in the heap is its own or a lower bound of it, and the top's is its own.
   Handle top(double now) {
     advance(now);
     DTR_CHECK(!heap_.empty(), InvalidArgument, "kinetic heap: top of an empty heap");
+    while (items_[heap_[0]].pending) {
+      Item& it = items_[heap_[0]];
+      it.a = it.pending_a;
+      it.b = it.pending_b;
+      it.pending = false;
+      sift_down(0, now);
+      advance(now);
+    }
     return heap_[0];
+  }
+
+  // The item's score with every noted change applied (the heap may still order it by a lower bound).
+  double current_score(Handle h, double now) const {
+    const Item& it = items_[h];
+    if (!it.pending) return score(h, now);
+    return timeless_ ? it.pending_a : it.pending_a / (now - it.pending_b);
   }
 
   // Replays every order change due by `now`.
@@ -133,6 +159,9 @@ class KineticHeap {
     std::size_t position = kAbsent;   // in heap_
     double fails_at = kNever;         // when this item drops below its parent
     std::size_t event_slot = kAbsent; // in events_
+    bool pending = false;             // a raise noted but not applied (see update)
+    double pending_a = 0;
+    double pending_b = 0;
   };
 
   bool less(Handle x, Handle y, double now) const { return score(x, now) < score(y, now); }
@@ -177,20 +206,24 @@ class KineticHeap {
     }
   }
 
+  // The sifts move items first and renew certificates once the path is settled: every item on the path got
+  // a new parent or new children, so each path position is renewed with its children.
   void sift_up(std::size_t pos, double now) {
-    reschedule_around(pos);
+    const std::size_t start = pos;
     while (pos > 0) {
       const std::size_t parent = (pos - 1) / 2;
       if (!less(heap_[pos], heap_[parent], now)) break;
       swap_positions(pos, parent);
-      reschedule_around(pos);
       pos = parent;
-      reschedule_around(pos);
+    }
+    for (std::size_t p = start;; p = (p - 1) / 2) {  // from the start up to where the item settled
+      reschedule_around(p);
+      if (p == pos) break;
     }
   }
 
   void sift_down(std::size_t pos, double now) {
-    reschedule_around(pos);
+    const std::size_t start = pos;
     for (;;) {
       std::size_t smallest = pos;
       for (std::size_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < heap_.size(); ++c) {
@@ -198,15 +231,22 @@ class KineticHeap {
       }
       if (smallest == pos) break;
       swap_positions(pos, smallest);
-      reschedule_around(pos);
-      reschedule_around(smallest);
       pos = smallest;
+    }
+    reschedule(start);
+    for (std::size_t p = pos;; p = (p - 1) / 2) {  // from where the item settled up to the start
+      reschedule_children(p);
+      if (p == start) break;
     }
   }
 
   // Renews the certificates of the item at `pos` (against its parent) and of its children (against it).
   void reschedule_around(std::size_t pos) {
     reschedule(pos);
+    reschedule_children(pos);
+  }
+
+  void reschedule_children(std::size_t pos) {
     for (std::size_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < heap_.size(); ++c) reschedule(c);
   }
 
@@ -219,6 +259,7 @@ class KineticHeap {
 
   void set_event(Handle h, double fails_at) {
     Item& it = items_[h];
+    if (fails_at == it.fails_at) return;  // unchanged (kNever: not queued)
     if (fails_at == kNever) {
       drop_event(h);
       return;

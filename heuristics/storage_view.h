@@ -5,9 +5,29 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <memory>
+#include <type_traits>
 
 namespace dtr::heuristics {
+
+class StorageView;
+
+// A non-owning reference to a callable taking a StorageView&: what the graph walks pass to
+// for_each_input/for_each_dependent. Unlike std::function it never allocates (the walks' lambdas capture
+// several references), and it must not outlive the call it is passed to.
+class NeighbourVisitor {
+ public:
+  template <typename F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, NeighbourVisitor> && std::is_invocable_v<F&, StorageView&>)
+  NeighbourVisitor(F&& f)  // NOLINT(google-explicit-constructor): passed as a lambda at every call site
+      : object_(static_cast<void*>(std::addressof(f))),
+        call_([](void* object, StorageView& s) { (*static_cast<std::remove_reference_t<F>*>(object))(s); }) {}
+  void operator()(StorageView& s) const { call_(object_, s); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, StorageView&);
+};
 
 class StorageView {
  public:
@@ -20,9 +40,9 @@ class StorageView {
   virtual std::uint64_t last_access() const = 0;
   virtual bool evicted() const = 0;
   // Visits the storages its recomputation reads (its producer's inputs) ...
-  virtual void for_each_input(const std::function<void(StorageView&)>& visit) = 0;
+  virtual void for_each_input(NeighbourVisitor visit) = 0;
   // ... and those whose recomputation reads it (the outputs of the closures that take it as input).
-  virtual void for_each_dependent(const std::function<void(StorageView&)>& visit) = 0;
+  virtual void for_each_dependent(NeighbourVisitor visit) = 0;
 
   // Scratch for the heuristic that owns the runtime's decisions (the union-find node of h_DTR^eq) ...
   void* heuristic_slot = nullptr;

@@ -47,8 +47,8 @@ struct Storage final : heuristics::StorageView {
   double cost() const override { return producer_cost; }
   std::uint64_t last_access() const override { return last_used; }
   bool evicted() const override { return !in_memory; }
-  void for_each_input(const std::function<void(heuristics::StorageView&)>& visit) override;
-  void for_each_dependent(const std::function<void(heuristics::StorageView&)>& visit) override;
+  void for_each_input(heuristics::NeighbourVisitor visit) override;
+  void for_each_dependent(heuristics::NeighbourVisitor visit) override;
 };
 
 // One recorded op: enough to run it again. Holds its inputs (lineage stays alive) and weak references to its

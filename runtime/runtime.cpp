@@ -537,12 +537,12 @@ Storage::~Storage() {
   runtime.destroyed(*this);
 }
 
-void Storage::for_each_input(const std::function<void(heuristics::StorageView&)>& visit) {
+void Storage::for_each_input(heuristics::NeighbourVisitor visit) {
   if (producer == nullptr) return;
   for (const auto& in : producer->inputs) visit(*in);
 }
 
-void Storage::for_each_dependent(const std::function<void(heuristics::StorageView&)>& visit) {
+void Storage::for_each_dependent(heuristics::NeighbourVisitor visit) {
   for (Closure* c : dependents) {
     for (Storage* out : c->outputs) {
       if (out != nullptr) visit(*out);

@@ -20,10 +20,10 @@ struct FakeStorage final : heuristics::StorageView {
   double cost() const override { return c0; }
   std::uint64_t last_access() const override { return last; }
   bool evicted() const override { return is_evicted; }
-  void for_each_input(const std::function<void(StorageView&)>& visit) override {
+  void for_each_input(heuristics::NeighbourVisitor visit) override {
     for (FakeStorage* s : inputs) visit(*s);
   }
-  void for_each_dependent(const std::function<void(StorageView&)>& visit) override {
+  void for_each_dependent(heuristics::NeighbourVisitor visit) override {
     for (FakeStorage* s : dependents) visit(*s);
   }
 };

@@ -71,6 +71,10 @@ void run_random(bool timeless, std::uint64_t seed) {
     const Heap::Handle top = heap.top(now);
     ASSERT_TRUE(model.items.contains(top));
     ASSERT_EQ(heap.score(top, now), model.min_score(now)) << "step " << step;
+    for (const auto& [h, e] : model.items) {
+      ASSERT_EQ(heap.current_score(h, now), model.score(e, now)) << "step " << step;
+      ASSERT_LE(heap.score(h, now), model.score(e, now)) << "a lower bound, step " << step;
+    }
     ASSERT_TRUE(heap.valid(now)) << "step " << step;
     ASSERT_EQ(heap.size(), model.items.size());
   }
