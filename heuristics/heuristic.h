@@ -53,6 +53,9 @@ class Heuristic {
   virtual void on_evict(StorageView& /*storage*/) {}
   virtual void on_rematerialize(StorageView& /*storage*/) {}
   virtual void on_destroy(StorageView& /*storage*/) {}
+  // The storage (resident) is about to lose its producer and become a constant: its inputs stop being its
+  // neighbours.
+  virtual void on_cut(StorageView& /*storage*/) {}
   // Bookkeeping objects the heuristic holds (union-find nodes): those of live storages and the ancestors they
   // still need; zero once every storage is destroyed.
   virtual std::size_t live_slots() const { return 0; }

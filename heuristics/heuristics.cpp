@@ -165,7 +165,7 @@ class DtrEqHeuristic final : public Heuristic {
     ++epoch_;
     auto add_class = [&](StorageView& neighbour) {
       if (!neighbour.evicted() || neighbour.heuristic_slot == nullptr) return;
-      Node* root = find(static_cast<Node*>(neighbour.heuristic_slot));
+      Node* root = find(slot(neighbour));
       if (root->seen == epoch_) return;  // each class counts once
       root->seen = epoch_;
       cost += root->cost;
@@ -181,83 +181,143 @@ class DtrEqHeuristic final : public Heuristic {
     DTR_CHECK(s.heuristic_slot == nullptr, InvalidArgument, "dtr-eq: a storage was evicted twice");
     Node* node = allocate_node();
     s.heuristic_slot = node;
-    node->storage = &s;
     node->cost = s.cost();
     auto unite = [&](StorageView& neighbour) {
-      if (neighbour.evicted() && neighbour.heuristic_slot != nullptr) {
-        node = merge(node, find(static_cast<Node*>(neighbour.heuristic_slot)));
-      }
+      if (neighbour.evicted() && neighbour.heuristic_slot != nullptr) node = merge(node, find(slot(neighbour)));
     };
     s.for_each_input(unite);
     s.for_each_dependent(unite);
-    notify_class(node, nullptr);
+    if (!tracking()) return;
+    Boundary& boundary = boundary_of(node);  // `s` was on it while resident; its resident neighbours are now
+    boundary.erase(&s);
+    auto add = [&](StorageView& n) {
+      if (!n.evicted()) boundary.insert(&n);
+    };
+    s.for_each_input(add);
+    s.for_each_dependent(add);
+    notify(boundary, nullptr);
   }
 
   // The storage leaves its class: the class no longer counts its cost (classes are never split, as in the
   // DTR authors' simulator) and its node stays only as long as other members' paths run through it.
-  void on_rematerialize(StorageView& s) override { on_destroy(s); }
+  void on_rematerialize(StorageView& s) override {
+    leave_class(s);
+    if (!tracking()) return;
+    auto add = [&](StorageView& n) {  // resident again: next to its evicted neighbours' classes
+      if (n.evicted() && n.heuristic_slot != nullptr) boundary_of(find(slot(n))).insert(&s);
+    };
+    s.for_each_input(add);
+    s.for_each_dependent(add);
+  }
 
   void on_destroy(StorageView& s) override {
-    if (s.heuristic_slot == nullptr) return;  // never evicted, or back in memory
-    Node* node = static_cast<Node*>(s.heuristic_slot);
-    Node* root = find(node);
-    root->cost = std::max(0.0, root->cost - s.cost());
-    node->storage = nullptr;
-    leave_ring(node, root);
-    s.heuristic_slot = nullptr;
-    notify_class(root, &s);  // its class, and its own resident neighbours, lost it
-    unref(node);
+    if (s.heuristic_slot != nullptr) {  // an evicted member
+      leave_class(s);
+      return;
+    }
+    if (!tracking()) return;  // resident at its death: off the boundaries it is on
+    auto drop = [&](StorageView& n) {
+      if (n.evicted() && n.heuristic_slot != nullptr) boundary_of(find(slot(n))).erase(&s);
+    };
+    s.for_each_input(drop);
+    s.for_each_dependent(drop);
+  }
+
+  void on_cut(StorageView& s) override {
+    if (!tracking()) return;
+    // Its inputs stop being its neighbours: it stays on the boundaries of its evicted dependents' classes only.
+    auto drop = [&](StorageView& n) {
+      if (n.evicted() && n.heuristic_slot != nullptr) boundary_of(find(slot(n))).erase(&s);
+    };
+    auto add = [&](StorageView& n) {
+      if (n.evicted() && n.heuristic_slot != nullptr) boundary_of(find(slot(n))).insert(&s);
+    };
+    s.for_each_input(drop);
+    s.for_each_dependent(add);
   }
 
   std::size_t live_slots() const override { return live_nodes_; }
 
  private:
-  // A node is referenced by its storage (until the storage dies) and by the nodes whose parent it is; it is
-  // recycled when neither is left, so the forest stays as large as the evicted lineage, not the run.
+  // Boundaries are small (a class's frontier: two storages on a chain), so a vector with linear search beats
+  // a hash set, which allocates per element.
+  struct Boundary {
+    std::vector<StorageView*> members;
+    void insert(StorageView* s) {
+      if (std::find(members.begin(), members.end(), s) == members.end()) members.push_back(s);
+    }
+    void erase(StorageView* s) {
+      auto it = std::find(members.begin(), members.end(), s);
+      if (it == members.end()) return;
+      *it = members.back();
+      members.pop_back();
+    }
+    std::size_t size() const { return members.size(); }
+  };
+
+  // A node is referenced by its storage (until the storage leaves the class) and by the nodes whose parent it
+  // is; it is recycled when neither is left, so the forest stays as large as the evicted lineage, not the run.
   struct Node {
     Node* parent = nullptr;  // nullptr: a root
     double cost = 0.0;       // meaningful at roots
     std::uint32_t rank = 0;
     std::uint32_t refs = 0;
     std::uint64_t seen = 0;
-    StorageView* storage = nullptr;  // the evicted storage it stands for; nullptr once it left
-    Node* next = this;               // the class's evicted members, a ring (merging splices two rings)
-    Node* prev = this;
-    Node* ring = nullptr;            // at roots: one evicted member of the class, nullptr if none
+    // At roots, while an index listens: the resident storages next to an evicted member of the class (the
+    // scores that count the class's cost), so that a cost change tells exactly them.
+    std::unique_ptr<Boundary> boundary;
   };
 
-  // `node` (of the class rooted at `root`) no longer stands for an evicted storage: out of the ring.
-  static void leave_ring(Node* node, Node* root) {
-    if (node->next == node) {
-      root->ring = nullptr;
-    } else {
-      if (root->ring == node) root->ring = node->next;
-      node->prev->next = node->next;
-      node->next->prev = node->prev;
-    }
-    node->next = node->prev = node;
+  static Node* slot(StorageView& s) { return static_cast<Node*>(s.heuristic_slot); }
+  bool tracking() const { return listener() != nullptr; }
+
+  Boundary& boundary_of(Node* root) {
+    if (root->boundary == nullptr) root->boundary = std::make_unique<Boundary>();
+    return *root->boundary;
   }
 
-  // Tells the listener about every resident storage next to an evicted member of `node`'s class (all of
-  // their scores count the class's cost), and next to `left` (a storage that just left the class).
-  void notify_class(Node* node, StorageView* left) {
-    if (listener() == nullptr) return;
+  // Whether a resident storage is still next to an evicted member of the class rooted at `root`.
+  bool next_to_class(StorageView& r, Node* root) {
+    bool found = false;
+    auto check = [&](StorageView& n) {
+      if (!found && n.evicted() && n.heuristic_slot != nullptr && find(slot(n)) == root) found = true;
+    };
+    r.for_each_input(check);
+    r.for_each_dependent(check);
+    return found;
+  }
+
+  void leave_class(StorageView& s) {
+    Node* node = slot(s);
+    Node* root = find(node);
+    root->cost = std::max(0.0, root->cost - s.cost());
+    s.heuristic_slot = nullptr;
+    if (tracking()) {
+      Boundary& boundary = boundary_of(root);
+      auto check = [&](StorageView& r) {  // its resident neighbours stay only if another member is next to them
+        if (!r.evicted() && !next_to_class(r, root)) boundary.erase(&r);
+      };
+      s.for_each_input(check);
+      s.for_each_dependent(check);
+      notify(boundary, &s);  // the class's cost fell, and `s`'s neighbours lost it
+    }
+    unref(node);
+  }
+
+  // Tells the listener about every storage of `boundary` and every resident neighbour of `left`.
+  void notify(const Boundary& boundary, StorageView* left) {
     const std::uint64_t mark = ++marks_;
     dirty_.clear();
-    auto visit = [&](StorageView& n) {
-      if (n.evicted() || n.heuristic_mark == mark) return;
-      n.heuristic_mark = mark;
-      dirty_.push_back(&n);
-    };
-    if (Node* first = find(node)->ring; first != nullptr) {
-      Node* member = first;
-      do {
-        member->storage->for_each_input(visit);
-        member->storage->for_each_dependent(visit);
-        member = member->next;
-      } while (member != first);
+    for (StorageView* r : boundary.members) {
+      r->heuristic_mark = mark;
+      dirty_.push_back(r);
     }
     if (left != nullptr) {
+      auto visit = [&](StorageView& n) {
+        if (n.evicted() || n.heuristic_mark == mark) return;
+        n.heuristic_mark = mark;
+        dirty_.push_back(&n);
+      };
       left->for_each_input(visit);
       left->for_each_dependent(visit);
     }
@@ -273,18 +333,16 @@ class DtrEqHeuristic final : public Heuristic {
     } else {
       node = &nodes_.emplace_back();
     }
-    node->next = node->prev = node;
-    node->ring = node;
     node->refs = 1;  // its storage
     live_nodes_ += 1;
     return node;
   }
 
-  // Drops one reference; a node left with none leaves its ring and goes back to the free list, releasing its
-  // parent in turn.
+  // Drops one reference; a node left with none goes back to the free list, releasing its parent in turn.
   void unref(Node* node) {
-    while (node != nullptr && --node->refs == 0) {  // (it left its ring when its storage left)
+    while (node != nullptr && --node->refs == 0) {
       Node* parent = node->parent;
+      node->boundary.reset();
       node->parent = free_;
       free_ = node;
       live_nodes_ -= 1;
@@ -304,37 +362,34 @@ class DtrEqHeuristic final : public Heuristic {
         root->refs += 1;
         next->refs -= 1;  // may reach 0: `next` is visited next and recycled then
       }
-      if (node->refs == 0) unref_released(node);
+      if (node->refs == 0) {
+        node->refs = 1;
+        unref(node);
+      }
       node = next;
     }
     return root;
   }
 
-  // `node` (whose parent is a root that keeps other references) has no references left: recycle it.
-  void unref_released(Node* node) {
-    node->refs = 1;
-    unref(node);
-  }
-
-  static Node* merge(Node* a, Node* b) {
+  // Unites two classes (roots); the boundaries merge, the smaller into the larger.
+  Node* merge(Node* a, Node* b) {
     if (a == b) return a;
     if (a->rank < b->rank) std::swap(a, b);
     b->parent = a;
     a->refs += 1;
     a->cost += b->cost;
-    if (a->ring != nullptr && b->ring != nullptr) {  // splice the two rings into one
-      Node* x = a->ring;
-      Node* y = b->ring;
-      Node* x_next = x->next;
-      Node* y_next = y->next;
-      x->next = y_next;
-      y_next->prev = x;
-      y->next = x_next;
-      x_next->prev = y;
-    }
-    if (a->ring == nullptr) a->ring = b->ring;
-    b->ring = nullptr;
     if (a->rank == b->rank) ++a->rank;
+    if (b->boundary != nullptr) {
+      if (a->boundary == nullptr || a->boundary->size() < b->boundary->size()) a->boundary.swap(b->boundary);
+      if (b->boundary != nullptr) {  // the smaller into the larger, without duplicates (marks: one pass each)
+        const std::uint64_t mark = ++marks_;
+        for (StorageView* r : a->boundary->members) r->heuristic_mark = mark;
+        for (StorageView* r : b->boundary->members) {
+          if (r->heuristic_mark != mark) a->boundary->members.push_back(r);
+        }
+      }
+      b->boundary.reset();
+    }
     return a;
   }
 

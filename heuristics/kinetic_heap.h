@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dtr/check.h"
+#include "heuristics/tick_queue.h"
 
 namespace dtr::heuristics {
 
@@ -53,7 +54,8 @@ class KineticHeap {
       items_.emplace_back();
     }
     Item& it = items_[h];
-    it = Item{payload, a, b, heap_.size(), kNever, kAbsent, false, 0, 0};
+    const std::uint32_t stamp = it.stamp + 1;  // a reused handle must not match its old entries
+    it = Item{payload, a, b, heap_.size(), kNever, stamp, false, 0, 0};
     heap_.push_back(h);
     sift_up(it.position, now);
     return h;
@@ -121,10 +123,16 @@ class KineticHeap {
   // Replays every order change due by `now`.
   void advance(double now) {
     DTR_CHECK(now >= clock_, InvalidArgument, "kinetic heap: the clock ran backwards");
+    DTR_CHECK(now >= 0, InvalidArgument, "kinetic heap: clock ticks are non-negative");
     clock_ = now;
-    while (!events_.empty() && items_[events_[0]].fails_at <= now) {
-      const Handle child = events_[0];
-      const std::size_t pos = items_[child].position;
+    TickQueue::Entry e{};
+    while (events_.pop_due(to_tick(now), e)) {
+      Item& it = items_[e.handle];
+      if (it.stamp != e.stamp || it.fails_at == kNever) continue;  // superseded
+      it.fails_at = kNever;  // consumed: whatever is scheduled next is a new event
+      --live_events_;
+      const Handle child = e.handle;
+      const std::size_t pos = it.position;
       const std::size_t parent = (pos - 1) / 2;
       if (less(child, heap_[parent], now)) {
         swap_positions(pos, parent);
@@ -132,7 +140,7 @@ class KineticHeap {
         reschedule_around(pos);
         ++swaps_;
       } else {
-        // Rounding put the crossing a tick early: look again one tick later.
+        // Scheduled early on purpose (rounding slack): look again a tick later.
         set_event(child, std::max(certificate(child, heap_[parent], now), now + 1));
       }
     }
@@ -157,8 +165,8 @@ class KineticHeap {
     double a = 0;
     double b = 0;
     std::size_t position = kAbsent;   // in heap_
-    double fails_at = kNever;         // when this item drops below its parent
-    std::size_t event_slot = kAbsent; // in events_
+    double fails_at = kNever;         // when this item drops below its parent (kNever: no event queued)
+    std::uint32_t stamp = 0;          // of its current event in events_ (older entries are stale)
     bool pending = false;             // a raise noted but not applied (see update)
     double pending_a = 0;
     double pending_b = 0;
@@ -255,73 +263,39 @@ class KineticHeap {
     set_event(h, pos == 0 ? kNever : certificate(h, heap_[(pos - 1) / 2], clock_));
   }
 
-  // ---- the event queue: a binary min-heap of handles by fails_at ----
+  // ---- the event queue ----
+
+  static std::uint64_t to_tick(double t) {
+    return t >= 1.8e19 ? TickQueue::kNone - 1 : static_cast<std::uint64_t>(t);
+  }
 
   void set_event(Handle h, double fails_at) {
     Item& it = items_[h];
-    if (fails_at == it.fails_at) return;  // unchanged (kNever: not queued)
-    if (fails_at == kNever) {
-      drop_event(h);
-      return;
-    }
+    if (fails_at == it.fails_at) return;  // unchanged
+    if (it.fails_at == kNever) ++live_events_;
+    if (fails_at == kNever) --live_events_;
     it.fails_at = fails_at;
-    if (it.event_slot == kAbsent) {
-      it.event_slot = events_.size();
-      events_.push_back(h);
-    }
-    event_up(event_down(it.event_slot));
-  }
-
-  void drop_event(Handle h) {
-    Item& it = items_[h];
-    it.fails_at = kNever;
-    if (it.event_slot == kAbsent) return;
-    const std::size_t slot = it.event_slot;
-    it.event_slot = kAbsent;
-    const Handle last = events_.back();
-    events_.pop_back();
-    if (slot < events_.size()) {
-      events_[slot] = last;
-      items_[last].event_slot = slot;
-      event_up(event_down(slot));
+    ++it.stamp;
+    if (fails_at == kNever) return;
+    events_.push(to_tick(fails_at), h, it.stamp);
+    if (events_.size() > 4 * live_events_ + 4096) {
+      events_.compact([this](const TickQueue::Entry& e) {
+        const Item& x = items_[e.handle];
+        return x.stamp == e.stamp && x.fails_at != kNever;
+      });
     }
   }
 
-  std::size_t event_up(std::size_t slot) {
-    while (slot > 0) {
-      const std::size_t parent = (slot - 1) / 2;
-      if (!(items_[events_[slot]].fails_at < items_[events_[parent]].fails_at)) break;
-      swap_events(slot, parent);
-      slot = parent;
-    }
-    return slot;
-  }
-
-  std::size_t event_down(std::size_t slot) {
-    for (;;) {
-      std::size_t smallest = slot;
-      for (std::size_t c = 2 * slot + 1; c <= 2 * slot + 2 && c < events_.size(); ++c) {
-        if (items_[events_[c]].fails_at < items_[events_[smallest]].fails_at) smallest = c;
-      }
-      if (smallest == slot) return slot;
-      swap_events(slot, smallest);
-      slot = smallest;
-    }
-  }
-
-  void swap_events(std::size_t i, std::size_t j) {
-    std::swap(events_[i], events_[j]);
-    items_[events_[i]].event_slot = i;
-    items_[events_[j]].event_slot = j;
-  }
+  void drop_event(Handle h) { set_event(h, kNever); }
 
   bool timeless_;
   double clock_ = -std::numeric_limits<double>::infinity();
   std::uint64_t swaps_ = 0;
   std::vector<Item> items_;
   std::vector<Handle> free_;
-  std::vector<Handle> heap_;    // handles in heap order
-  std::vector<Handle> events_;  // handles with a finite fails_at, a min-heap by it
+  std::vector<Handle> heap_;  // handles in heap order
+  TickQueue events_;          // when each parent-child order fails
+  std::size_t live_events_ = 0;
 };
 
 }  // namespace dtr::heuristics

@@ -493,6 +493,7 @@ struct Runtime::Impl final : Reclaimer {
   // Drops `s`'s producer, which it returns (releasing it may free the closure's inputs): `s` is never evicted
   // again and is freed when nothing references it.
   [[nodiscard]] std::shared_ptr<Closure> make_constant(Storage& s) {
+    heuristic->on_cut(s);
     remove_resident(s);
     s.producer->outputs[s.output_index] = nullptr;
     std::shared_ptr<Closure> producer = std::move(s.producer);

@@ -43,15 +43,17 @@ void run_random_lineage(const std::string& name, std::uint64_t seed) {
   };
   for (int step = 0; step < 1500; ++step) {
     now += rng() % 3;
-    const unsigned action = static_cast<unsigned>(rng() % 12);
-    if (action < 3 || live.size() < 4) {  // a new storage reading one or two live ones (or a root)
+    const unsigned action = static_cast<unsigned>(rng() % 13);
+    if (action < 3 || live.size() < 4) {
+      // A new storage reading one or two resident ones (an op's inputs are in memory when it runs), or a root.
       auto s = std::make_unique<FakeStorage>();
       s->c0 = static_cast<double>(1 + rng() % 8);
       s->size = 1 + rng() % 4;
       s->last = now;
       const int inputs = live.size() < 2 ? 0 : 1 + static_cast<int>(rng() % 2);
       for (int k = 0; k < inputs; ++k) {
-        FakeStorage* in = live[rng() % live.size()].get();
+        FakeStorage* in = pick([](const FakeStorage& t) { return !t.is_evicted; });
+        if (in == nullptr) break;
         if (std::find(s->inputs.begin(), s->inputs.end(), in) != s->inputs.end()) continue;
         s->inputs.push_back(in);
         in->dependents.push_back(s.get());
@@ -73,6 +75,13 @@ void run_random_lineage(const std::string& name, std::uint64_t seed) {
       if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted; })) {
         s->last = now;
         index.refresh(*s, now);
+      }
+    } else if (action == 10) {  // made a constant (an in-place update cut its lineage): its inputs go
+      if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) {
+        heuristic->on_cut(*s);
+        index.remove(*s, now);
+        for (FakeStorage* in : s->inputs) std::erase(in->dependents, s);
+        s->inputs.clear();
       }
     } else if (FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); })) {
       // Dies: detached from its inputs first, as the runtime detaches it from its producer.

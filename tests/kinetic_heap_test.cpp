@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <random>
 #include <vector>
 
 #include "heuristics/kinetic_heap.h"
+#include "heuristics/tick_queue.h"
 
 namespace dtr::test {
 namespace {
@@ -106,6 +108,45 @@ TEST(KineticHeap, OrderChangesWithTimeOnly) {
   EXPECT_EQ(heap.top(133), cheap);
   EXPECT_EQ(heap.swaps(), 1u);
   EXPECT_EQ(heap.payload(cheap), 1);
+}
+
+TEST(TickQueue, PopsEveryDueEntryInTickOrderAndNothingEarly) {
+  std::mt19937_64 rng(3);
+  heuristics::TickQueue queue;
+  std::multiset<std::uint64_t> model;
+  std::uint64_t now = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (rng() % 3 != 0) {
+      // Events at the current tick or later, near or far.
+      const std::uint64_t tick = now + (rng() % 4 == 0 ? rng() % 100000 : rng() % 8);
+      queue.push(tick, static_cast<std::uint32_t>(step), 0);
+      model.insert(tick);
+    } else {
+      now += rng() % 16;
+      heuristics::TickQueue::Entry e{};
+      std::uint64_t previous = 0;
+      while (queue.pop_due(now, e)) {
+        ASSERT_FALSE(model.empty());
+        ASSERT_EQ(e.tick, *model.begin()) << "step " << step;  // the smallest, never a later one
+        ASSERT_GE(e.tick, previous);
+        previous = e.tick;
+        model.erase(model.begin());
+      }
+      ASSERT_TRUE(model.empty() || *model.begin() > now) << "an entry due by " << now << " was left";
+    }
+    ASSERT_EQ(queue.size(), model.size());
+  }
+  // Compaction drops what the owner no longer wants (here: odd handles) and keeps the rest in order.
+  queue.compact([](const heuristics::TickQueue::Entry& e) { return e.handle % 2 == 0; });
+  heuristics::TickQueue::Entry e{};
+  std::size_t left = 0;
+  while (queue.pop_due(heuristics::TickQueue::kNone - 1, e)) {
+    EXPECT_EQ(e.handle % 2, 0u);
+    ++left;
+  }
+  EXPECT_EQ(queue.size(), 0u);
+  EXPECT_LE(left, model.size());
+  EXPECT_THROW(queue.push(0, 1, 0), InvalidArgument);  // before the last tick popped
 }
 
 TEST(KineticHeap, MisuseIsAnError) {
