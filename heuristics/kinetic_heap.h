@@ -30,10 +30,7 @@ class KineticHeap {
   static constexpr double kNever = std::numeric_limits<double>::infinity();
 
   // The score of a live item at clock `now` (the value the heap orders by).
-  double score(Handle h, double now) const {
-    const Item& it = items_[h];
-    return timeless_ ? it.a : it.a / (now - it.b);
-  }
+  double score(Handle h, double now) const { return value(heap_[items_[h].position], now); }
 
   explicit KineticHeap(bool timeless = false) : timeless_(timeless) {}
 
@@ -55,8 +52,8 @@ class KineticHeap {
     }
     Item& it = items_[h];
     const std::uint32_t stamp = it.stamp + 1;  // a reused handle must not match its old entries
-    it = Item{payload, a, b, heap_.size(), kNever, stamp, false, 0, 0};
-    heap_.push_back(h);
+    it = Item{payload, heap_.size(), kNever, stamp, false, 0, 0};
+    heap_.push_back(Slot{a, b, h});
     sift_up(it.position, now);
     return h;
   }
@@ -68,7 +65,7 @@ class KineticHeap {
     const std::size_t pos = it.position;
     drop_event(h);
     it.position = kAbsent;
-    const Handle last = heap_.back();
+    const Slot last = heap_.back();
     heap_.pop_back();
     free_.push_back(h);
     if (pos < heap_.size()) {
@@ -85,14 +82,15 @@ class KineticHeap {
     advance(now);
     Item& it = items_[h];
     DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: updating an item that is not in it");
-    if (a >= it.a && (timeless_ || b >= it.b)) {
+    Slot& slot = heap_[it.position];
+    if (a >= slot.a && (timeless_ || b >= slot.b)) {
       it.pending_a = a;
       it.pending_b = b;
       it.pending = true;
       return;
     }
-    it.a = a;
-    it.b = b;
+    slot.a = a;
+    slot.b = b;
     it.pending = false;
     restore(it.position, now);
   }
@@ -102,15 +100,15 @@ class KineticHeap {
   Handle top(double now) {
     advance(now);
     DTR_CHECK(!heap_.empty(), InvalidArgument, "kinetic heap: top of an empty heap");
-    while (items_[heap_[0]].pending) {
-      Item& it = items_[heap_[0]];
-      it.a = it.pending_a;
-      it.b = it.pending_b;
+    while (items_[heap_[0].h].pending) {
+      Item& it = items_[heap_[0].h];
+      heap_[0].a = it.pending_a;
+      heap_[0].b = it.pending_b;
       it.pending = false;
       sift_down(0, now);
       advance(now);
     }
-    return heap_[0];
+    return heap_[0].h;
   }
 
   // The item's score with every noted change applied (the heap may still order it by a lower bound).
@@ -134,14 +132,14 @@ class KineticHeap {
       const Handle child = e.handle;
       const std::size_t pos = it.position;
       const std::size_t parent = (pos - 1) / 2;
-      if (less(child, heap_[parent], now)) {
+      if (less_at(pos, parent, now)) {
         swap_positions(pos, parent);
         reschedule_around(parent);
         reschedule_around(pos);
         ++swaps_;
       } else {
         // Scheduled early on purpose (rounding slack): look again a tick later.
-        set_event(child, std::max(certificate(child, heap_[parent], now), now + 1));
+        set_event(child, std::max(certificate_at(pos, now), now + 1));
       }
     }
   }
@@ -149,7 +147,7 @@ class KineticHeap {
   // Checks the heap order at `now` (tests).
   bool valid(double now) const {
     for (std::size_t i = 1; i < heap_.size(); ++i) {
-      if (less(heap_[i], heap_[(i - 1) / 2], now)) return false;
+      if (less_at(i, (i - 1) / 2, now)) return false;
     }
     return true;
   }
@@ -160,10 +158,15 @@ class KineticHeap {
  private:
   static constexpr std::size_t kAbsent = static_cast<std::size_t>(-1);
 
+  // What the heap orders, kept in its array so that comparisons touch nothing else.
+  struct Slot {
+    double a;
+    double b;
+    Handle h;
+  };
+
   struct Item {
     Payload payload{};
-    double a = 0;
-    double b = 0;
     std::size_t position = kAbsent;   // in heap_
     double fails_at = kNever;         // when this item drops below its parent (kNever: no event queued)
     std::uint32_t stamp = 0;          // of its current event in events_ (older entries are stale)
@@ -172,16 +175,18 @@ class KineticHeap {
     double pending_b = 0;
   };
 
-  bool less(Handle x, Handle y, double now) const { return score(x, now) < score(y, now); }
+  double value(const Slot& s, double now) const { return timeless_ ? s.a : s.a / (now - s.b); }
+  bool less_at(std::size_t i, std::size_t j, double now) const { return value(heap_[i], now) < value(heap_[j], now); }
 
-  // When `child` scores below `parent`: `now` if it already does (due at once), else the first clock tick
+  // When the item at `pos` (the child) scores below its parent: `now` if it already does (due at once), else the first clock tick
   // after `now` at which it will, or kNever. With f = a / (t - b): child < parent  <=>
   // t (a_c - a_p) < a_c b_p - a_p b_c, so as t grows the smaller a wins, and the curves cross once.
-  double certificate(Handle child, Handle parent, double now) const {
-    if (less(child, parent, now)) return now;
+  double certificate_at(std::size_t pos, double now) const {
+    const std::size_t parent = (pos - 1) / 2;
+    if (less_at(pos, parent, now)) return now;
     if (timeless_) return kNever;
-    const Item& c = items_[child];
-    const Item& p = items_[parent];
+    const Slot& c = heap_[pos];
+    const Slot& p = heap_[parent];
     if (!(c.a < p.a)) return kNever;  // the child never overtakes: its curve stays above
     // The crossing, in extended precision, scheduled a little early: a late event would leave the heap out of
     // order, an early one is only checked again a tick later (advance). The slack covers the rounding of
@@ -193,21 +198,21 @@ class KineticHeap {
     return std::max(tick, now + 1);
   }
 
-  void place(std::size_t pos, Handle h) {
-    heap_[pos] = h;
-    items_[h].position = pos;
+  void place(std::size_t pos, const Slot& s) {
+    heap_[pos] = s;
+    items_[s.h].position = pos;
   }
 
   void swap_positions(std::size_t i, std::size_t j) {
-    const Handle hi = heap_[i];
-    place(i, heap_[j]);
-    place(j, hi);
+    std::swap(heap_[i], heap_[j]);
+    items_[heap_[i].h].position = i;
+    items_[heap_[j].h].position = j;
   }
 
   // Moves the item at `pos` up or down to where it belongs at `now`, then renews the certificates of every
   // item whose parent changed.
   void restore(std::size_t pos, double now) {
-    if (pos > 0 && less(heap_[pos], heap_[(pos - 1) / 2], now)) {
+    if (pos > 0 && less_at(pos, (pos - 1) / 2, now)) {
       sift_up(pos, now);
     } else {
       sift_down(pos, now);
@@ -220,7 +225,7 @@ class KineticHeap {
     const std::size_t start = pos;
     while (pos > 0) {
       const std::size_t parent = (pos - 1) / 2;
-      if (!less(heap_[pos], heap_[parent], now)) break;
+      if (!less_at(pos, parent, now)) break;
       swap_positions(pos, parent);
       pos = parent;
     }
@@ -235,7 +240,7 @@ class KineticHeap {
     for (;;) {
       std::size_t smallest = pos;
       for (std::size_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < heap_.size(); ++c) {
-        if (less(heap_[c], heap_[smallest], now)) smallest = c;
+        if (less_at(c, smallest, now)) smallest = c;
       }
       if (smallest == pos) break;
       swap_positions(pos, smallest);
@@ -259,8 +264,7 @@ class KineticHeap {
   }
 
   void reschedule(std::size_t pos) {
-    const Handle h = heap_[pos];
-    set_event(h, pos == 0 ? kNever : certificate(h, heap_[(pos - 1) / 2], clock_));
+    set_event(heap_[pos].h, pos == 0 ? kNever : certificate_at(pos, clock_));
   }
 
   // ---- the event queue ----
@@ -293,7 +297,7 @@ class KineticHeap {
   std::uint64_t swaps_ = 0;
   std::vector<Item> items_;
   std::vector<Handle> free_;
-  std::vector<Handle> heap_;  // handles in heap order
+  std::vector<Slot> heap_;  // in heap order
   TickQueue events_;          // when each parent-child order fails
   std::size_t live_events_ = 0;
 };
