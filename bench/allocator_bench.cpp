@@ -36,6 +36,8 @@
 
 namespace {
 
+using dtr::bench::median;
+
 constexpr double kMinTime = 0.2;  // seconds per repetition; keeps the whole run well under 2 minutes
 
 constexpr std::int64_t kKiB = 1024;
@@ -249,55 +251,13 @@ void register_benchmarks() {
 
 // ---- the ratio table -------------------------------------------------------------------------------------
 
-double median(std::vector<double> values) {
-  if (values.empty()) return std::nan("");
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-// The console report, plus each benchmark's median real time per iteration, in ns: the "median" aggregate
-// when there are repetitions, else the median of the runs seen.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  using benchmark::ConsoleReporter::ConsoleReporter;
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    benchmark::ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.error_occurred || run.iterations == 0) continue;
-      std::string key = run.run_name.function_name;
-      if (!run.run_name.args.empty()) key += "/" + run.run_name.args;
-      const double ns = run.real_accumulated_time / static_cast<double>(run.iterations) * 1e9;
-      if (run.run_type == Run::RT_Aggregate) {
-        if (run.aggregate_name == "median") medians_[key] = ns;
-      } else {
-        runs_[key].push_back(ns);
-      }
-    }
-  }
-
-  bool empty() const { return medians_.empty() && runs_.empty(); }
-
-  // NaN when the benchmark did not run (filtered out, or failed).
-  double median_ns(const std::string& key) const {
-    if (auto it = medians_.find(key); it != medians_.end()) return it->second;
-    if (auto it = runs_.find(key); it != runs_.end()) return median(it->second);
-    return std::nan("");
-  }
-
- private:
-  std::map<std::string, double> medians_;
-  std::map<std::string, std::vector<double>> runs_;
-};
-
 std::string size_label(std::int64_t bytes) {
   if (bytes >= kMiB) return std::to_string(bytes / kMiB) + " MiB";
   if (bytes >= kKiB) return std::to_string(bytes / kKiB) + " KiB";
   return std::to_string(bytes) + " B";
 }
 
-void print_ratio_table(const RatioReporter& r) {
+void print_ratio_table(const dtr::bench::MedianReporter& r) {
   auto row = [](const char* label, double cached, double malloc_ns, double upstream) {
     std::printf("%-12s %12.1f %12.1f %12.1f %14.2f %16.2f\n", label, cached, malloc_ns, upstream,
                 cached / malloc_ns, cached / upstream);
@@ -343,5 +303,5 @@ void print_ratio_table(const RatioReporter& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return dtr::bench::run_benchmarks<RatioReporter>(argc, argv, register_benchmarks, print_ratio_table);
+  return dtr::bench::run_benchmarks<dtr::bench::MedianReporter>(argc, argv, register_benchmarks, print_ratio_table);
 }

@@ -28,6 +28,7 @@
 
 #include "dtr/dtr.h"
 #include "heuristics/heuristic.h"
+#include "heuristics/revolve.h"
 
 namespace {
 
@@ -36,20 +37,7 @@ using dtr::Tensor;
 constexpr std::int64_t kChainElements = 1024;  // 4 KiB per chain tensor
 constexpr double kThrashFactor = 50;           // stop a chain run past this many recomputations per step
 
-// beta(s, r) = C(s + r, s).
-double beta(int s, int r) {
-  double value = 1;
-  for (int i = 1; i <= s; ++i) value = value * (r + i) / i;
-  return value;
-}
-
-// Revolve's fewest recomputations to reverse n steps with s slots (design section 9).
-double revolve_recomputations(int n, int s) {
-  if (s < 1) return INFINITY;
-  int r = 0;
-  while (beta(s, r) < n) ++r;
-  return r * static_cast<double>(n) - beta(s + 1, r - 1) - (n - 1);
-}
+using dtr::heuristics::revolve_recomputations;
 
 dtr::Config config_for(std::optional<std::uint64_t> budget, const std::string& heuristic) {
   dtr::Config config;
@@ -68,27 +56,17 @@ struct Outcome {
   std::uint64_t peak_resident = 0;
 };
 
-Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std::string& heuristic) {
-  std::optional<std::uint64_t> budget;
-  if (budget_tensors) budget = *budget_tensors * kChainElements * sizeof(float);
-  dtr::Runtime rt(config_for(budget, heuristic));
+// Runs `program` (which builds the forward pass, then walks backwards, asking `thrashing()` after each
+// step) on a fresh runtime; it returns the final gradient, or an undefined tensor when it stopped thrashing.
+template <typename Program>
+Outcome measure(dtr::Config config, std::uint64_t cap, Program program) {
+  dtr::Runtime rt(std::move(config));
   Outcome out;
-  const auto cap = static_cast<std::uint64_t>(kThrashFactor * n);
+  auto thrashing = [&] { return rt.stats().rematerializations > cap; };
   try {
-    std::vector<Tensor> x;
-    x.push_back(rt.constant(dtr::TensorMeta{{kChainElements}}, std::vector<float>(kChainElements, 1.0f)));
-    for (int i = 0; i < n; ++i) x.push_back(rt.call1(dtr::ops::relu(), {x.back()}));
-    Tensor g = x.back();
-    x.pop_back();
-    for (int i = n - 1; i >= 0; --i) {
-      g = rt.call1(dtr::ops::add(), {g, x[static_cast<std::size_t>(i)]});
-      x.pop_back();
-      if (rt.stats().rematerializations > cap) {
-        out.thrashed = true;
-        break;
-      }
-    }
-    if (!out.thrashed) g.to_host();
+    const Tensor last = program(rt, thrashing);
+    out.thrashed = !last.defined();
+    if (!out.thrashed) last.to_host();
     out.feasible = true;
   } catch (const dtr::OutOfMemory&) {
     out.feasible = false;
@@ -98,13 +76,30 @@ Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std:
   return out;
 }
 
+Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std::string& heuristic) {
+  std::optional<std::uint64_t> budget;
+  if (budget_tensors) budget = *budget_tensors * kChainElements * sizeof(float);
+  const auto cap = static_cast<std::uint64_t>(kThrashFactor * n);
+  return measure(config_for(budget, heuristic), cap, [n](dtr::Runtime& rt, auto&& thrashing) {
+    std::vector<Tensor> x;
+    x.push_back(rt.constant(dtr::TensorMeta{{kChainElements}}, std::vector<float>(kChainElements, 1.0f)));
+    for (int i = 0; i < n; ++i) x.push_back(rt.call1(dtr::ops::relu(), {x.back()}));
+    Tensor g = x.back();
+    x.pop_back();
+    for (int i = n - 1; i >= 0; --i) {
+      g = rt.call1(dtr::ops::add(), {g, x[static_cast<std::size_t>(i)]});
+      x.pop_back();
+      if (thrashing()) return Tensor();
+    }
+    return g;
+  });
+}
+
 // A random DAG program; the same seed is the same program.
 Outcome run_dag(std::uint64_t seed, int steps, std::optional<std::uint64_t> budget, const std::string& heuristic) {
-  std::mt19937_64 rng(seed);
-  dtr::Runtime rt(config_for(budget, heuristic));
-  Outcome out;
   const auto cap = static_cast<std::uint64_t>(kThrashFactor * steps);
-  try {
+  return measure(config_for(budget, heuristic), cap, [seed, steps](dtr::Runtime& rt, auto&& thrashing) {
+    std::mt19937_64 rng(seed);
     auto elements = [&] { return static_cast<std::int64_t>(256 * (1 + rng() % 4)); };
     const Tensor pad = rt.constant(dtr::TensorMeta{{1024}}, std::vector<float>(1024, 0.5f));
     // `v` brought to `len` elements: a view of its first ones, or v followed by padding (a concat).
@@ -129,19 +124,10 @@ Outcome run_dag(std::uint64_t seed, int steps, std::optional<std::uint64_t> budg
     for (std::size_t i = x.size(); i-- > 0;) {
       g = rt.call1(dtr::ops::add(), {fit(g, x[i].numel()), x[i]});
       x.pop_back();
-      if (rt.stats().rematerializations > cap) {
-        out.thrashed = true;
-        break;
-      }
+      if (thrashing()) return Tensor();
     }
-    if (!out.thrashed) g.to_host();
-    out.feasible = true;
-  } catch (const dtr::OutOfMemory&) {
-    out.feasible = false;
-  }
-  out.recomputations = rt.stats().rematerializations;
-  out.peak_resident = rt.stats().peak_resident_bytes;
-  return out;
+    return g;
+  });
 }
 
 std::string cell(const Outcome& o) {

@@ -57,6 +57,8 @@
 
 namespace {
 
+using dtr::bench::median;
+
 constexpr double kMinTime = 0.2;         // seconds per repetition
 constexpr double kPairedMinTime = 0.5;   // seconds per repetition of a paired benchmark
 constexpr int kChainLength = 16;
@@ -252,13 +254,6 @@ void BM_runtime(benchmark::State& state, const Case* c, dtr::CostModel cost_mode
 
 // ---- paired ----------------------------------------------------------------------------------------------
 
-double median(std::vector<double> values) {
-  if (values.empty()) return std::nan("");
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 // One iteration is one round: K direct ops, then K runtime ops. Counters (ns per op, medians over the
 // rounds of this repetition): direct_ns, runtime_ns, overhead_ns (of the per-round differences).
 void BM_paired(benchmark::State& state, const Case* c, dtr::CostModel cost_model) {
@@ -347,55 +342,6 @@ void register_benchmarks() {
 
 // ---- the overhead tables ---------------------------------------------------------------------------------
 
-// The console report, plus each benchmark's median real time per iteration (ns) and counters: the "median"
-// aggregate when there are repetitions, else the median of the runs seen.
-class MedianReporter : public benchmark::ConsoleReporter {
- public:
-  using benchmark::ConsoleReporter::ConsoleReporter;
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    benchmark::ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.error_occurred || run.iterations == 0) continue;
-      const std::string& key = run.run_name.function_name;
-      const double ns = run.real_accumulated_time / static_cast<double>(run.iterations) * 1e9;
-      if (run.run_type == Run::RT_Aggregate) {
-        if (run.aggregate_name != "median") continue;
-        medians_[key] = ns;
-        for (const auto& [name, counter] : run.counters) median_counters_[key][name] = counter.value;
-      } else {
-        runs_[key].push_back(ns);
-        for (const auto& [name, counter] : run.counters) run_counters_[key][name].push_back(counter.value);
-      }
-    }
-  }
-
-  bool empty() const { return medians_.empty() && runs_.empty(); }
-
-  // NaN when the benchmark did not run (filtered out, or failed).
-  double median_ns(const std::string& key) const {
-    if (auto it = medians_.find(key); it != medians_.end()) return it->second;
-    if (auto it = runs_.find(key); it != runs_.end()) return median(it->second);
-    return std::nan("");
-  }
-
-  double counter(const std::string& key, const std::string& name) const {
-    if (auto it = median_counters_.find(key); it != median_counters_.end()) {
-      if (auto c = it->second.find(name); c != it->second.end()) return c->second;
-    }
-    if (auto it = run_counters_.find(key); it != run_counters_.end()) {
-      if (auto c = it->second.find(name); c != it->second.end()) return median(c->second);
-    }
-    return std::nan("");
-  }
-
- private:
-  std::map<std::string, double> medians_;
-  std::map<std::string, std::vector<double>> runs_;
-  std::map<std::string, std::map<std::string, double>> median_counters_;
-  std::map<std::string, std::map<std::string, std::vector<double>>> run_counters_;
-};
-
 // Small ops: at most 1 us of bookkeeping per op; large (1 ms) ops: at most 2% of the op.
 bool target_met(const Case& c, double direct_ns, double overhead_ns) {
   return c.large ? overhead_ns / direct_ns * 100.0 <= 2.0 : overhead_ns <= 1000.0;
@@ -420,7 +366,7 @@ bool print_row(const Case& c, const std::string& label, dtr::CostModel model, do
   return met;
 }
 
-void print_overhead_tables(const MedianReporter& r) {
+void print_overhead_tables(const dtr::bench::MedianReporter& r) {
   std::printf("\nSeparate benchmarks: median real time per op (ns) over the repetitions; overhead = runtime - "
               "direct\n");
   print_header();
@@ -494,5 +440,5 @@ int call_loop(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--call-loop") return call_loop(argc, argv);
-  return dtr::bench::run_benchmarks<MedianReporter>(argc, argv, register_benchmarks, print_overhead_tables);
+  return dtr::bench::run_benchmarks<dtr::bench::MedianReporter>(argc, argv, register_benchmarks, print_overhead_tables);
 }

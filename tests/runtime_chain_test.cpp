@@ -5,26 +5,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "heuristics/revolve.h"
 #include "test_resources.h"
 
 namespace dtr::test {
 namespace {
 
-// beta(s, r) = C(s + r, s), saturating far above any n we use.
-double beta(int s, int r) {
-  double value = 1;
-  for (int i = 1; i <= s; ++i) value = value * (r + i) / i;
-  return value;
-}
-
-// Revolve (Griewank & Walther): the fewest recomputations to reverse a chain of n steps with s checkpoint
-// slots: r the least with beta(s, r) >= n; forward steps t* = r*n - beta(s + 1, r - 1); recomputations
-// t* - (n - 1).
-double revolve_recomputations(int n, int s) {
-  int r = 0;
-  while (beta(s, r) < n) ++r;
-  return r * static_cast<double>(n) - beta(s + 1, r - 1) - (n - 1);
-}
+using heuristics::revolve_recomputations;
 
 TEST(RevolveFormula, MatchesThePublishedSchedules) {
   // design section 9: n = 100, t* = 845 (s = 2), 490 (3), 374 (4), 222 (10); recomputations = t* - 99.
