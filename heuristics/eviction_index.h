@@ -50,6 +50,13 @@ class EvictionIndex final : public ScoreListener {
     heap_.update(s.index_handle, k.a, k.b, advance(now));
   }
 
+  // The storage was read at `now` (its last access moved): its staleness restarts, the rest of its score is
+  // what the index already holds (the heuristic reports every other change), so no key is recomputed.
+  void touched(StorageView& s, std::uint64_t now) {
+    if (!contains(s)) return;
+    heap_.update_b(s.index_handle, static_cast<double>(s.last_access()) - 1.0, advance(now));
+  }
+
   // The candidate with the lowest score at `now`; nullptr when there is none.
   StorageView* choose(std::uint64_t now) {
     if (heap_.empty()) return nullptr;

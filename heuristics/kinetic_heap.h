@@ -95,6 +95,13 @@ class KineticHeap {
     restore(it.position, now);
   }
 
+  // The item's b changed to `b` with its a as it stands (an access): the same as update(h, a, b, now).
+  void update_b(Handle h, double b, double now) {
+    const Item& it = items_[h];
+    DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: updating an item that is not in it");
+    update(h, it.pending ? it.pending_a : heap_[it.position].a, b, now);
+  }
+
   // The item with the lowest score at `now` (advances the clock to `now` first). Exact: every other item's
   // curve in the heap is its own or a lower bound of it, and the top's is its own.
   Handle top(double now) {

@@ -112,7 +112,7 @@ struct Runtime::Impl final : Reclaimer {
 
   void touch(Storage& s) {
     s.last_used = now();
-    if (index) index->refresh(s, s.last_used);
+    if (index) index->touched(s, s.last_used);
   }
 
   // A candidate for eviction: resident, unpinned, recomputable. The index holds exactly the candidates.

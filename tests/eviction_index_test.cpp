@@ -71,10 +71,14 @@ void run_random_lineage(const std::string& name, std::uint64_t seed) {
         heuristic->on_rematerialize(*s);
         index.add(*s, now);
       }
-    } else if (action < 10) {  // an access
+    } else if (action < 10) {  // an access (as the runtime reports it: no key recomputed)
       if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted; })) {
         s->last = now;
-        index.refresh(*s, now);
+        if (rng() % 2 == 0) {
+          index.touched(*s, now);
+        } else {
+          index.refresh(*s, now);
+        }
       }
     } else if (action == 10) {  // made a constant (an in-place update cut its lineage): its inputs go
       if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) {
