@@ -647,4 +647,15 @@ MemorySnapshot CachingAllocator::snapshot() const {
   return snap;
 }
 
+void CachingAllocator::for_each_block(Pool pool,
+                                      const std::function<void(const BlockInfo& block, bool segment_start)>& visit) const {
+  std::lock_guard lock(state_->mutex);
+  for (const auto& [address, segment] : state_->segments) {
+    if (segment->pool != pool) continue;
+    for (const Block* b = segment->head; b != nullptr; b = b->next) {
+      visit(BlockInfo{b->address, b->size, b->requested, b->allocated, b->owner}, b == segment->head);
+    }
+  }
+}
+
 }  // namespace dtr

@@ -40,6 +40,15 @@ class Heuristic {
   virtual bool indexable() const { return true; }
   // Whether scores ignore the clock (h_size, h_MSPS).
   virtual bool timeless() const { return false; }
+  // Whether, under a device budget, the runtime evicts the cheapest contiguous window of blocks that covers
+  // the pending allocation (heuristics/window.h) instead of one storage at a time. A block's cost in a window
+  // is window_cost(); elsewhere (bytes budgets, requests no window covers) the scores decide as usual.
+  virtual bool fragmentation_aware() const { return false; }
+  // What evicting the storage costs, for window sums: its score times its bytes, i.e. the score's
+  // (staleness-discounted) recompute cost without the division by size, which a window's fixed extent replaces.
+  double window_cost(StorageView& storage, std::uint64_t now) {
+    return score(storage, now) * static_cast<double>(std::max<std::size_t>(storage.bytes(), 1));
+  }
   // The storage's score parameters in the current lineage state.
   virtual ScoreKey key(StorageView& storage) = 0;
   // Score of a resident, evictable storage at clock `now`; lower is evicted first. The default is key()'s.
@@ -61,7 +70,7 @@ class Heuristic {
   virtual std::size_t live_slots() const { return 0; }
 
   // Who to tell when scores change by lineage events (nullptr: nobody, and no work is done to find them).
-  void set_listener(ScoreListener* listener) { listener_ = listener; }
+  virtual void set_listener(ScoreListener* listener) { listener_ = listener; }
 
  protected:
   ScoreListener* listener() const { return listener_; }
@@ -73,7 +82,7 @@ class Heuristic {
 // The seed of "random" (a seeded heuristic is reproducible; "random:SEED" picks another).
 inline constexpr std::uint64_t kDefaultRandomSeed = 0x5eed;
 
-// The accepted names: dtr, dtr-eq, dtr-local, lru, size, msps, random.
+// The accepted names: dtr, dtr-eq, dtr-local, lru, size, msps, random, window, dtr-eq+window.
 std::vector<std::string> heuristic_names();
 
 // By name (design section 5; lowest score evicted first):
@@ -82,6 +91,9 @@ std::vector<std::string> heuristic_names();
 //   dtr-local  c0 / (m·s)          lru   1 / s          size   1 / m
 //   msps       (c0 + Σ c0 over evicted ancestors) / m
 //   random     a seeded uniform draw ("random:SEED" for another seed)
+//   window     fragmentation-aware (Coop): under a device budget, the contiguous window of free and evictable
+//              blocks covering the request with the least summed c0/s; otherwise dtr-local
+//   H+window   the same windows with H's costs (score times bytes), for H in dtr, dtr-eq, dtr-local, msps
 // where c0 is the storage's own recompute cost, m its bytes and s its staleness (clock - last access + 1).
 // Throws dtr::ConfigError naming `variable` and the accepted names otherwise.
 std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable = "DTR_HEURISTIC");

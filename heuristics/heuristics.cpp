@@ -401,11 +401,32 @@ class DtrEqHeuristic final : public Heuristic {
   std::vector<StorageView*> dirty_;
 };
 
-}  // namespace
+// Fragmentation-aware: `base`'s scores, and windows of blocks under a device budget (the runtime asks
+// fragmentation_aware()). Every event and listener goes to `base`, which keeps the state.
+class WindowHeuristic final : public Heuristic {
+ public:
+  WindowHeuristic(std::string name, std::unique_ptr<Heuristic> base) : name_(std::move(name)), base_(std::move(base)) {}
+  std::string name() const override { return name_; }
+  bool indexable() const override { return base_->indexable(); }
+  bool timeless() const override { return base_->timeless(); }
+  bool fragmentation_aware() const override { return true; }
+  ScoreKey key(StorageView& s) override { return base_->key(s); }
+  double score(StorageView& s, std::uint64_t now) override { return base_->score(s, now); }
+  void on_evict(StorageView& s) override { base_->on_evict(s); }
+  void on_rematerialize(StorageView& s) override { base_->on_rematerialize(s); }
+  void on_destroy(StorageView& s) override { base_->on_destroy(s); }
+  void on_cut(StorageView& s) override { base_->on_cut(s); }
+  std::size_t live_slots() const override { return base_->live_slots(); }
+  void set_listener(ScoreListener* listener) override { base_->set_listener(listener); }
 
-std::vector<std::string> heuristic_names() { return {"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random"}; }
+ private:
+  std::string name_;
+  std::unique_ptr<Heuristic> base_;
+};
 
-std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable) {
+constexpr std::string_view kWindowSuffix = "+window";
+
+std::unique_ptr<Heuristic> make_plain_heuristic(std::string_view name) {
   if (name == "dtr") return std::make_unique<DtrHeuristic>();
   if (name == "dtr-eq") return std::make_unique<DtrEqHeuristic>();
   if (name == "dtr-local") return std::make_unique<DtrLocalHeuristic>();
@@ -421,8 +442,30 @@ std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_vie
       return std::make_unique<RandomHeuristic>(seed);
     }
   }
-  DTR_THROW(ConfigError, variable, "=\"", name,
-            "\" is not a heuristic; expected dtr, dtr-eq, dtr-local, lru, size, msps, random or random:SEED");
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> heuristic_names() {
+  return {"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random", "window", "dtr-eq+window"};
+}
+
+std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable) {
+  std::unique_ptr<Heuristic> heuristic;
+  if (name == "window") {
+    heuristic = std::make_unique<WindowHeuristic>("window", make_plain_heuristic("dtr-local"));
+  } else if (name.ends_with(kWindowSuffix)) {
+    if (auto base = make_plain_heuristic(name.substr(0, name.size() - kWindowSuffix.size()))) {
+      heuristic = std::make_unique<WindowHeuristic>(std::string(name), std::move(base));
+    }
+  } else {
+    heuristic = make_plain_heuristic(name);
+  }
+  DTR_CHECK(heuristic != nullptr, ConfigError, variable, "=\"", name,
+            "\" is not a heuristic; expected dtr, dtr-eq, dtr-local, lru, size, msps, random, random:SEED, window, "
+            "or any of these but window followed by +window (dtr-eq+window)");
+  return heuristic;
 }
 
 }  // namespace dtr::heuristics

@@ -1,5 +1,7 @@
 #include "dtr/config.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include "dtr/budget.h"
@@ -39,6 +41,17 @@ EvictionSearch parse_search(std::string_view text, std::string_view variable) {
   DTR_THROW(ConfigError, variable, "=\"", text, "\" is not an eviction search; expected index or scan");
 }
 
+double parse_size_floor(std::string_view text, std::string_view variable) {
+  double fraction = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), fraction);
+  DTR_CHECK(error == std::errc{} && end == text.data() + text.size() && !text.empty() && std::isfinite(fraction) &&
+                fraction >= 0,
+            ConfigError, variable, "=\"", text,
+            "\" is not a size floor; expected a non-negative number, a fraction of the mean candidate size "
+            "(0.01 ignores candidates under 1% of it; 0 turns the floor off)");
+  return fraction;
+}
+
 const char* to_string(CostModel model) {
   switch (model) {
     case CostModel::measured: return "measured";
@@ -68,6 +81,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_BUDGET_MODE")) config.budget_mode = parse_budget_mode(v);
   if (const char* v = env("DTR_INPLACE")) config.inplace = parse_inplace_mode(v);
   if (const char* v = env("DTR_SEARCH")) config.search = parse_search(v);
+  if (const char* v = env("DTR_SIZE_FLOOR")) config.size_floor = parse_size_floor(v);
   if (const char* v = env("DTR_DEVICE")) config.device = parse_device(v);
   if (const char* v = env("DTR_STATS")) config.stats_path = v;
   if (const char* v = env("DTR_TRACE")) config.trace_path = v;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "dtr/check.h"
 #include "heuristics/eviction_index.h"
 #include "heuristics/heuristic.h"
+#include "heuristics/window.h"
 #include "runtime/lineage.h"
 #include "runtime/object_pool.h"
 #include "runtime/trace_writer.h"
@@ -45,12 +47,15 @@ struct Runtime::Impl final : Reclaimer {
     DTR_CHECK(config.device.kind == DeviceKind::cpu, DeviceError, "the runtime's kernels run on the CPU only so far; ",
               "DTR_DEVICE=", config.device.to_string(), " is not supported yet");
     heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
-    // Without a budget nothing is ever evicted: no index to keep.
-    if (config.memory_budget && config.search == EvictionSearch::index && heuristic->indexable()) {
+    DTR_CHECK(std::isfinite(config.size_floor) && config.size_floor >= 0, ConfigError, "Config::size_floor ",
+              config.size_floor, " must be a non-negative fraction of the mean candidate size (0: no floor)");
+    // Without a budget nothing is ever evicted: no index to keep. A size floor filters candidates: it scans.
+    if (config.memory_budget && config.search == EvictionSearch::index && heuristic->indexable() &&
+        config.size_floor == 0) {
       index = std::make_unique<heuristics::EvictionIndex>(*heuristic);
     }
-    CachingAllocatorOptions options;
-    if (config.budget_mode == BudgetMode::device) options.budget_bytes = config.memory_budget;
+    CachingAllocatorOptions options = config.allocator;
+    options.budget_bytes = config.budget_mode == BudgetMode::device ? config.memory_budget : std::nullopt;
     allocator = std::make_unique<CachingAllocator>(make_host_resource(), options);
     allocator->set_reclaimer(this);
     if (!config.trace_path.empty()) trace = std::make_unique<detail::TraceWriter>(config.trace_path);
@@ -77,6 +82,9 @@ struct Runtime::Impl final : Reclaimer {
   std::unique_ptr<CachingAllocator> allocator;
   std::unique_ptr<detail::TraceWriter> trace;  // DTR_TRACE, when set
   std::vector<Storage*> resident;  // resident storages that have a producer (evictable unless pinned)
+  // evict_window's scratch, kept to reuse its capacity: the pool's blocks and their owners (nullptr: free).
+  std::vector<heuristics::WindowBlock> window_blocks;
+  std::vector<Storage*> window_owners;
   std::uint64_t resident_bytes = 0;
   std::uint64_t next_id = 1;
   std::uint64_t op_clock = 0;
@@ -167,6 +175,8 @@ struct Runtime::Impl final : Reclaimer {
     } catch (const OutOfMemory& e) {
       throw out_of_memory(s.nbytes, &e);
     }
+    // Windows map the allocator's blocks back to storages through the owner tag.
+    if (heuristic->fragmentation_aware()) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
     s.in_memory = true;
     add_resident(s);
   }
@@ -185,7 +195,69 @@ struct Runtime::Impl final : Reclaimer {
   }
 
   // Reclaimer: the allocator needs room.
-  std::size_t reclaim(const ReclaimRequest&) override { return evict_one(); }
+  std::size_t reclaim(const ReclaimRequest& request) override {
+    if (heuristic->fragmentation_aware()) {
+      if (const std::size_t freed = evict_window(request)) return freed;
+    }
+    return evict_one();
+  }
+
+  // Evicts the cheapest contiguous window of free and evictable blocks in the request's pool that covers it
+  // (heuristics/window.h); returns the bytes evicted, 0 when no window with something to evict covers it
+  // (then the request needs a new segment, and the scores choose one storage at a time).
+  std::size_t evict_window(const ReclaimRequest& request) {
+    using heuristics::WindowBlock;
+    const std::uint64_t search_start = now_ns();
+    const std::uint64_t clock = now();
+    window_blocks.clear();
+    window_owners.clear();
+    allocator->for_each_block(request.pool, [&](const BlockInfo& block, bool segment_start) {
+      WindowBlock w;
+      w.bytes = block.size;
+      w.segment_start = segment_start;
+      Storage* owner = block.allocated ? reinterpret_cast<Storage*>(block.owner) : nullptr;  // NOLINT
+      if (!block.allocated) {
+        w.kind = WindowBlock::Kind::free;
+      } else if (owner != nullptr && candidate(*owner)) {
+        w.kind = WindowBlock::Kind::evictable;
+        w.cost = heuristic->window_cost(*owner, clock);
+      } else {
+        w.kind = WindowBlock::Kind::fixed;
+      }
+      window_blocks.push_back(w);
+      window_owners.push_back(owner);
+    });
+    const auto window = heuristics::cheapest_window(window_blocks, request.block_bytes);
+    stats.search_ns += now_ns() - search_start;
+    if (!window) return 0;
+    std::size_t freed = 0;
+    for (std::size_t i = window->first; i < window->last; ++i) {
+      if (window_blocks[i].kind != WindowBlock::Kind::evictable) continue;
+      freed += window_blocks[i].bytes;
+      evict(*window_owners[i]);
+      stats.evictions += 1;
+    }
+    return freed;
+  }
+
+  // Candidates below this many bytes are passed over (Config::size_floor), unless every candidate is.
+  std::size_t size_floor_bytes() const {
+    if (config.size_floor == 0) return 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t count = 0;
+    for (const Storage* s : resident) {
+      if (s->pins > 0) continue;
+      bytes += s->nbytes;
+      count += 1;
+    }
+    if (count == 0) return 0;
+    const auto floor = static_cast<std::size_t>(config.size_floor * static_cast<double>(bytes) / static_cast<double>(count));
+    std::size_t largest = 0;
+    for (const Storage* s : resident) {
+      if (s->pins == 0) largest = std::max(largest, s->nbytes);
+    }
+    return floor <= largest ? floor : 0;  // every candidate below the floor: all of them count
+  }
 
   // Evicts the resident, unpinned storage with the lowest score; returns its bytes (0: nothing could go).
   std::size_t evict_one() {
@@ -195,9 +267,10 @@ struct Runtime::Impl final : Reclaimer {
     if (index) {
       victim = static_cast<Storage*>(index->choose(clock));  // the index holds only this runtime's storages
     } else {
+      const std::size_t floor = size_floor_bytes();
       double best = std::numeric_limits<double>::infinity();
       for (Storage* s : resident) {
-        if (s->pins > 0) continue;
+        if (s->pins > 0 || s->nbytes < floor) continue;
         const double score = heuristic->score(*s, clock);
         if (victim == nullptr || score < best) {
           victim = s;

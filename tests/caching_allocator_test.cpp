@@ -367,6 +367,51 @@ TEST_F(CachingAllocatorTest, SnapshotListsBlocksInAddressOrderWithOwners) {
   alloc->free(b);
 }
 
+TEST_F(CachingAllocatorTest, ForEachBlockVisitsOnePoolInAddressOrderAsTheSnapshotDoes) {
+  auto alloc = make();
+  void* small_a = alloc->allocate(KiB);
+  void* small_b = alloc->allocate(MiB);
+  void* small_c = alloc->allocate(MiB);  // does not fit next to the other two: a second small segment
+  void* large = alloc->allocate(3 * MiB);
+  alloc->set_owner(small_a, 7);
+  alloc->set_owner(large, 9);
+  for (Pool pool : {Pool::small, Pool::large}) {
+    std::vector<BlockInfo> expected;
+    std::vector<bool> expected_starts;
+    for (const SegmentInfo& segment : alloc->snapshot().segments) {
+      if (segment.pool != pool) continue;
+      for (std::size_t i = 0; i < segment.blocks.size(); ++i) {
+        expected.push_back(segment.blocks[i]);
+        expected_starts.push_back(i == 0);
+      }
+    }
+    std::vector<BlockInfo> seen;
+    std::vector<bool> starts;
+    alloc->for_each_block(pool, [&](const BlockInfo& block, bool segment_start) {
+      seen.push_back(block);
+      starts.push_back(segment_start);
+    });
+    ASSERT_EQ(seen.size(), expected.size()) << to_string(pool);
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+      EXPECT_EQ(seen[i].address, expected[i].address);
+      EXPECT_EQ(seen[i].size, expected[i].size);
+      EXPECT_EQ(seen[i].allocated, expected[i].allocated);
+      EXPECT_EQ(seen[i].owner, expected[i].owner);
+      if (i > 0) {
+        EXPECT_LT(seen[i - 1].address, seen[i].address);
+      }
+    }
+    EXPECT_EQ(starts, expected_starts);
+  }
+  std::size_t small_segments = 0;
+  alloc->for_each_block(Pool::small, [&](const BlockInfo&, bool segment_start) { small_segments += segment_start; });
+  EXPECT_EQ(small_segments, 2u);
+  alloc->free(small_a);
+  alloc->free(small_b);
+  alloc->free(small_c);
+  alloc->free(large);
+}
+
 TEST_F(CachingAllocatorTest, FreeOfForeignOrFreedPointerIsRejected) {
   auto alloc = make();
   void* a = alloc->allocate(KiB);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "env_guard.h"
 #include "test_resources.h"
@@ -15,8 +16,9 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EnvGuard budget("DTR_MEMORY_BUDGET", nullptr), heuristic("DTR_HEURISTIC", nullptr),
       cost("DTR_COST_MODEL", nullptr), clock("DTR_CLOCK", nullptr), mode("DTR_BUDGET_MODE", nullptr),
       device("DTR_DEVICE", nullptr), stats("DTR_STATS", nullptr), trace("DTR_TRACE", nullptr),
-      inplace("DTR_INPLACE", nullptr), search("DTR_SEARCH", nullptr);
+      inplace("DTR_INPLACE", nullptr), search("DTR_SEARCH", nullptr), floor("DTR_SIZE_FLOOR", nullptr);
   const Config c = Config::from_env(1 << 30);
+  EXPECT_EQ(c.size_floor, 0.0);
   EXPECT_EQ(c.memory_budget, std::nullopt);
   EXPECT_EQ(c.heuristic, "dtr-eq");
   EXPECT_EQ(c.cost_model, CostModel::measured);
@@ -33,8 +35,9 @@ TEST(Config, ReadsEveryVariable) {
   EnvGuard budget("DTR_MEMORY_BUDGET", "25%"), heuristic("DTR_HEURISTIC", "lru"), cost("DTR_COST_MODEL", "bytes"),
       clock("DTR_CLOCK", "time"), mode("DTR_BUDGET_MODE", "bytes"), device("DTR_DEVICE", "cpu"),
       stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl"),
-      inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan");
+      inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan"), floor("DTR_SIZE_FLOOR", "0.01");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
+  EXPECT_EQ(c.size_floor, 0.01);
   EXPECT_EQ(c.memory_budget, std::uint64_t{1} << 30);
   EXPECT_EQ(c.heuristic, "lru");
   EXPECT_EQ(c.cost_model, CostModel::bytes);
@@ -50,7 +53,8 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   const std::pair<const char*, const char*> cases[] = {
       {"DTR_HEURISTIC", "fastest"},  {"DTR_COST_MODEL", "FLOPS"}, {"DTR_CLOCK", "wall"},
       {"DTR_BUDGET_MODE", "tensor"}, {"DTR_DEVICE", "tpu"},        {"DTR_MEMORY_BUDGET", "8 gigs"},
-      {"DTR_INPLACE", "cow"}, {"DTR_SEARCH", "sampled"}};
+      {"DTR_INPLACE", "cow"}, {"DTR_SEARCH", "sampled"}, {"DTR_SIZE_FLOOR", "-0.5"},
+      {"DTR_SIZE_FLOOR", "1%"}, {"DTR_SIZE_FLOOR", ""}, {"DTR_SIZE_FLOOR", "nan"}, {"DTR_SIZE_FLOOR", "inf"}};
   for (const auto& [name, value] : cases) {
     EnvGuard env(name, value);
     try {
@@ -68,6 +72,21 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   EXPECT_EQ(to_string(parse_inplace_mode("pin-dependents")), std::string("pin-dependents"));
   EXPECT_EQ(to_string(parse_search("index")), std::string("index"));
   EXPECT_EQ(to_string(parse_search("scan")), std::string("scan"));
+  EXPECT_EQ(parse_size_floor("0"), 0.0);
+  EXPECT_EQ(parse_size_floor("2.5"), 2.5);
+}
+
+TEST(Config, RuntimeRejectsAMalformedSizeFloorSetInCode) {
+  for (double bad : {-0.1, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    Config config = deterministic_config(4096);
+    config.size_floor = bad;
+    try {
+      Runtime rt(config);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("Config::size_floor"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Config, DefaultRuntimeIsBuiltOnceFromTheEnvironment) {

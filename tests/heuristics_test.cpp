@@ -267,11 +267,16 @@ TEST(RandomHeuristic, IsReproducibleForASeed) {
 
 TEST(Heuristics, EveryNameBuildsAndUnknownNamesAreConfigErrors) {
   EXPECT_EQ(heuristics::heuristic_names(),
-            (std::vector<std::string>{"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random"}));
+            (std::vector<std::string>{"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random", "window",
+                                      "dtr-eq+window"}));
   for (const std::string& name : heuristics::heuristic_names()) {
     EXPECT_EQ(heuristics::make_heuristic(name)->name(), name);
   }
-  for (const char* bad : {"dtr-exact", "random:", "random:x", "random:-1", "Lru"}) {
+  for (const char* name : {"dtr+window", "lru+window", "msps+window", "random:7+window"}) {
+    EXPECT_EQ(heuristics::make_heuristic(name)->name(), name);
+  }
+  for (const char* bad : {"dtr-exact", "random:", "random:x", "random:-1", "Lru", "window+window", "+window",
+                          "dtr-eq+Window", "dtr-eq+window+window", "foo+window"}) {
     try {
       heuristics::make_heuristic(bad, "DTR_HEURISTIC");
       ADD_FAILURE() << bad << " was accepted";

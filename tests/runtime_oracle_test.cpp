@@ -125,6 +125,13 @@ Config config_for(std::optional<std::uint64_t> budget, BudgetMode mode, const ch
   Config config = deterministic_config(budget, mode, heuristic);
   config.inplace = inplace;
   config.search = seed % 2 == 1 ? EvictionSearch::index : EvictionSearch::scan;
+  // Segments of a few tensors (the programs' tensors are at most 24 x 48 floats), so that a device budget
+  // spans many segments and fragmentation, windows included, is exercised.
+  config.allocator.small_request_limit = 4 * 1024;
+  config.allocator.small_segment_bytes = 16 * 1024;
+  config.allocator.large_segment_bytes = 32 * 1024;
+  config.allocator.own_segment_threshold = 32 * 1024;
+  config.allocator.own_segment_rounding = 16 * 1024;
   return config;
 }
 
@@ -183,6 +190,30 @@ TEST(RuntimeOracle, RandomProgramsMatchTheUnbudgetedRunBitwise) {
       }
     }
     }
+  }
+}
+
+TEST(RuntimeOracle, SizeFloorRunsMatchTheUnbudgetedRunBitwise) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "program " << seed);
+    const Observation oracle =
+        run_program(seed, 300, config_for(std::nullopt, BudgetMode::bytes, "dtr-eq", InplaceMode::copy_on_write));
+    int feasible_runs = 0;
+    for (const double floor : {0.1, 0.5, 2.0}) {
+      for (const double ratio : {0.5, 0.7, 0.9}) {
+        const auto budget = static_cast<std::uint64_t>(ratio * static_cast<double>(oracle.stats.peak_resident_bytes));
+        Config config = config_for(budget, BudgetMode::bytes, "dtr-eq", InplaceMode::copy_on_write, seed);
+        config.size_floor = floor;
+        const Observation run = run_program(seed, 300, config);
+        EXPECT_EQ(run.allocated_at_end, 0u);
+        if (!run.feasible) continue;
+        feasible_runs += 1;
+        EXPECT_GT(run.stats.evictions, 0u);
+        EXPECT_LE(run.stats.peak_resident_bytes, budget);
+        expect_same_reads(oracle, run);
+      }
+    }
+    EXPECT_GT(feasible_runs, 0);
   }
 }
 

@@ -61,6 +61,30 @@ TEST(Runtime, EvictedAncestorsAreRecomputedInOrder) {
   EXPECT_TRUE(t1.resident() && t2.resident() && t3.resident());
 }
 
+TEST(Runtime, SizeFloorPassesOverCandidatesFarBelowTheMeanSize) {
+  for (const double floor : {0.0, 0.5, 100.0}) {
+    SCOPED_TRACE(::testing::Message() << "size floor " << floor);
+    // Resident: two constants (64 B, 1 KiB) and three candidates: small (64 B, the least recently used), big1
+    // and big2 (1 KiB each): 3,200 bytes, the whole budget.
+    Config config = deterministic_config(3200, BudgetMode::bytes, "lru");
+    config.size_floor = floor;
+    Runtime rt(config);
+    Tensor xs = constant(rt, {16}, 0.5f);
+    Tensor xb = constant(rt, {256}, 0.5f);
+    Tensor small = rt.call1(ops::relu(), {xs});
+    Tensor big1 = rt.call1(ops::relu(), {xb});
+    Tensor big2 = rt.call1(ops::scale(), {xb}, Attrs{{"factor", 2.0}});
+    Tensor y = rt.call1(ops::scale(), {xs}, Attrs{{"factor", 3.0}});  // 64 B more: one eviction
+    EXPECT_EQ(rt.stats().evictions, 1u);
+    // No floor: the least recently used goes. A floor of half the mean (352 B) passes over the 64 B one. A
+    // floor above every candidate falls back to all of them.
+    EXPECT_EQ(small.resident(), floor == 0.5);
+    EXPECT_EQ(big1.resident(), floor != 0.5);
+    EXPECT_TRUE(big2.resident());
+    EXPECT_TRUE(bitwise_equal(small.to_host(), xs.to_host()));  // relu of positive values
+  }
+}
+
 TEST(Runtime, SiblingsOfAMultiOutputOpComeBackTogether) {
   Runtime rt(deterministic_config());
   Tensor x = constant(rt, {6, 2}, 1.0f);

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -147,6 +148,12 @@ class CachingAllocator final : public MemoryResource {
   AllocatorStats stats() const;
   void reset_peak_stats();
   MemorySnapshot snapshot() const;
+
+  // Visits the blocks of `pool`'s segments, segment by segment in address order and each segment's blocks in
+  // address order, under the allocator's lock; `segment_start` is true for a segment's first block (blocks of
+  // two segments are never contiguous). What fragmentation-aware eviction reads instead of a snapshot: it
+  // copies nothing. `visit` must not call back into the allocator (it would deadlock).
+  void for_each_block(Pool pool, const std::function<void(const BlockInfo& block, bool segment_start)>& visit) const;
 
   const CachingAllocatorOptions& options() const noexcept { return options_; }
   MemoryResource& upstream() const noexcept { return upstream_; }

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "dtr/caching_allocator.h"
 #include "dtr/device.h"
 
 namespace dtr {
@@ -28,15 +29,22 @@ enum class EvictionSearch { index, scan };
 
 struct Config {
   std::optional<std::uint64_t> memory_budget;  // DTR_MEMORY_BUDGET; nullopt: none
-  std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: dtr, dtr-eq, dtr-local, lru, size, msps, random
+  std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: see heuristics::make_heuristic
   CostModel cost_model = CostModel::measured;  // DTR_COST_MODEL: measured, flops, bytes
   ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
   InplaceMode inplace = InplaceMode::copy_on_write;  // DTR_INPLACE: copy-on-write, pin-dependents
   EvictionSearch search = EvictionSearch::index;     // DTR_SEARCH: index, scan (random always scans)
+  // DTR_SIZE_FLOOR: ignore candidates smaller than this fraction of the mean candidate size (unless every one
+  // is), as the DTR prototype did to shorten its scans; 0 (the default) considers every candidate. Choosing
+  // under a floor scans the candidates, and windows ignore it.
+  double size_floor = 0;
   Device device;                               // DTR_DEVICE: cpu (the runtime's kernels are CPU-only so far)
   std::string stats_path;                      // DTR_STATS: JSON stats written when the runtime is destroyed
   std::string trace_path;                      // DTR_TRACE: the run as the DTR prototype's JSON-lines log
+  // The runtime's caching allocator: rounding and segment sizes (in code only). Its budget_bytes is ignored:
+  // memory_budget and budget_mode decide the budget.
+  CachingAllocatorOptions allocator;
 
   // Reads the environment; percentages of DTR_MEMORY_BUDGET are of `capacity_bytes`.
   static Config from_env(std::uint64_t capacity_bytes);
@@ -47,6 +55,7 @@ ClockKind parse_clock(std::string_view text, std::string_view variable = "DTR_CL
 BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = "DTR_BUDGET_MODE");
 InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable = "DTR_INPLACE");
 EvictionSearch parse_search(std::string_view text, std::string_view variable = "DTR_SEARCH");
+double parse_size_floor(std::string_view text, std::string_view variable = "DTR_SIZE_FLOOR");
 const char* to_string(CostModel model);
 const char* to_string(ClockKind clock);
 const char* to_string(BudgetMode mode);
