@@ -39,10 +39,20 @@ constexpr double kThrashFactor = 50;           // stop a chain run past this man
 
 using dtr::heuristics::revolve_recomputations;
 
-dtr::Config config_for(std::optional<std::uint64_t> budget, const std::string& heuristic) {
+// Device budgets count the allocator's segments: small ones (64 KiB) so that a DAG spans dozens of them and
+// where its tensors land matters.
+dtr::Config config_for(std::optional<std::uint64_t> budget, const std::string& heuristic,
+                       dtr::BudgetMode mode = dtr::BudgetMode::bytes) {
   dtr::Config config;
   config.memory_budget = budget;
-  config.budget_mode = dtr::BudgetMode::bytes;
+  config.budget_mode = mode;
+  if (mode == dtr::BudgetMode::device) {
+    config.allocator.small_request_limit = 16 * 1024;
+    config.allocator.small_segment_bytes = 64 * 1024;
+    config.allocator.large_segment_bytes = 128 * 1024;
+    config.allocator.own_segment_threshold = 128 * 1024;
+    config.allocator.own_segment_rounding = 64 * 1024;
+  }
   config.heuristic = heuristic;
   config.cost_model = dtr::CostModel::flops;
   config.clock = dtr::ClockKind::ops;
@@ -54,6 +64,7 @@ struct Outcome {
   bool thrashed = false;
   std::uint64_t recomputations = 0;
   std::uint64_t peak_resident = 0;
+  std::uint64_t peak_reserved = 0;
 };
 
 // Runs `program` (which builds the forward pass, then walks backwards, asking `thrashing()` after each
@@ -73,6 +84,7 @@ Outcome measure(dtr::Config config, std::uint64_t cap, Program program) {
   }
   out.recomputations = rt.stats().rematerializations;
   out.peak_resident = rt.stats().peak_resident_bytes;
+  out.peak_reserved = rt.allocator().stats().reserved_bytes.peak;
   return out;
 }
 
@@ -95,13 +107,15 @@ Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std:
   });
 }
 
-// A random DAG program; the same seed is the same program.
-Outcome run_dag(std::uint64_t seed, int steps, std::optional<std::uint64_t> budget, const std::string& heuristic) {
+// A random DAG program with tensors of 1 to `max_kib` KiB; the same seed is the same program.
+Outcome run_dag(std::uint64_t seed, int steps, std::optional<std::uint64_t> budget, const std::string& heuristic,
+                dtr::BudgetMode mode = dtr::BudgetMode::bytes, std::uint64_t max_kib = 4) {
   const auto cap = static_cast<std::uint64_t>(kThrashFactor * steps);
-  return measure(config_for(budget, heuristic), cap, [seed, steps](dtr::Runtime& rt, auto&& thrashing) {
+  return measure(config_for(budget, heuristic, mode), cap, [=](dtr::Runtime& rt, auto&& thrashing) {
     std::mt19937_64 rng(seed);
-    auto elements = [&] { return static_cast<std::int64_t>(256 * (1 + rng() % 4)); };
-    const Tensor pad = rt.constant(dtr::TensorMeta{{1024}}, std::vector<float>(1024, 0.5f));
+    auto elements = [&] { return static_cast<std::int64_t>(256 * (1 + rng() % max_kib)); };
+    const auto longest = static_cast<std::int64_t>(256 * max_kib);
+    const Tensor pad = rt.constant(dtr::TensorMeta{{longest}}, std::vector<float>(static_cast<std::size_t>(longest), 0.5f));
     // `v` brought to `len` elements: a view of its first ones, or v followed by padding (a concat).
     auto fit = [&](const Tensor& v, std::int64_t len) {
       if (v.numel() == len) return v;
@@ -206,26 +220,69 @@ void dag_tables(int dags, int steps, const std::vector<std::string>& heuristics)
   }
 }
 
+// Under device budgets (the allocator's reserved bytes, fragmentation included), tensors of 1 to 16 KiB: the
+// fragmentation-aware heuristics next to their bases.
+void device_tables(int dags, int steps, const std::vector<std::string>& heuristics) {
+  const std::vector<double> ratios = {0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7};
+  constexpr std::uint64_t kMaxKiB = 16;
+  for (int d = 1; d <= dags; ++d) {
+    const auto seed = static_cast<std::uint64_t>(100 + d);
+    const Outcome unbudgeted =
+        run_dag(seed, steps, std::nullopt, "dtr-eq", dtr::BudgetMode::device, kMaxKiB);
+    std::printf("\n### Device budget, random DAG %d (%d forward steps, tensors of 1-16 KiB; unbudgeted peak %llu KiB "
+                "reserved, %llu KiB resident)\n\nRecomputations per budget (fraction of the unbudgeted reserved "
+                "peak).\n\n",
+                d, steps, static_cast<unsigned long long>(unbudgeted.peak_reserved / 1024),
+                static_cast<unsigned long long>(unbudgeted.peak_resident / 1024));
+    std::printf("| budget |");
+    for (const std::string& h : heuristics) std::printf(" %s |", h.c_str());
+    std::printf("\n|---:|");
+    for (std::size_t i = 0; i < heuristics.size(); ++i) std::printf("---:|");
+    std::printf("\n");
+    for (double r : ratios) {
+      const auto budget = static_cast<std::uint64_t>(r * static_cast<double>(unbudgeted.peak_reserved));
+      std::printf("| %.2f |", r);
+      for (const std::string& h : heuristics) {
+        std::printf(" %s |", cell(run_dag(seed, steps, budget, h, dtr::BudgetMode::device, kMaxKiB)).c_str());
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Recomputations per eviction heuristic: the unit chain against Revolve, and random DAGs"};
   std::vector<int> chains = {1600, 10000};
   int dags = 4;
+  int device_dags = 2;
   int steps = 400;
   std::vector<std::string> heuristics = dtr::heuristics::heuristic_names();
+  std::vector<std::string> device_heuristics = {"dtr", "dtr+window", "dtr-eq", "dtr-eq+window", "dtr-local", "window",
+                                                "lru", "lru+window"};
   app.add_option("--chain", chains, "chain lengths")->check(CLI::PositiveNumber);
-  app.add_option("--dags", dags, "number of random DAGs")->check(CLI::NonNegativeNumber);
+  app.add_option("--dags", dags, "number of random DAGs (bytes budgets)")->check(CLI::NonNegativeNumber);
+  app.add_option("--device-dags", device_dags, "number of random DAGs under device budgets")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--steps", steps, "forward steps per random DAG")->check(CLI::PositiveNumber);
-  app.add_option("--heuristic", heuristics, "heuristics to compare");
+  app.add_option("--heuristic", heuristics, "heuristics for the chains and bytes-budget DAGs");
+  app.add_option("--device-heuristic", device_heuristics, "heuristics for the device-budget DAGs");
   CLI11_PARSE(app, argc, argv);
   try {
     for (const std::string& h : heuristics) dtr::heuristics::make_heuristic(h, "--heuristic");
+    for (const std::string& h : device_heuristics) dtr::heuristics::make_heuristic(h, "--device-heuristic");
   } catch (const dtr::ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }
+  // Under bytes budgets nothing is fragmented: a window heuristic decides as its base does.
+  std::erase_if(heuristics, [](const std::string& h) {
+    return dtr::heuristics::make_heuristic(h)->fragmentation_aware();
+  });
   for (int n : chains) chain_table(n, heuristics);
   dag_tables(dags, steps, heuristics);
+  device_tables(device_dags, steps, device_heuristics);
   return 0;
 }

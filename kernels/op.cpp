@@ -14,6 +14,8 @@ std::size_t element_size(DType dtype) {
   switch (dtype) {
     case DType::float32:
       return sizeof(float);
+    case DType::uint8:
+      return 1;
   }
   DTR_THROW(InvalidArgument, "unknown dtype ", static_cast<int>(dtype));
 }
@@ -22,6 +24,8 @@ const char* to_string(DType dtype) {
   switch (dtype) {
     case DType::float32:
       return "float32";
+    case DType::uint8:
+      return "uint8";
   }
   DTR_THROW(InvalidArgument, "unknown dtype ", static_cast<int>(dtype));
 }

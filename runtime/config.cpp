@@ -20,7 +20,8 @@ CostModel parse_cost_model(std::string_view text, std::string_view variable) {
 ClockKind parse_clock(std::string_view text, std::string_view variable) {
   if (text == "ops") return ClockKind::ops;
   if (text == "time") return ClockKind::time;
-  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a clock; expected ops or time");
+  if (text == "compute") return ClockKind::compute;
+  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a clock; expected ops, time or compute");
 }
 
 BudgetMode parse_budget_mode(std::string_view text, std::string_view variable) {
@@ -61,7 +62,14 @@ const char* to_string(CostModel model) {
   return "?";
 }
 
-const char* to_string(ClockKind clock) { return clock == ClockKind::ops ? "ops" : "time"; }
+const char* to_string(ClockKind clock) {
+  switch (clock) {
+    case ClockKind::ops: return "ops";
+    case ClockKind::time: return "time";
+    case ClockKind::compute: return "compute";
+  }
+  return "?";
+}
 const char* to_string(BudgetMode mode) { return mode == BudgetMode::device ? "device" : "bytes"; }
 const char* to_string(EvictionSearch search) { return search == EvictionSearch::index ? "index" : "scan"; }
 const char* to_string(InplaceMode mode) {

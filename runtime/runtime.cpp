@@ -43,7 +43,7 @@ std::uint64_t mix(std::uint64_t x) {
 }  // namespace
 
 struct Runtime::Impl final : Reclaimer {
-  explicit Impl(Config cfg) : config(std::move(cfg)) {
+  Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config(std::move(cfg)) {
     DTR_CHECK(config.device.kind == DeviceKind::cpu, DeviceError, "the runtime's kernels run on the CPU only so far; ",
               "DTR_DEVICE=", config.device.to_string(), " is not supported yet");
     heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
@@ -56,7 +56,8 @@ struct Runtime::Impl final : Reclaimer {
     }
     CachingAllocatorOptions options = config.allocator;
     options.budget_bytes = config.budget_mode == BudgetMode::device ? config.memory_budget : std::nullopt;
-    allocator = std::make_unique<CachingAllocator>(make_host_resource(), options);
+    host_memory = memory->host_accessible();
+    allocator = std::make_unique<CachingAllocator>(std::move(memory), options);
     allocator->set_reclaimer(this);
     if (!config.trace_path.empty()) trace = std::make_unique<detail::TraceWriter>(config.trace_path);
     start_ns = now_ns();
@@ -88,6 +89,8 @@ struct Runtime::Impl final : Reclaimer {
   std::uint64_t resident_bytes = 0;
   std::uint64_t next_id = 1;
   std::uint64_t op_clock = 0;
+  double compute_clock = 0;  // ClockKind::compute: the cost of every kernel run so far
+  bool host_memory = true;   // whether kernels can touch the buffers (false over simulated memory)
   std::uint64_t random_calls = 0;
   std::uint64_t start_ns = 0;
   std::int64_t live_storages = 0;
@@ -116,7 +119,14 @@ struct Runtime::Impl final : Reclaimer {
     return std::allocate_shared<T>(detail::PoolAllocator<T>(pool), std::forward<Args>(args)...);
   }
 
-  std::uint64_t now() const { return config.clock == ClockKind::ops ? op_clock : now_ns() - start_ns; }
+  std::uint64_t now() const {
+    switch (config.clock) {
+      case ClockKind::ops: return op_clock;
+      case ClockKind::time: return now_ns() - start_ns;
+      case ClockKind::compute: return static_cast<std::uint64_t>(compute_clock);
+    }
+    return op_clock;
+  }
 
   void touch(Storage& s) {
     s.last_used = now();
@@ -329,6 +339,7 @@ struct Runtime::Impl final : Reclaimer {
   };
 
   double cost_of(const Closure& c, std::uint64_t elapsed_ns) const {
+    if (c.op->known_cost) return std::max(0.0, c.op->known_cost(c.input_meta, c.attrs));
     switch (config.cost_model) {
       case CostModel::measured: return static_cast<double>(std::max<std::uint64_t>(elapsed_ns, 1));
       case CostModel::flops: {
@@ -373,6 +384,7 @@ struct Runtime::Impl final : Reclaimer {
     const std::uint64_t started = now_ns();
     c.op->cpu_kernel(args);
     const double cost = cost_of(c, now_ns() - started);
+    compute_clock += cost;
     if (rematerializing) {
       stats.remat_compute += cost;
       stats.rematerializations += 1;
@@ -432,11 +444,15 @@ struct Runtime::Impl final : Reclaimer {
 
   Results call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
     DTR_CHECK(op.infer && op.cpu_kernel, InvalidArgument, "op '", op.name, "' has no shape rule or CPU kernel");
+    DTR_CHECK(host_memory || !op.touches_memory, InvalidArgument, "op '", op.name, "' runs a kernel, but this "
+              "runtime's memory (", allocator->upstream().name(), ") is simulated: only replayed ops can run");
     SmallVector<TensorMeta, 4> in_meta;
     for (const Tensor& t : inputs) {
       DTR_CHECK(t.defined(), InvalidArgument, "op '", op.name, "': an input tensor is undefined");
       DTR_CHECK(&t.handle_->storage->runtime == this, InvalidArgument, "op '", op.name,
                 "': an input tensor belongs to another runtime");
+      DTR_CHECK(!op.touches_memory || t.handle_->meta.dtype == DType::float32, ShapeError, "op '", op.name,
+                "' takes float32 tensors; input ", in_meta.size(), " is ", to_string(t.handle_->meta.dtype));
       in_meta.push_back(t.handle_->meta);
     }
     TensorMetas out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
@@ -486,10 +502,20 @@ struct Runtime::Impl final : Reclaimer {
   Tensor constant(TensorMeta meta, std::span<const float> values) {
     DTR_CHECK(static_cast<std::int64_t>(values.size()) == meta.numel(), InvalidArgument, "constant of shape ",
               to_string(meta.shape), " needs ", meta.numel(), " values, got ", values.size());
+    DTR_CHECK(meta.dtype == DType::float32, InvalidArgument, "constant: values are float32, the meta says ",
+              to_string(meta.dtype));
+    DTR_CHECK(host_memory, InvalidArgument, "constant: this runtime's memory (", allocator->upstream().name(),
+              ") is simulated and cannot hold values; use constant(meta)");
+    Tensor t = constant(std::move(meta));
+    std::copy(values.begin(), values.end(), t.handle_->storage->data);
+    return t;
+  }
+
+  Tensor constant(TensorMeta meta) {
     auto s = make<Storage>(*this, next_id++, std::move(meta));
     live_storages += 1;
     allocate(*s);
-    std::copy(values.begin(), values.end(), s->data);
+    if (host_memory) std::memset(s->data, 0, s->nbytes);
     touch(*s);
     if (trace) trace->constant(s->id, s->nbytes);
     return Tensor(make<TensorHandle>(std::move(s)));
@@ -654,10 +680,22 @@ TensorHandle::~TensorHandle() { storage->runtime.release_handle(*storage, id, st
 
 // ---- public API ----
 
-Runtime::Runtime(Config config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+Runtime::Runtime(Config config) : Runtime(std::move(config), make_host_resource()) {}
+Runtime::Runtime(Config config, std::unique_ptr<MemoryResource> memory) {
+  DTR_CHECK(memory != nullptr, InvalidArgument, "Runtime: the memory resource is null");
+  impl_ = std::make_unique<Impl>(std::move(config), std::move(memory));
+}
 Runtime::~Runtime() = default;
 
 Tensor Runtime::constant(TensorMeta meta, std::span<const float> values) { return impl_->constant(std::move(meta), values); }
+Tensor Runtime::constant(TensorMeta meta) { return impl_->constant(std::move(meta)); }
+
+void Runtime::materialize(const Tensor& tensor) {
+  DTR_CHECK(tensor.defined(), InvalidArgument, "materialize: the tensor is undefined");
+  Storage& s = *tensor.handle_->storage;
+  DTR_CHECK(&s.runtime == impl_.get(), InvalidArgument, "materialize: the tensor belongs to another runtime");
+  s.runtime.materialize(s);
+}
 
 namespace {
 
@@ -727,9 +765,17 @@ const TensorMeta& Tensor::meta() const {
 std::vector<float> Tensor::to_host() const {
   DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");
   Storage& s = *handle_->storage;
+  DTR_CHECK(s.runtime.host_memory, InvalidArgument, "to_host: the tensor lives in simulated memory");
+  DTR_CHECK(handle_->meta.dtype == DType::float32, InvalidArgument, "to_host: the tensor is ",
+            to_string(handle_->meta.dtype), ", not float32");
   s.runtime.materialize(s);
   const float* begin = s.data + handle_->offset;
   return std::vector<float>(begin, begin + handle_->meta.numel());
+}
+
+std::size_t Tensor::storage_bytes() const {
+  DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");
+  return handle_->storage->nbytes;
 }
 
 bool Tensor::is_view() const {

@@ -15,8 +15,9 @@ namespace dtr {
 // What an op costs, for the heuristics and the stats: measured kernel time, or counts that are the same on
 // every machine (tests, cross-machine comparisons).
 enum class CostModel { measured, flops, bytes };
-// What "staleness" counts: ops run, or nanoseconds.
-enum class ClockKind { ops, time };
+// What "staleness" counts: ops run, nanoseconds of wall time, or the cost of the ops run so far (first runs
+// and recomputations, in the cost model's unit: with a replay's logged times, the DTR authors' clock).
+enum class ClockKind { ops, time, compute };
 // What the budget caps: the allocator's reserved bytes (device memory, fragmentation included), or the sum of
 // resident storage bytes (as the DTR paper counts).
 enum class BudgetMode { device, bytes };
@@ -31,7 +32,7 @@ struct Config {
   std::optional<std::uint64_t> memory_budget;  // DTR_MEMORY_BUDGET; nullopt: none
   std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: see heuristics::make_heuristic
   CostModel cost_model = CostModel::measured;  // DTR_COST_MODEL: measured, flops, bytes
-  ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time
+  ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time, compute
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
   InplaceMode inplace = InplaceMode::copy_on_write;  // DTR_INPLACE: copy-on-write, pin-dependents
   EvictionSearch search = EvictionSearch::index;     // DTR_SEARCH: index, scan (random always scans)

@@ -10,4 +10,5 @@
 #include "dtr/op.h"
 #include "dtr/ops.h"
 #include "dtr/runtime.h"
+#include "dtr/sim.h"
 #include "dtr/version.h"

@@ -43,6 +43,13 @@ class ShapeError : public InvalidArgument {
   using InvalidArgument::InvalidArgument;
 };
 
+// A trace (the DTR prototype's JSON-lines op log) that cannot be read: the message names the file, the line
+// number and what was expected there.
+class TraceError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
+
 // A device was asked for that this build or this machine cannot provide, or a device call failed.
 class DeviceError : public Error {
  public:

@@ -22,7 +22,9 @@ namespace dtr {
 // Dimensions, outermost first. Up to 6 live inside the shape: no heap allocation for the ranks training uses.
 using Shape = SmallVector<std::int64_t, 6>;
 
-enum class DType : std::uint8_t { float32 };
+// float32: what the kernels compute on. uint8: opaque bytes, for tensors only their size matters of (the
+// replayed ops of dtr-sim); kernels reject it.
+enum class DType : std::uint8_t { float32, uint8 };
 
 std::size_t element_size(DType dtype);
 const char* to_string(DType dtype);
@@ -83,6 +85,11 @@ struct OpDef {
   std::function<double(std::span<const TensorMeta> inputs, const Attrs& attrs)> flops;
   // True when the op draws random numbers: the runtime captures a seed in its closure.
   bool random = false;
+  // When set, the op's cost under every cost model (a replayed op costs the time its log recorded).
+  std::function<double(std::span<const TensorMeta> inputs, const Attrs& attrs)> known_cost = nullptr;
+  // False for a kernel that touches no buffer (a replayed op): such an op also runs over simulated memory,
+  // and takes tensors of any dtype; the others need host memory and float32 tensors.
+  bool touches_memory = true;
 };
 
 }  // namespace dtr

@@ -41,12 +41,20 @@ class Runtime {
  public:
   // A CPU runtime with its own host allocator, configured by `config` (budget, heuristic, cost model, ...).
   explicit Runtime(Config config = {});
+  // The same over `memory` (owned; its caching allocator is the runtime's). Over memory the host cannot
+  // touch (a SimulatedResource: dtr-sim), only ops with OpDef::touches_memory false can run, and tensors
+  // cannot be read back.
+  Runtime(Config config, std::unique_ptr<MemoryResource> memory);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
   // A value with no producer (parameters, inputs): never evicted while anything needs it.
   Tensor constant(TensorMeta meta, std::span<const float> values);
+  // A constant of any dtype whose contents do not matter: zeros in host memory, untouched in simulated memory.
+  Tensor constant(TensorMeta meta);
+  // Makes `tensor` resident (recomputing it if it was evicted) without reading it.
+  void materialize(const Tensor& tensor);
 
   // Runs `op` on `inputs` (recomputing any that were evicted) and returns its outputs. Throws dtr::ShapeError
   // before anything is allocated when the shapes do not fit, and dtr::OutOfMemory naming the op when the

@@ -34,6 +34,8 @@ class Tensor {
   bool is_view() const;
   // Whether the values are in memory now (false once evicted, until they are recomputed).
   bool resident() const;
+  // The bytes of the storage it is (a view: the storage it is part of).
+  std::size_t storage_bytes() const;
 
  private:
   friend class Runtime;

@@ -1,0 +1,239 @@
+// A trace replayed through the real Runtime over simulated memory (design section 6).
+#include <algorithm>
+#include <unordered_map>
+
+#include "dtr/check.h"
+#include "dtr/memory_resource.h"
+#include "dtr/runtime.h"
+#include "dtr/sim.h"
+
+namespace dtr::sim {
+namespace {
+
+using Kind = Instruction::Kind;
+
+// A logged op: outputs of the logged sizes (opaque bytes), no kernel work, the logged time as its cost.
+const OpDef& replay_op() {
+  static const OpDef op{
+      .name = "replay",
+      .infer =
+          [](std::span<const TensorMeta> /*inputs*/, const Attrs& attrs) {
+            TensorMetas out;
+            for (const std::int64_t bytes : attrs.get_ints("bytes")) out.push_back(TensorMeta{{bytes}, DType::uint8});
+            return out;
+          },
+      .cpu_kernel = [](const KernelArgs& /*args*/) {},
+      .flops = nullptr,
+      .random = false,
+      .known_cost = [](std::span<const TensorMeta> /*inputs*/, const Attrs& attrs) { return attrs.get_real("time"); },
+      .touches_memory = false,
+  };
+  return op;
+}
+
+class Replayer {
+ public:
+  Replayer(const Trace& trace, const ReplayOptions& options)
+      : trace_(trace), options_(options), runtime_(config_for(options), make_simulated_resource(kCapacity)) {
+    live_.resize(trace.names.size());
+  }
+
+  ReplayResult run() {
+    ReplayResult result;
+    try {
+      for (const Instruction& in : trace_.instructions) {
+        step(in);
+        if (stop()) {
+          result.thrashed = true;
+          break;
+        }
+      }
+      // What the program still holds must exist at the end.
+      if (!result.thrashed) {
+        for (const Tensor& t : live_) {
+          if (!t.defined()) continue;
+          runtime_.materialize(t);
+          if (stop()) {
+            result.thrashed = true;
+            break;
+          }
+        }
+      }
+    } catch (const OutOfMemory& e) {
+      result.feasible = false;
+      result.failure = e.what();
+    }
+    const RuntimeStats stats = runtime_.stats();
+    const AllocatorStats memory = runtime_.allocator().stats();
+    result.base_compute_ns = stats.base_compute;
+    result.remat_compute_ns = stats.remat_compute;
+    result.thrashed = result.thrashed || (result.feasible && over_thrash_factor(stats));
+    result.evictions = stats.evictions;
+    result.eager_evictions = stats.eager_evictions;
+    result.rematerializations = stats.rematerializations;
+    result.peak_resident_bytes = stats.peak_resident_bytes;
+    result.peak_reserved_bytes = memory.reserved_bytes.peak;
+    result.peak_fragmentation = memory.peak_fragmentation;
+    result.budget_bytes = options_.budget_bytes.value_or(0);
+    return result;
+  }
+
+ private:
+  // The simulated device: large enough for any trace's budget (nothing is allocated for real).
+  static constexpr std::size_t kCapacity = std::size_t{1} << 45;
+
+  static Config config_for(const ReplayOptions& options) {
+    Config config;
+    config.memory_budget = options.budget_bytes;
+    config.budget_mode = options.budget_mode;
+    config.heuristic = options.heuristic;
+    config.search = options.search;
+    config.clock = ClockKind::compute;
+    config.cost_model = CostModel::flops;  // unused: replayed ops carry their logged cost
+    return config;
+  }
+
+  bool over_thrash_factor(const RuntimeStats& stats) const {
+    return options_.thrash_factor > 0 && stats.remat_compute > options_.thrash_factor * stats.base_compute;
+  }
+
+  bool stop() const {
+    if (options_.remat_limit_ns <= 0) return false;
+    return runtime_.stats().remat_compute > options_.remat_limit_ns;
+  }
+
+  const Tensor& named(std::uint32_t name, const Instruction& in) const {
+    const Tensor& t = live_[name];
+    DTR_CHECK(t.defined(), TraceError, trace_.source, ":", in.line, ": '", trace_.names[name],
+              "' is not live here (never defined, or released)");
+    return t;
+  }
+
+  void step(const Instruction& in) {
+    switch (in.kind) {
+      case Kind::constant:
+        live_[in.name] = runtime_.constant(TensorMeta{{static_cast<std::int64_t>(in.bytes)}, DType::uint8});
+        if (options_.keep_constants) constants_.push_back(live_[in.name]);
+        return;
+      case Kind::call: return call(in);
+      case Kind::mutate: return mutate(in);
+      case Kind::copy:
+      case Kind::copy_from: live_[in.name] = named(in.source, in); return;
+      case Kind::release: live_[in.name] = Tensor(); return;  // a release of a dead name is ignored
+      case Kind::annotate: return;
+    }
+  }
+
+  void call(const Instruction& in) {
+    args_.clear();
+    for (std::uint32_t a : in.args) args_.push_back(named(a, in));
+    std::vector<std::int64_t> bytes;
+    for (const Instruction::Result& r : in.results) {
+      if (r.alias < 0) bytes.push_back(static_cast<std::int64_t>(r.bytes));
+    }
+    const std::vector<Tensor> outputs = runtime_.call(
+        replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"time", in.time_ns}});
+    std::size_t next = 0;
+    for (const Instruction::Result& r : in.results) {
+      // An alias shares the storage of the argument it views.
+      live_[r.name] = r.alias < 0 ? outputs[next++] : args_[static_cast<std::size_t>(r.alias)];
+    }
+  }
+
+  // In place, modelled as copy-on-write: a new op whose outputs replace the mutated arguments' names.
+  void mutate(const Instruction& in) {
+    args_.clear();
+    for (std::uint32_t a : in.args) args_.push_back(named(a, in));
+    std::vector<std::int64_t> bytes;
+    for (std::uint32_t k : in.mutated) bytes.push_back(static_cast<std::int64_t>(args_[k].storage_bytes()));
+    const std::vector<Tensor> outputs = runtime_.call(
+        replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"time", in.time_ns}});
+    for (std::size_t i = 0; i < in.mutated.size(); ++i) live_[in.args[in.mutated[i]]] = outputs[i];
+  }
+
+  const Trace& trace_;
+  const ReplayOptions& options_;
+  Runtime runtime_;
+  std::vector<Tensor> live_;  // by name: the tensor the name holds now (undefined: none)
+  std::vector<Tensor> args_;
+  std::vector<Tensor> constants_;  // held to the end (ReplayOptions::keep_constants)
+};
+
+}  // namespace
+
+TraceSummary summarize(const Trace& trace) {
+  // Storages by index; each name holds one reference to its storage. Nothing but sizes and counts.
+  std::vector<std::uint64_t> size;
+  std::vector<std::uint64_t> references;
+  std::vector<std::int64_t> storage_of(trace.names.size(), -1);  // by name; -1: not live
+  TraceSummary summary;
+  std::uint64_t live = 0;
+  auto create = [&](std::uint64_t bytes) {
+    size.push_back(bytes);
+    references.push_back(0);
+    live += bytes;
+    return static_cast<std::int64_t>(size.size() - 1);
+  };
+  auto bind = [&](std::uint32_t name, std::int64_t storage) {
+    const std::int64_t old = storage_of[name];
+    references[static_cast<std::size_t>(storage)] += 1;
+    storage_of[name] = storage;
+    if (old >= 0 && --references[static_cast<std::size_t>(old)] == 0) live -= size[static_cast<std::size_t>(old)];
+  };
+  auto release = [&](std::uint32_t name) {
+    const std::int64_t old = storage_of[name];
+    if (old < 0) return;
+    storage_of[name] = -1;
+    if (--references[static_cast<std::size_t>(old)] == 0) live -= size[static_cast<std::size_t>(old)];
+  };
+  auto storage_named = [&](std::uint32_t name, const Instruction& in) {
+    DTR_CHECK(storage_of[name] >= 0, TraceError, trace.source, ":", in.line, ": '", trace.names[name],
+              "' is not live here (never defined, or released)");
+    return storage_of[name];
+  };
+  for (const Instruction& in : trace.instructions) {
+    switch (in.kind) {
+      case Kind::constant:
+        summary.constant_bytes += in.bytes;
+        bind(in.name, create(in.bytes));
+        summary.peak_bytes = std::max(summary.peak_bytes, live);
+        break;
+      case Kind::call: {
+        summary.base_compute_ns += in.time_ns;
+        std::vector<std::int64_t> args;
+        for (std::uint32_t a : in.args) args.push_back(storage_named(a, in));
+        std::vector<std::int64_t> results;
+        for (const Instruction::Result& r : in.results) {
+          results.push_back(r.alias < 0 ? create(r.bytes) : args[static_cast<std::size_t>(r.alias)]);
+        }
+        summary.peak_bytes = std::max(summary.peak_bytes, live);
+        for (std::size_t i = 0; i < results.size(); ++i) bind(in.results[i].name, results[i]);
+        break;
+      }
+      case Kind::mutate: {
+        summary.base_compute_ns += in.time_ns;
+        std::vector<std::int64_t> outputs;
+        for (std::uint32_t k : in.mutated) {
+          outputs.push_back(create(size[static_cast<std::size_t>(storage_named(in.args[k], in))]));
+        }
+        summary.peak_bytes = std::max(summary.peak_bytes, live);
+        for (std::size_t i = 0; i < outputs.size(); ++i) bind(in.args[in.mutated[i]], outputs[i]);
+        break;
+      }
+      case Kind::copy:
+      case Kind::copy_from: bind(in.name, storage_named(in.source, in)); break;
+      case Kind::release: release(in.name); break;
+      case Kind::annotate: break;
+    }
+  }
+  return summary;
+}
+
+ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
+  DTR_CHECK(options.thrash_factor >= 0 && options.remat_limit_ns >= 0, InvalidArgument,
+            "replay: thrash_factor and remat_limit_ns must be non-negative");
+  Replayer replayer(trace, options);
+  return replayer.run();
+}
+
+}  // namespace dtr::sim

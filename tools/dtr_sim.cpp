@@ -1,0 +1,228 @@
+// dtr-sim: replays a training trace through the real runtime over simulated memory, at budgets given as
+// ratios of the unbudgeted peak, for one heuristic or all of them (docs/simulator.md).
+//
+//   dtr-sim TRACE [--ratio R | --sweep 0.1:1.0:0.05] [--heuristic H|all]... [--budget-mode bytes|device|both]
+//           [--json] [--csv FILE] [--plot FILE.svg]
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtr/dtr.h"
+#include "heuristics/heuristic.h"
+
+namespace {
+
+struct Row {
+  std::string heuristic;
+  double ratio = 0;
+  dtr::BudgetMode mode = dtr::BudgetMode::bytes;
+  dtr::sim::ReplayResult result;
+};
+
+// "0.1:1.0:0.05": from, to (inclusive, up to rounding), step.
+std::vector<double> parse_sweep(const std::string& text) {
+  double from = 0;
+  double to = 0;
+  double step = 0;
+  char extra = 0;
+  if (std::sscanf(text.c_str(), "%lf:%lf:%lf%c", &from, &to, &step, &extra) != 3 || !(from > 0) || !(to >= from) ||
+      !(step > 0) || !std::isfinite(to)) {
+    throw CLI::ValidationError("--sweep", "expected FROM:TO:STEP with 0 < FROM <= TO and STEP > 0, got '" + text + "'");
+  }
+  std::vector<double> ratios;
+  for (int i = 0;; ++i) {
+    const double r = from + i * step;
+    if (r > to + step * 1e-6) break;
+    ratios.push_back(std::round(r * 1e6) / 1e6);
+    if (ratios.size() > 10000) throw CLI::ValidationError("--sweep", "more than 10000 ratios");
+  }
+  return ratios;
+}
+
+std::string cell(const Row& row) {
+  if (!row.result.feasible) return "OOM";
+  if (row.result.thrashed) return "thrash";
+  return fmt::format("{:.3f}", row.result.overhead());
+}
+
+nlohmann::json to_json(const Row& row) {
+  const auto& r = row.result;
+  return nlohmann::json{{"heuristic", row.heuristic},
+                        {"ratio", row.ratio},
+                        {"budget_bytes", r.budget_bytes},
+                        {"budget_mode", dtr::to_string(row.mode)},
+                        {"feasible", r.feasible},
+                        {"thrashed", r.thrashed},
+                        {"overhead", r.overhead()},
+                        {"base_compute_ns", r.base_compute_ns},
+                        {"remat_compute_ns", r.remat_compute_ns},
+                        {"evictions", r.evictions},
+                        {"rematerializations", r.rematerializations},
+                        {"peak_bytes", row.mode == dtr::BudgetMode::bytes ? r.peak_resident_bytes : r.peak_reserved_bytes}};
+}
+
+void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr::BudgetMode mode) {
+  std::printf("\n%s, %s budget\n", heuristic.c_str(), dtr::to_string(mode));
+  std::printf("%7s %14s %9s %9s %10s %10s %14s %14s %6s\n", "ratio", "budget", "feasible", "overhead", "evictions",
+              "remats", "peak resident", "peak reserved", "frag");
+  for (const Row& row : rows) {
+    if (row.heuristic != heuristic || row.mode != mode) continue;
+    const auto& r = row.result;
+    std::printf("%7.3f %14s %9s %9s %10llu %10llu %14s %14s %5.1f%%\n", row.ratio,
+                dtr::format_bytes(r.budget_bytes).c_str(), r.feasible ? (r.thrashed ? "thrash" : "yes") : "OOM",
+                cell(row).c_str(), static_cast<unsigned long long>(r.evictions),
+                static_cast<unsigned long long>(r.rematerializations), dtr::format_bytes(r.peak_resident_bytes).c_str(),
+                dtr::format_bytes(r.peak_reserved_bytes).c_str(), 100.0 * r.peak_fragmentation);
+  }
+}
+
+void write_csv(const std::string& path, const std::vector<Row>& rows) {
+  std::ofstream out(path);
+  if (!out) throw dtr::InvalidArgument("--csv: cannot write '" + path + "'", __FILE__, __LINE__);
+  out << "heuristic,ratio,budget_bytes,budget_mode,feasible,thrashed,overhead,base_compute_ns,remat_compute_ns,"
+         "evictions,rematerializations,peak_bytes\n";
+  for (const Row& row : rows) {
+    const nlohmann::json j = to_json(row);
+    out << row.heuristic << ',' << row.ratio << ',' << j["budget_bytes"] << ',' << dtr::to_string(row.mode) << ','
+        << (row.result.feasible ? "true" : "false") << ',' << (row.result.thrashed ? "true" : "false") << ','
+        << fmt::format("{:.6f}", row.result.overhead()) << ',' << fmt::format("{:.0f}", row.result.base_compute_ns)
+        << ',' << fmt::format("{:.0f}", row.result.remat_compute_ns) << ',' << row.result.evictions << ','
+        << row.result.rematerializations << ',' << j["peak_bytes"] << '\n';
+  }
+  if (!out) throw dtr::InvalidArgument("--csv: writing '" + path + "' failed", __FILE__, __LINE__);
+}
+
+// Overhead against budget ratio, one line per heuristic (and budget mode): Fig. 2 of the DTR paper. Runs
+// and thrashes are left out of a line, so it ends where the heuristic stops fitting.
+void write_plot(const std::string& path, const std::string& title, const std::vector<Row>& rows,
+                const std::vector<std::string>& heuristics, const std::vector<dtr::BudgetMode>& modes) {
+  const std::string data_path = path + ".dat";
+  {
+    std::ofstream data(data_path);
+    if (!data) throw dtr::InvalidArgument("--plot: cannot write '" + data_path + "'", __FILE__, __LINE__);
+    for (dtr::BudgetMode mode : modes) {
+      for (const std::string& h : heuristics) {
+        data << "# " << h << " (" << dtr::to_string(mode) << ")\n";
+        for (const Row& row : rows) {
+          if (row.heuristic == h && row.mode == mode && row.result.feasible && !row.result.thrashed) {
+            data << row.ratio << ' ' << row.result.overhead() << '\n';
+          }
+        }
+        data << "\n\n";
+      }
+    }
+  }
+  const std::string script_path = path + ".gp";
+  {
+    std::ofstream gp(script_path);
+    gp << "set terminal svg size 800,500 dynamic enhanced font 'sans,12'\n"
+       << "set output '" << path << "'\n"
+       << "set title '" << title << "' noenhanced\n"
+       << "set xlabel 'memory budget (ratio of the unbudgeted peak)'\n"
+       << "set ylabel 'compute overhead'\n"
+       << "set xrange [0:1.05]\nset yrange [0.98:2.02]\nset key top right noenhanced\nset grid\n"
+       << "plot ";
+    std::size_t index = 0;
+    for (dtr::BudgetMode mode : modes) {
+      for (const std::string& h : heuristics) {
+        if (index > 0) gp << ", \\\n     ";
+        gp << "'" << data_path << "' index " << index << " with linespoints title '" << h
+           << (modes.size() > 1 ? std::string(" (") + dtr::to_string(mode) + ")" : std::string()) << "'";
+        ++index;
+      }
+    }
+    gp << "\n";
+  }
+  const std::string command = "gnuplot '" + script_path + "'";
+  if (std::system(command.c_str()) != 0) {  // NOLINT(concurrency-mt-unsafe)
+    throw dtr::InvalidArgument("--plot: '" + command + "' failed (is gnuplot installed? scripts/setup.sh installs it)",
+                               __FILE__, __LINE__);
+  }
+  std::remove(script_path.c_str());
+  std::remove(data_path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dtr-sim: replay a training trace (the DTR prototype's JSON-lines log) under memory budgets"};
+  std::string trace_path;
+  std::optional<double> ratio;
+  std::string sweep;
+  std::vector<std::string> heuristics = {"dtr-eq"};
+  std::string mode_text = "bytes";
+  bool json = false;
+  std::string csv_path;
+  std::string plot_path;
+  app.add_option("trace", trace_path, "the trace file")->required();
+  auto* ratio_option = app.add_option("--ratio", ratio, "one budget, as a ratio of the unbudgeted peak")
+                           ->check(CLI::Range(1e-9, 1e9));
+  app.add_option("--sweep", sweep, "budgets FROM:TO:STEP as ratios of the unbudgeted peak (e.g. 0.1:1.0:0.05)")
+      ->excludes(ratio_option);
+  app.add_option("--heuristic", heuristics, "a heuristic (repeatable), or 'all' (those of the DTR paper)");
+  app.add_option("--budget-mode", mode_text,
+                 "bytes (sum of live tensor bytes, as the DTR authors count), device (the caching allocator's "
+                 "reserved bytes: fragmentation included), or both")
+      ->check(CLI::IsMember({"bytes", "device", "both"}));
+  app.add_flag("--json", json, "print one JSON object per (heuristic, ratio) instead of tables");
+  app.add_option("--csv", csv_path, "also write every row to this CSV file");
+  app.add_option("--plot", plot_path, "also draw overhead vs budget ratio to this SVG file (gnuplot)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    std::vector<double> ratios = sweep.empty() ? std::vector<double>{ratio.value_or(0.5)} : parse_sweep(sweep);
+    if (heuristics.size() == 1 && heuristics.front() == "all") {
+      heuristics = {"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random"};
+    }
+    for (const std::string& h : heuristics) dtr::heuristics::make_heuristic(h, "--heuristic");
+    std::vector<dtr::BudgetMode> modes;
+    if (mode_text != "device") modes.push_back(dtr::BudgetMode::bytes);
+    if (mode_text != "bytes") modes.push_back(dtr::BudgetMode::device);
+
+    const dtr::sim::Trace trace = dtr::sim::read_trace(trace_path);
+    const dtr::sim::TraceSummary summary = dtr::sim::summarize(trace);
+    // Device budgets are ratios of the reserved peak of an unbudgeted replay through the caching allocator.
+    dtr::sim::ReplayOptions unbudgeted;
+    unbudgeted.budget_mode = dtr::BudgetMode::device;
+    const dtr::sim::ReplayResult reference = dtr::sim::replay(trace, unbudgeted);
+    if (!json) {
+      std::printf("%s: %zu instructions, %llu ops; unbudgeted peak %s of tensors (%s reserved), base compute %.3f ms\n",
+                  trace_path.c_str(), trace.instructions.size(), static_cast<unsigned long long>(trace.calls),
+                  dtr::format_bytes(summary.peak_bytes).c_str(),
+                  dtr::format_bytes(reference.peak_reserved_bytes).c_str(), summary.base_compute_ns / 1e6);
+    }
+    std::vector<Row> rows;
+    for (dtr::BudgetMode mode : modes) {
+      const double peak = static_cast<double>(mode == dtr::BudgetMode::bytes ? summary.peak_bytes
+                                                                             : reference.peak_reserved_bytes);
+      for (const std::string& h : heuristics) {
+        for (double r : ratios) {
+          dtr::sim::ReplayOptions options;
+          options.budget_bytes = static_cast<std::uint64_t>(peak * r);
+          options.budget_mode = mode;
+          options.heuristic = h;
+          options.remat_limit_ns = summary.base_compute_ns;  // past 2x overhead: thrashing, stop
+          Row row{h, r, mode, dtr::sim::replay(trace, options)};
+          if (json) std::printf("%s\n", to_json(row).dump().c_str());
+          std::fflush(stdout);
+          rows.push_back(std::move(row));
+        }
+        if (!json) print_table(rows, h, mode);
+      }
+    }
+    if (!csv_path.empty()) write_csv(csv_path, rows);
+    if (!plot_path.empty()) write_plot(plot_path, trace_path, rows, heuristics, modes);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtr-sim: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
