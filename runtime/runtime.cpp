@@ -393,10 +393,11 @@ struct Runtime::Impl final : Reclaimer {
       stats.base_compute += cost;
     }
     for (Storage* out : c.outputs) {
-      if (out != nullptr) {
-        out->producer_cost = c.cost;
-        touch(*out);
-      }
+      if (out == nullptr) continue;
+      out->producer_cost = c.cost;
+      // A first run's outputs are used now. A recomputed one keeps the access its consumer stamped when it
+      // asked for it (before the recomputation began), as the DTR authors' runtime does.
+      if (!rematerializing) touch(*out);
     }
     for (Storage* out : restored) heuristic->on_rematerialize(*out);
   }
@@ -415,7 +416,11 @@ struct Runtime::Impl final : Reclaimer {
       Pins pins;
     };
     std::vector<std::unique_ptr<Frame>> stack;
-    auto push = [this, &stack](Closure* closure) { stack.push_back(std::make_unique<Frame>(*this, closure)); };
+    // An op reads all its inputs when it starts: each is stamped now, before any of them is recomputed.
+    auto push = [this, &stack](Closure* closure) {
+      for (const auto& in : closure->inputs) touch(*in);
+      stack.push_back(std::make_unique<Frame>(*this, closure));
+    };
     push(target.producer.get());
     while (!stack.empty()) {
       Frame& frame = *stack.back();
@@ -429,7 +434,6 @@ struct Runtime::Impl final : Reclaimer {
           break;
         }
         frame.pins.add(in);
-        touch(in);
         frame.next_input += 1;
       }
       if (descended) continue;
@@ -465,6 +469,7 @@ struct Runtime::Impl final : Reclaimer {
     closure->output_meta.append(out_meta.begin(), out_meta.end());
     if (op.random) closure->seed = mix(++random_calls);
     Pins input_pins(*this);
+    for (const Tensor& t : inputs) touch(*t.handle_->storage);  // read when the op starts, recomputed or not
     for (const Tensor& t : inputs) {
       Storage& s = *t.handle_->storage;
       materialize(s);
