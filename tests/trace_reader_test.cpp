@@ -1,0 +1,187 @@
+// The trace reader: every instruction kind, every malformed-line error with its line number, and garbage
+// that must give a TraceError, never a crash.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "dtr/sim.h"
+#include "test_resources.h"
+
+namespace dtr::test {
+namespace {
+
+using sim::Instruction;
+using Kind = Instruction::Kind;
+
+sim::Trace parse(const std::string& text) {
+  std::istringstream in(text);
+  return sim::parse_trace(in, "test.log");
+}
+
+const std::string kValid = R"({"INSTRUCTION":"CONSTANT","NAME":"before-start"}
+{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}
+{"INSTRUCTION":"CONSTANT","NAME":"x1"}
+{"INSTRUCTION":"MEMORY","MEMORY":"1024","NAME":"x1"}
+{"DST":"x2","INSTRUCTION":"COPY","SRC":"x1"}
+{"ARGS":["x1","x2"],"INSTRUCTION":"CALL","NAME":"conv","RESULT":["x3","x4"],"TIME":"700"}
+{"INSTRUCTION":"MEMORY","MEMORY":"2048","NAME":"x3"}
+{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"x3"}
+{"INSTRUCTION":"MEMORY","MEMORY":"1024","NAME":"x4"}
+{"ALIAS":"1","INSTRUCTION":"ALIAS","NAME":"x4"}
+
+{"ANNOTATION":"BACKWARD","INSTRUCTION":"ANNOTATE"}
+{"ARGS":["x3","x1"],"INSTRUCTION":"MUTATE","MUTATE":[0],"NAME":"add_","TIME":"30"}
+{"DST":"x2","INSTRUCTION":"COPY_FROM","SRC":"x3"}
+{"INSTRUCTION":"RELEASE","NAME":"x4"}
+)";
+
+TEST(TraceReader, ReadsEveryInstructionKindAfterStart) {
+  const sim::Trace t = parse(kValid);
+  EXPECT_EQ(t.source, "test.log");
+  ASSERT_EQ(t.instructions.size(), 7u);
+  EXPECT_EQ(t.calls, 2u);
+  const auto name = [&](std::uint32_t id) { return t.names.at(id); };
+  const Instruction& constant = t.instructions[0];
+  EXPECT_EQ(constant.kind, Kind::constant);
+  EXPECT_EQ(name(constant.name), "x1");
+  EXPECT_EQ(constant.bytes, 1024u);
+  EXPECT_EQ(constant.line, 3u);
+  EXPECT_EQ(t.instructions[1].kind, Kind::copy);
+  EXPECT_EQ(name(t.instructions[1].name), "x2");
+  EXPECT_EQ(name(t.instructions[1].source), "x1");
+  const Instruction& call = t.instructions[2];
+  EXPECT_EQ(call.kind, Kind::call);
+  EXPECT_EQ(call.op, "conv");
+  EXPECT_EQ(call.time_ns, 700.0);
+  ASSERT_EQ(call.args.size(), 2u);
+  EXPECT_EQ(name(call.args[1]), "x2");
+  ASSERT_EQ(call.results.size(), 2u);
+  EXPECT_EQ(name(call.results[0].name), "x3");
+  EXPECT_EQ(call.results[0].bytes, 2048u);
+  EXPECT_EQ(call.results[0].alias, -1);
+  EXPECT_EQ(call.results[1].alias, 1);
+  EXPECT_EQ(t.instructions[3].kind, Kind::annotate);
+  EXPECT_EQ(t.instructions[3].op, "BACKWARD");
+  const Instruction& mutate = t.instructions[4];
+  EXPECT_EQ(mutate.kind, Kind::mutate);
+  EXPECT_EQ(mutate.op, "add_");
+  EXPECT_EQ(mutate.mutated, (std::vector<std::uint32_t>{0}));
+  EXPECT_EQ(mutate.line, 13u);  // blank lines count
+  EXPECT_EQ(t.instructions[5].kind, Kind::copy_from);
+  EXPECT_EQ(t.instructions[6].kind, Kind::release);
+}
+
+TEST(TraceReader, AcceptsPlainJsonNumbers) {
+  const sim::Trace t = parse(R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}
+{"INSTRUCTION":"CONSTANT","NAME":"a"}
+{"INSTRUCTION":"MEMORY","MEMORY":64,"NAME":"a"}
+{"ARGS":["a"],"INSTRUCTION":"CALL","NAME":"f","RESULT":["b"],"TIME":5}
+{"INSTRUCTION":"MEMORY","MEMORY":8,"NAME":"b"}
+{"ALIAS":-1,"INSTRUCTION":"ALIAS","NAME":"b"}
+)");
+  ASSERT_EQ(t.instructions.size(), 2u);
+  EXPECT_EQ(t.instructions[0].bytes, 64u);
+  EXPECT_EQ(t.instructions[1].time_ns, 5.0);
+}
+
+// Each malformed trace: the error names the file, the line and what was expected.
+TEST(TraceReader, MalformedLinesNameTheLineAndWhatWasExpected) {
+  const std::string start = "{\"ANNOTATION\":\"START\",\"INSTRUCTION\":\"ANNOTATE\"}\n";
+  const std::string constant = "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"a\"}\n{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4\",\"NAME\":\"a\"}\n";
+  struct Case {
+    std::string text;
+    std::string where;
+    std::string what;
+  };
+  const std::vector<Case> cases = {
+      {"{\"INSTRUCTION\":\"CALL\"}\n", "test.log: ", "no {\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}"},
+      {start + "not json\n", "test.log:2: ", "expected a JSON object"},
+      {start + "[1, 2]\n", "test.log:2: ", "expected a JSON object"},
+      {start + "{\"NAME\":\"a\"}\n", "test.log:2: ", "missing field \"INSTRUCTION\""},
+      {start + "{\"INSTRUCTION\":\"JUMP\"}\n", "test.log:2: ", "unknown INSTRUCTION \"JUMP\"; expected CONSTANT"},
+      {start + "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":7}\n", "test.log:2: ", "field \"NAME\": expected a string"},
+      {start + "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"a\"}\n{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"a\"}\n",
+       "test.log:3: ", "CONSTANT 'a' at line 2 has no MEMORY line"},
+      {start + "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4\",\"NAME\":\"a\"}\n", "test.log:2: ",
+       "MEMORY for 'a' follows no CONSTANT or CALL"},
+      {start + constant + "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4\",\"NAME\":\"a\"}\n", "test.log:4: ",
+       "a second MEMORY line for CONSTANT 'a'"},
+      {start + "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"a\"}\n{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"-4\",\"NAME\":\"a\"}\n",
+       "test.log:3: ", "expected a non-negative number"},
+      {start + "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"a\"}\n{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4.5\",\"NAME\":\"a\"}\n",
+       "test.log:3: ", "expected whole bytes"},
+      {start + "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"a\"}\n{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"four\",\"NAME\":\"a\"}\n",
+       "test.log:3: ", "expected a number (or a string holding one)"},
+      {start + constant + "{\"ARGS\":[\"a\"],\"INSTRUCTION\":\"CALL\",\"NAME\":\"f\",\"RESULT\":[\"b\"],\"TIME\":\"1\"}\n"
+                          "{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"a\"}\n",
+       "test.log:5: ", "result 'b' of the CALL at line 4 has no MEMORY line"},
+      {start + constant + "{\"ARGS\":[\"a\"],\"INSTRUCTION\":\"CALL\",\"NAME\":\"f\",\"RESULT\":[\"b\"],\"TIME\":\"1\"}\n"
+                          "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4\",\"NAME\":\"c\"}\n",
+       "test.log:5: ", "MEMORY for 'c', which is not a RESULT of the CALL at line 4"},
+      {start + constant + "{\"ARGS\":[\"a\"],\"INSTRUCTION\":\"CALL\",\"NAME\":\"f\",\"RESULT\":[\"b\"],\"TIME\":\"1\"}\n"
+                          "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4\",\"NAME\":\"b\"}\n{\"ALIAS\":\"3\",\"INSTRUCTION\":\"ALIAS\",\"NAME\":\"b\"}\n",
+       "test.log:6: ", "expected -1 or an index into the CALL's 1 ARGS"},
+      {start + constant + "{\"ALIAS\":\"-1\",\"INSTRUCTION\":\"ALIAS\",\"NAME\":\"a\"}\n", "test.log:4: ",
+       "ALIAS for 'a' follows no CALL"},
+      {start + constant + "{\"ARGS\":\"a\",\"INSTRUCTION\":\"CALL\",\"NAME\":\"f\",\"RESULT\":[],\"TIME\":\"1\"}\n",
+       "test.log:4: ", "field \"ARGS\": expected a list of tensor names"},
+      {start + constant + "{\"ARGS\":[\"a\"],\"INSTRUCTION\":\"MUTATE\",\"NAME\":\"f_\",\"MUTATE\":[1],\"TIME\":\"1\"}\n",
+       "test.log:4: ", "MUTATE: index 1 is not an index into its 1 ARGS"},
+      {start + constant + "{\"ARGS\":[\"a\"],\"INSTRUCTION\":\"CALL\",\"NAME\":\"f\",\"RESULT\":[],\"TIME\":\"-3\"}\n",
+       "test.log:4: ", "field \"TIME\": expected a non-negative number"},
+      {start + "{\"DST\":\"b\",\"INSTRUCTION\":\"COPY\"}\n", "test.log:2: ", "missing field \"SRC\""},
+  };
+  for (const Case& c : cases) {
+    try {
+      parse(c.text);
+      ADD_FAILURE() << "accepted:\n" << c.text;
+    } catch (const TraceError& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(message.rfind(c.where, 0), 0u) << message << "\nexpected to start with: " << c.where;
+      EXPECT_NE(message.find(c.what), std::string::npos) << message << "\nexpected: " << c.what;
+    }
+  }
+}
+
+TEST(TraceReader, MissingFileIsATraceError) {
+  EXPECT_THROW(sim::read_trace("/nonexistent/trace.log"), TraceError);
+}
+
+// Garbage and mutated valid traces: a TraceError or a trace, nothing else (ASan watches the rest).
+TEST(TraceReader, FuzzedInputGivesATraceErrorOrATrace) {
+  std::mt19937_64 rng(99);
+  const std::string alphabet = "{}[]\":,0123456789-.abcxyzINSTRUCTIONCALLMEMORYALIAS \n\\";
+  int errors = 0;
+  int parsed = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string text = kValid;
+    if (round % 3 == 0) {
+      text.clear();
+      const auto length = rng() % 400;
+      for (std::size_t i = 0; i < length; ++i) text += alphabet[rng() % alphabet.size()];
+    } else {
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      for (int e = 0; e < edits && !text.empty(); ++e) {
+        const std::size_t at = rng() % text.size();
+        switch (rng() % 3) {
+          case 0: text.erase(at, 1 + rng() % 8); break;
+          case 1: text.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+          default: text[at] = alphabet[rng() % alphabet.size()]; break;
+        }
+      }
+    }
+    try {
+      parse(text);
+      ++parsed;
+    } catch (const TraceError&) {
+      ++errors;
+    }
+  }
+  EXPECT_GT(errors, 1000);
+  EXPECT_GT(parsed, 0);
+}
+
+}  // namespace
+}  // namespace dtr::test
