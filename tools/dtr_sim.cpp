@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -69,18 +70,30 @@ nlohmann::json to_json(const Row& row) {
                         {"peak_bytes", row.mode == dtr::BudgetMode::bytes ? r.peak_resident_bytes : r.peak_reserved_bytes}};
 }
 
+// Bytes for a table column: MiB below 10 GiB, else GiB.
+std::string compact_bytes(std::uint64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return mib < 10240 ? fmt::format("{:.1f} MiB", mib) : fmt::format("{:.2f} GiB", mib / 1024.0);
+}
+
+// At the peak, the share of the reserved segments that held no tensor: what the caching allocator cost.
+double fragmentation(const dtr::sim::ReplayResult& r) {
+  if (r.peak_reserved_bytes == 0) return 0;
+  return 1.0 - static_cast<double>(r.peak_resident_bytes) / static_cast<double>(r.peak_reserved_bytes);
+}
+
 void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr::BudgetMode mode) {
   std::printf("\n%s, %s budget\n", heuristic.c_str(), dtr::to_string(mode));
-  std::printf("%7s %14s %9s %9s %10s %10s %14s %14s %6s\n", "ratio", "budget", "feasible", "overhead", "evictions",
+  std::printf("%6s %12s %8s %9s %9s %7s %13s %13s %6s\n", "ratio", "budget", "feasible", "overhead", "evictions",
               "remats", "peak resident", "peak reserved", "frag");
   for (const Row& row : rows) {
     if (row.heuristic != heuristic || row.mode != mode) continue;
     const auto& r = row.result;
-    std::printf("%7.3f %14s %9s %9s %10llu %10llu %14s %14s %5.1f%%\n", row.ratio,
-                dtr::format_bytes(r.budget_bytes).c_str(), r.feasible ? (r.thrashed ? "thrash" : "yes") : "OOM",
-                cell(row).c_str(), static_cast<unsigned long long>(r.evictions),
-                static_cast<unsigned long long>(r.rematerializations), dtr::format_bytes(r.peak_resident_bytes).c_str(),
-                dtr::format_bytes(r.peak_reserved_bytes).c_str(), 100.0 * r.peak_fragmentation);
+    std::printf("%6.3f %12s %8s %9s %9llu %7llu %13s %13s %5.1f%%\n", row.ratio, compact_bytes(r.budget_bytes).c_str(),
+                r.feasible ? (r.thrashed ? "thrash" : "yes") : "OOM", cell(row).c_str(),
+                static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.rematerializations),
+                compact_bytes(r.peak_resident_bytes).c_str(), compact_bytes(r.peak_reserved_bytes).c_str(),
+                100.0 * fragmentation(r));
   }
 }
 
@@ -100,8 +113,8 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
   if (!out) throw dtr::InvalidArgument("--csv: writing '" + path + "' failed", __FILE__, __LINE__);
 }
 
-// Overhead against budget ratio, one line per heuristic (and budget mode): Fig. 2 of the DTR paper. Runs
-// and thrashes are left out of a line, so it ends where the heuristic stops fitting.
+// Overhead against budget ratio, one line per heuristic (and budget mode): Fig. 2 of the DTR paper. OOMs
+// and thrashes leave gaps in a line: it shows where the heuristic fits.
 void write_plot(const std::string& path, const std::string& title, const std::vector<Row>& rows,
                 const std::vector<std::string>& heuristics, const std::vector<dtr::BudgetMode>& modes) {
   const std::string data_path = path + ".dat";
@@ -112,8 +125,11 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
       for (const std::string& h : heuristics) {
         data << "# " << h << " (" << dtr::to_string(mode) << ")\n";
         for (const Row& row : rows) {
-          if (row.heuristic == h && row.mode == mode && row.result.feasible && !row.result.thrashed) {
+          if (row.heuristic != h || row.mode != mode) continue;
+          if (row.result.feasible && !row.result.thrashed) {
             data << row.ratio << ' ' << row.result.overhead() << '\n';
+          } else {
+            data << '\n';  // a gap in the line where it does not fit
           }
         }
         data << "\n\n";
@@ -123,7 +139,9 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
   const std::string script_path = path + ".gp";
   {
     std::ofstream gp(script_path);
-    gp << "set terminal svg size 800,500 dynamic enhanced font 'sans,12'\n"
+    const bool png = path.size() >= 4 && path.compare(path.size() - 4, 4, ".png") == 0;
+    gp << (png ? "set terminal pngcairo size 1000,625 font 'sans,11'\n"
+               : "set terminal svg size 800,500 dynamic enhanced font 'sans,12'\n")
        << "set output '" << path << "'\n"
        << "set title '" << title << "' noenhanced\n"
        << "set xlabel 'memory budget (ratio of the unbudgeted peak)'\n"
@@ -174,7 +192,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"bytes", "device", "both"}));
   app.add_flag("--json", json, "print one JSON object per (heuristic, ratio) instead of tables");
   app.add_option("--csv", csv_path, "also write every row to this CSV file");
-  app.add_option("--plot", plot_path, "also draw overhead vs budget ratio to this SVG file (gnuplot)");
+  app.add_option("--plot", plot_path, "also draw overhead vs budget ratio to this SVG (or .png) file (gnuplot)");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -194,10 +212,11 @@ int main(int argc, char** argv) {
     unbudgeted.budget_mode = dtr::BudgetMode::device;
     const dtr::sim::ReplayResult reference = dtr::sim::replay(trace, unbudgeted);
     if (!json) {
-      std::printf("%s: %zu instructions, %llu ops; unbudgeted peak %s of tensors (%s reserved), base compute %.3f ms\n",
+      std::printf("%s: %zu instructions, %llu ops; unbudgeted peak %llu bytes of tensors (%llu reserved by the "
+                  "caching allocator), base compute %.3f ms\n",
                   trace_path.c_str(), trace.instructions.size(), static_cast<unsigned long long>(trace.calls),
-                  dtr::format_bytes(summary.peak_bytes).c_str(),
-                  dtr::format_bytes(reference.peak_reserved_bytes).c_str(), summary.base_compute_ns / 1e6);
+                  static_cast<unsigned long long>(summary.peak_bytes),
+                  static_cast<unsigned long long>(reference.peak_reserved_bytes), summary.base_compute_ns / 1e6);
     }
     std::vector<Row> rows;
     for (dtr::BudgetMode mode : modes) {
@@ -219,7 +238,10 @@ int main(int argc, char** argv) {
       }
     }
     if (!csv_path.empty()) write_csv(csv_path, rows);
-    if (!plot_path.empty()) write_plot(plot_path, trace_path, rows, heuristics, modes);
+    if (!plot_path.empty()) {
+      const std::string title = std::filesystem::path(trace_path).filename().string() + ": compute overhead per memory budget";
+      write_plot(plot_path, title, rows, heuristics, modes);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtr-sim: %s\n", e.what());
     return 1;

@@ -1,0 +1,142 @@
+// The dtr-sim program, run as a user runs it: JSON keys, CSV rows, the plot, and clear errors.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace dtr::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int status = 0;
+  std::string output;  // stdout and stderr
+};
+
+Outcome run(const std::string& arguments) {
+  const std::string command = std::string(DTR_SIM_PATH) + " " + arguments + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");  // NOLINT(cert-env33-c): runs the program under test
+  if (pipe == nullptr) return {-1, "popen failed"};
+  Outcome r;
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) r.output += buffer.data();
+  r.status = pclose(pipe);
+  return r;
+}
+
+class DtrSimCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("dtr-sim-cli-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                                        "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    // A 30-step chain, then its backward pass.
+    std::ofstream out(dir_ / "chain.log");
+    out << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << '\n'
+        << R"({"INSTRUCTION":"CONSTANT","NAME":"x0"})" << '\n'
+        << R"({"INSTRUCTION":"MEMORY","MEMORY":"1048576","NAME":"x0"})" << '\n';
+    for (int i = 1; i <= 30; ++i) {
+      out << R"({"ARGS":["x)" << i - 1 << R"("],"INSTRUCTION":"CALL","NAME":"f","RESULT":["x)" << i
+          << R"("],"TIME":"1000"})" << '\n'
+          << R"({"INSTRUCTION":"MEMORY","MEMORY":"1048576","NAME":"x)" << i << R"("})" << '\n'
+          << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"x)" << i << R"("})" << '\n';
+    }
+    std::string g = "x30";
+    for (int i = 29; i >= 0; --i) {
+      const std::string next = "g" + std::to_string(i);
+      out << R"({"ARGS":[")" << g << R"(","x)" << i << R"("],"INSTRUCTION":"CALL","NAME":"df","RESULT":[")" << next
+          << R"("],"TIME":"2000"})" << '\n'
+          << R"({"INSTRUCTION":"MEMORY","MEMORY":"1048576","NAME":")" << next << R"("})" << '\n'
+          << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":")" << next << R"("})" << '\n'
+          << R"({"INSTRUCTION":"RELEASE","NAME":")" << g << R"("})" << '\n';
+      if (i > 0) out << R"({"INSTRUCTION":"RELEASE","NAME":"x)" << i << R"("})" << '\n';
+      g = next;
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
+  const Outcome r = run(path("chain.log") + " --sweep 0.2:1.0:0.4 --heuristic dtr-eq --heuristic lru --budget-mode both --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::set<std::string> keys = {"heuristic", "ratio", "budget_bytes", "budget_mode", "feasible", "thrashed",
+                                      "overhead", "base_compute_ns", "remat_compute_ns", "evictions",
+                                      "rematerializations", "peak_bytes"};
+  std::istringstream lines(r.output);
+  std::string line;
+  int objects = 0;
+  std::set<std::string> seen;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    std::set<std::string> got;
+    for (const auto& [key, value] : j.items()) got.insert(key);
+    EXPECT_EQ(got, keys) << line;
+    seen.insert(j["heuristic"].get<std::string>() + "/" + j["budget_mode"].get<std::string>() + "/" +
+                std::to_string(j["ratio"].get<double>()));
+    if (j["feasible"].get<bool>() && !j["thrashed"].get<bool>()) {  // the others stopped early
+      EXPECT_EQ(j["base_compute_ns"].get<double>(), 30 * 1000.0 + 30 * 2000.0);
+      EXPECT_LE(j["peak_bytes"].get<std::uint64_t>(), j["budget_bytes"].get<std::uint64_t>()) << line;
+      EXPECT_GE(j["overhead"].get<double>(), 1.0);
+    }
+    ++objects;
+  }
+  EXPECT_EQ(objects, 2 * 2 * 3);  // heuristics x modes x ratios (0.2, 0.6, 1.0)
+  EXPECT_EQ(seen.size(), 12u);
+}
+
+TEST_F(DtrSimCli, TablesCsvAndPlot) {
+  const Outcome r = run(path("chain.log") + " --sweep 0.3:1.0:0.35 --heuristic all --csv " + path("out.csv") + " --plot " +
+                    path("out.svg"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("dtr-eq, bytes budget"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("msps, bytes budget"), std::string::npos);
+  std::ifstream csv(path("out.csv"));
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header,
+            "heuristic,ratio,budget_bytes,budget_mode,feasible,thrashed,overhead,base_compute_ns,remat_compute_ns,"
+            "evictions,rematerializations,peak_bytes");
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) ++rows;
+  EXPECT_EQ(rows, 7 * 3);  // the seven heuristics of the paper x ratios 0.3, 0.65, 1.0
+  std::ifstream svg(path("out.svg"));
+  std::stringstream plot;
+  plot << svg.rdbuf();
+  EXPECT_NE(plot.str().find("<svg"), std::string::npos);
+  EXPECT_NE(plot.str().find("dtr-eq"), std::string::npos);
+  EXPECT_FALSE(fs::exists(path("out.svg.gp")));  // its scratch files are gone
+}
+
+TEST_F(DtrSimCli, ErrorsAreClearAndExitNonZero) {
+  {
+    std::ofstream bad(path("bad.log"));
+    bad << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << "\n{oops\n";
+  }
+  Outcome r = run(path("bad.log"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("bad.log:2: expected a JSON object"), std::string::npos) << r.output;
+  r = run(path("chain.log") + " --heuristic fastest");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--heuristic=\"fastest\" is not a heuristic"), std::string::npos) << r.output;
+  r = run(path("chain.log") + " --sweep 1.0:0.1:0.1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("FROM:TO:STEP"), std::string::npos) << r.output;
+  r = run(path("chain.log") + " --ratio 0.5 --sweep 0.1:1:0.1");
+  EXPECT_NE(r.status, 0);
+  r = run(path("missing.log"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("cannot open the trace"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace dtr::test
