@@ -39,6 +39,9 @@ struct Storage final : heuristics::StorageView {
   std::uint64_t last_used = 0;
   std::vector<Closure*> dependents;  // closures that read it (they unregister when they die)
   std::size_t resident_slot = kNotResident;  // index in the runtime's list of evictable resident storages
+  // When it last became an eviction candidate (a runtime-wide arrival count; 0: not a candidate). Equal
+  // scores go to the latest arrival, as in the DTR authors' runtime (its candidate list is in arrival order).
+  std::uint64_t candidate_since = 0;
 
   bool constant() const { return producer == nullptr; }
 

@@ -89,6 +89,7 @@ struct Runtime::Impl final : Reclaimer {
   std::uint64_t resident_bytes = 0;
   std::uint64_t next_id = 1;
   std::uint64_t op_clock = 0;
+  std::uint64_t candidate_arrivals = 0;  // Storage::candidate_since
   double compute_clock = 0;  // ClockKind::compute: the cost of every kernel run so far
   bool host_memory = true;   // whether kernels can touch the buffers (false over simulated memory)
   std::uint64_t random_calls = 0;
@@ -136,10 +137,15 @@ struct Runtime::Impl final : Reclaimer {
   // A candidate for eviction: resident, unpinned, recomputable. The index holds exactly the candidates.
   static bool candidate(const Storage& s) { return s.in_memory && s.pins == 0 && !s.constant(); }
   void sync_candidate(Storage& s) {
+    const bool is_candidate = candidate(s);
+    if (is_candidate == (s.candidate_since != 0)) return;
+    s.candidate_since = is_candidate ? ++candidate_arrivals : 0;
     if (!index) return;
-    const bool indexed = heuristics::EvictionIndex::contains(s);
-    if (candidate(s) && !indexed) index->add(s, now());
-    if (!candidate(s) && indexed) index->remove(s, now());
+    if (is_candidate) {
+      index->add(s, now());
+    } else {
+      index->remove(s, now());
+    }
   }
 
   void pin(Storage& s) {
@@ -282,7 +288,7 @@ struct Runtime::Impl final : Reclaimer {
       for (Storage* s : resident) {
         if (s->pins > 0 || s->nbytes < floor) continue;
         const double score = heuristic->score(*s, clock);
-        if (victim == nullptr || score < best) {
+        if (victim == nullptr || score < best || (score == best && s->candidate_since > victim->candidate_since)) {
           victim = s;
           best = score;
         }
@@ -332,6 +338,11 @@ struct Runtime::Impl final : Reclaimer {
       runtime_.pin(s);
       pinned_.push_back(&s);
     }
+    // Releases `s` last: the order in which storages become candidates again breaks ties between equal scores.
+    void release_last(const Storage* s) {
+      const auto it = std::find(pinned_.begin(), pinned_.end(), s);
+      if (it != pinned_.end()) std::rotate(it, it + 1, pinned_.end());
+    }
 
    private:
     Impl& runtime_;
@@ -357,7 +368,9 @@ struct Runtime::Impl final : Reclaimer {
 
   // Runs `c` with its inputs resident and pinned: gives evicted (or first-time) outputs buffers, dead outputs
   // scratch memory, and records the cost.
-  void run(Closure& c, bool rematerializing) {
+  // `requested` is the output the caller needs (the first when it is a new call): the others become
+  // candidates before it, as in the DTR authors' runtime.
+  void run(Closure& c, bool rematerializing, const Storage* requested = nullptr) {
     // Declared before the pins, so destroyed after them: the pins release scratch storages too.
     std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
     Pins pins(*this);
@@ -379,6 +392,7 @@ struct Runtime::Impl final : Reclaimer {
     }
     SmallVector<const float*, 4> in_buffers;
     for (std::size_t i = 0; i < c.inputs.size(); ++i) in_buffers.push_back(c.inputs[i]->data + c.input_offset[i]);
+    pins.release_last(requested != nullptr ? requested : c.outputs.empty() ? nullptr : c.outputs.front());
     const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed};
     op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
     const std::uint64_t started = now_ns();
@@ -410,18 +424,20 @@ struct Runtime::Impl final : Reclaimer {
       return;
     }
     struct Frame {
-      explicit Frame(Impl& runtime, Closure* c) : closure(c), pins(runtime) {}
+      Frame(Impl& runtime, Closure* c, const Storage* wanted) : closure(c), requested(wanted), pins(runtime) {}
       Closure* closure = nullptr;
+      const Storage* requested = nullptr;  // the output this recomputation is for
       std::size_t next_input = 0;
       Pins pins;
     };
     std::vector<std::unique_ptr<Frame>> stack;
     // An op reads all its inputs when it starts: each is stamped now, before any of them is recomputed.
-    auto push = [this, &stack](Closure* closure) {
+    auto push = [this, &stack](Storage& wanted) {
+      Closure* closure = wanted.producer.get();
       for (const auto& in : closure->inputs) touch(*in);
-      stack.push_back(std::make_unique<Frame>(*this, closure));
+      stack.push_back(std::make_unique<Frame>(*this, closure, &wanted));
     };
-    push(target.producer.get());
+    push(target);
     while (!stack.empty()) {
       Frame& frame = *stack.back();
       Closure& c = *frame.closure;
@@ -429,7 +445,7 @@ struct Runtime::Impl final : Reclaimer {
       while (frame.next_input < c.inputs.size()) {
         Storage& in = *c.inputs[frame.next_input];
         if (!in.in_memory) {
-          push(in.producer.get());
+          push(in);
           descended = true;
           break;
         }
@@ -439,7 +455,7 @@ struct Runtime::Impl final : Reclaimer {
       if (descended) continue;
       const bool needed = std::any_of(c.outputs.begin(), c.outputs.end(),
                                       [](const Storage* out) { return out != nullptr && !out->in_memory; });
-      if (needed) run(c, /*rematerializing=*/true);
+      if (needed) run(c, /*rematerializing=*/true, frame.requested);
       stack.pop_back();
     }
   }

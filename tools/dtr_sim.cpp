@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
   std::string sweep;
   std::vector<std::string> heuristics = {"dtr-eq"};
   std::string mode_text = "bytes";
+  std::string search_text = "index";
   bool json = false;
   std::string csv_path;
   std::string plot_path;
@@ -190,6 +191,8 @@ int main(int argc, char** argv) {
                  "bytes (sum of live tensor bytes, as the DTR authors count), device (the caching allocator's "
                  "reserved bytes: fragmentation included), or both")
       ->check(CLI::IsMember({"bytes", "device", "both"}));
+  app.add_option("--search", search_text, "index (the default) or scan: how the runtime finds the lowest score")
+      ->check(CLI::IsMember({"index", "scan"}));
   app.add_flag("--json", json, "print one JSON object per (heuristic, ratio) instead of tables");
   app.add_option("--csv", csv_path, "also write every row to this CSV file");
   app.add_option("--plot", plot_path, "also draw overhead vs budget ratio to this SVG (or .png) file (gnuplot)");
@@ -228,6 +231,7 @@ int main(int argc, char** argv) {
           options.budget_bytes = static_cast<std::uint64_t>(peak * r);
           options.budget_mode = mode;
           options.heuristic = h;
+          options.search = dtr::parse_search(search_text, "--search");
           options.remat_limit_ns = summary.base_compute_ns;  // past 2x overhead: thrashing, stop
           Row row{h, r, mode, dtr::sim::replay(trace, options)};
           if (json) std::printf("%s\n", to_json(row).dump().c_str());
