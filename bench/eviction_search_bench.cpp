@@ -14,6 +14,10 @@
 // Step 2 is the decision timed (steady_clock around it, per round); steps 1 and 3 are the index's upkeep,
 // timed apart. Reported: median and p99 over the rounds. The scan runs fewer rounds at large sizes (its
 // decisions take milliseconds there), at least 20.
+//
+// Instructions per decision, independent of the machine's load: under callgrind, only the decisions are
+// collected (`valgrind --tool=callgrind --collect-atstart=no dtr-bench-eviction-search --index-only ...`;
+// the total over D decisions, divided by D).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -28,6 +32,13 @@
 
 #include "heuristics/eviction_index.h"
 #include "heuristics/heuristic.h"
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define DTR_DECISION_COLLECT() CALLGRIND_TOGGLE_COLLECT
+#else
+#define DTR_DECISION_COLLECT() ((void)0)
+#endif
 
 namespace {
 
@@ -136,6 +147,7 @@ Result run(const std::string& heuristic_name, std::size_t candidates, bool use_i
     const std::uint64_t u1 = now_ns();
     // 2. The decision.
     const std::uint64_t reported_before = index ? index->reported_changes() : 0;
+    DTR_DECISION_COLLECT();
     const std::uint64_t d0 = now_ns();
     Node* victim = nullptr;
     if (index) {
@@ -152,6 +164,7 @@ Result run(const std::string& heuristic_name, std::size_t candidates, bool use_i
     }
     evict(*victim);
     const std::uint64_t d1 = now_ns();
+    DTR_DECISION_COLLECT();
     if (index) changes.push_back(static_cast<double>(index->reported_changes() - reported_before));
 
     // 3. Something evicted comes back.

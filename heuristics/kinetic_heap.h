@@ -11,6 +11,7 @@
 // Thread safety: none; one heap belongs to one runtime's thread.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +29,7 @@ class KineticHeap {
  public:
   using Handle = std::uint32_t;
   static constexpr double kNever = std::numeric_limits<double>::infinity();
+  static constexpr std::size_t kArity = 4;  // children a slot (see for_children)
 
   // The score of a live item at clock `now` (the value the heap orders by).
   double score(Handle h, double now) const { return value(heap_[items_[h].position], now); }
@@ -51,9 +53,8 @@ class KineticHeap {
       items_.emplace_back();
     }
     Item& it = items_[h];
-    const std::uint32_t stamp = it.stamp + 1;  // a reused handle must not match its old entries
-    it = Item{payload, heap_.size(), kNever, stamp, false, 0, 0};
-    heap_.push_back(Slot{a, b, h});
+    it = Item{payload, static_cast<std::uint32_t>(heap_.size()), false, 0, 0};
+    heap_.push_back(Slot{a, b, kNever, h, 0});
     sift_up(it.position, now);
     return h;
   }
@@ -63,27 +64,26 @@ class KineticHeap {
     Item& it = items_[h];
     DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: erasing an item that is not in it");
     const std::size_t pos = it.position;
-    drop_event(h);
+    if (heap_[pos].fails_at != kNever) --live_events_;
     it.position = kAbsent;
+    free_.push_back(h);
     const Slot last = heap_.back();
     heap_.pop_back();
-    free_.push_back(h);
-    if (pos < heap_.size()) {
-      place(pos, last);
-      restore(pos, now);
-    }
+    if (pos < heap_.size()) refill(pos, last, now);
   }
 
-  // The item's a and b changed (its neighbourhood or its last access). A change that raises the score at
-  // every future time (a and b both grew: a costlier neighbourhood, a later access) is only noted: the old
-  // curve stays in the heap as a lower bound and the item moves when it reaches the top. Accesses, the most
-  // frequent change, thus cost no reordering. Any other change reorders at once.
+  // The item's a and b changed (its neighbourhood or its last access). An access (b grew) that raises the
+  // score at every future time (a did not fall) is only noted: the old curve stays in the heap as a lower
+  // bound and the item moves when it reaches the top. Accesses, the most frequent change, thus cost no
+  // reordering, and the old curve, older than the new one, falls slowly: it overtakes its parent less often.
+  // Any other change reorders at once (a neighbourhood that grew: applied where the item is, it sinks a
+  // few levels; noted, it would sink from the root when it got there).
   void update(Handle h, double a, double b, double now) {
     advance(now);
     Item& it = items_[h];
     DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: updating an item that is not in it");
     Slot& slot = heap_[it.position];
-    if (a >= slot.a && (timeless_ || b >= slot.b)) {
+    if (!timeless_ && a >= slot.a && b > slot.b) {
       it.pending_a = a;
       it.pending_b = b;
       it.pending = true;
@@ -109,11 +109,8 @@ class KineticHeap {
     DTR_CHECK(!heap_.empty(), InvalidArgument, "kinetic heap: top of an empty heap");
     while (items_[heap_[0].h].pending) {
       Item& it = items_[heap_[0].h];
-      heap_[0].a = it.pending_a;
-      heap_[0].b = it.pending_b;
       it.pending = false;
-      sift_down(0, now);
-      advance(now);
+      refill(0, Slot{it.pending_a, it.pending_b, kNever, heap_[0].h, 0}, now);
     }
     return heap_[0].h;
   }
@@ -132,21 +129,24 @@ class KineticHeap {
     clock_ = now;
     TickQueue::Entry e{};
     while (events_.pop_due(to_tick(now), e)) {
-      Item& it = items_[e.handle];
-      if (it.stamp != e.stamp || it.fails_at == kNever) continue;  // superseded
-      it.fails_at = kNever;  // consumed: whatever is scheduled next is a new event
+      const std::size_t pos = items_[e.handle].position;
+      if (pos == kAbsent) continue;  // erased since
+      Slot& slot = heap_[pos];
+      if (slot.stamp != e.stamp || slot.fails_at == kNever) continue;  // superseded
+      slot.fails_at = kNever;  // consumed: whatever is scheduled next is a new event
       --live_events_;
-      const Handle child = e.handle;
-      const std::size_t pos = it.position;
-      const std::size_t parent = (pos - 1) / 2;
+      const std::size_t parent = parent_of(pos);
       if (less_at(pos, parent, now)) {
         swap_positions(pos, parent);
-        reschedule_around(parent);
-        reschedule_around(pos);
+        // The risen item has a new parent and new children, the sunk one new children; other items moved
+        // past each other, so any of these pairs may be out of order already (due at once).
+        reschedule_checked(parent);
+        for_children(parent, [&](std::size_t c) { reschedule_checked(c); });
+        for_children(pos, [&](std::size_t c) { reschedule_checked(c); });
         ++swaps_;
       } else {
         // Scheduled early on purpose (rounding slack): look again a tick later.
-        set_event(child, std::max(certificate_at(pos, now), now + 1));
+        set_event(pos, std::max(certificate(pos), now + 1));
       }
     }
   }
@@ -154,7 +154,7 @@ class KineticHeap {
   // Checks the heap order at `now` (tests).
   bool valid(double now) const {
     for (std::size_t i = 1; i < heap_.size(); ++i) {
-      if (less_at(i, (i - 1) / 2, now)) return false;
+      if (less_at(i, parent_of(i), now)) return false;
     }
     return true;
   }
@@ -163,63 +163,86 @@ class KineticHeap {
   std::uint64_t swaps() const { return swaps_; }
 
  private:
-  static constexpr std::size_t kAbsent = static_cast<std::size_t>(-1);
+  static constexpr std::uint32_t kAbsent = static_cast<std::uint32_t>(-1);
 
-  // What the heap orders, kept in its array so that comparisons touch nothing else.
+  // What the heap orders and the item's certificate, kept in its array so that a sift touches nothing else
+  // but the moved items' positions: comparing the children of a slot and renewing their certificates reads
+  // and writes the same few cache lines.
   struct Slot {
     double a;
     double b;
+    double fails_at;      // when this item drops below its parent (kNever: no event queued)
     Handle h;
+    std::uint32_t stamp;  // of its current event in events_ (older entries are stale)
   };
 
   struct Item {
     Payload payload{};
-    std::size_t position = kAbsent;   // in heap_
-    double fails_at = kNever;         // when this item drops below its parent (kNever: no event queued)
-    std::uint32_t stamp = 0;          // of its current event in events_ (older entries are stale)
-    bool pending = false;             // a raise noted but not applied (see update)
+    std::uint32_t position = kAbsent;  // in heap_
+    bool pending = false;              // a raise noted but not applied (see update)
     double pending_a = 0;
     double pending_b = 0;
   };
 
+  // A d-ary heap: fewer levels than a binary one for a sift to cross (log_4 n: 8 at 10^5 items), and the
+  // children of a slot sit side by side in memory.
+  static std::size_t parent_of(std::size_t pos) { return (pos - 1) / kArity; }
+  static std::size_t first_child(std::size_t pos) { return kArity * pos + 1; }
+  template <typename F>
+  void for_children(std::size_t pos, F&& f) const {
+    const std::size_t first = first_child(pos);
+    const std::size_t end = std::min(first + kArity, heap_.size());
+    for (std::size_t c = first; c < end; ++c) f(c);
+  }
+
   double value(const Slot& s, double now) const { return timeless_ ? s.a : s.a / (now - s.b); }
   bool less_at(std::size_t i, std::size_t j, double now) const { return value(heap_[i], now) < value(heap_[j], now); }
 
-  // When the item at `pos` (the child) scores below its parent: `now` if it already does (due at once), else the first clock tick
-  // after `now` at which it will, or kNever. With f = a / (t - b): child < parent  <=>
+  // When the item at `pos` (the child) drops below its parent, given that it does not at the clock: the
+  // first clock tick after it at which it will, or kNever. With f = a / (t - b): child < parent  <=>
   // t (a_c - a_p) < a_c b_p - a_p b_c, so as t grows the smaller a wins, and the curves cross once.
-  double certificate_at(std::size_t pos, double now) const {
-    const std::size_t parent = (pos - 1) / 2;
-    if (less_at(pos, parent, now)) return now;
-    if (timeless_) return kNever;
-    const Slot& c = heap_[pos];
-    const Slot& p = heap_[parent];
-    if (!(c.a < p.a)) return kNever;  // the child never overtakes: its curve stays above
-    // The crossing, in extended precision, scheduled a little early: a late event would leave the heap out of
-    // order, an early one is only checked again a tick later (advance). The slack covers the rounding of
-    // the crossing (large clocks make a_c b_p - a_p b_c cancel) and of the scores' own comparison.
-    const long double ac = c.a, ap = p.a, bc = c.b, bp = p.b;
-    const long double crossing = (ac * bp - ap * bc) / (ac - ap);
-    const long double slack = 2 + 1e-12L * (std::fabs(ac * bp) + std::fabs(ap * bc)) / (ap - ac);
-    const double tick = static_cast<double>(std::floor(crossing - slack)) + 1;
-    return std::max(tick, now + 1);
+  double certificate(std::size_t pos) const {
+    const Slot& p = heap_[parent_of(pos)];
+    return certificate(heap_[pos], p.a, p.b);
+  }
+
+  double certificate(const Slot& c, double parent_a, double parent_b) const {
+    if (timeless_ || !(c.a < parent_a)) return kNever;  // the child never overtakes: its curve stays above
+    return crossing_tick(c.a, c.b, parent_a, parent_b);
+  }
+
+  double crossing_tick(double ac, double bc, double ap, double bp) const {
+    // The crossing, scheduled a little early: a late event would leave the heap out of order, an early one
+    // is only checked again a tick later (advance). The slack covers the rounding of the crossing (large
+    // clocks make a_c b_p - a_p b_c cancel: its error is within 2^-52 (|a_c b_p| + |a_p b_c|), the slack's
+    // relative term 1e-12 is 4500 times that) and of the scores' own comparison.
+    const double cross_terms = std::fabs(ac * bp) + std::fabs(ap * bc);
+    const double crossing = (ac * bp - ap * bc) / (ac - ap);
+    const double slack = 2 + 1e-12 * cross_terms / (ap - ac);
+    const double tick = std::floor(crossing - slack) + 1;
+    return std::max(tick, clock_ + 1);
+  }
+
+  // The same where the pair may be out of order already (after a kinetic swap): then due at once.
+  double certificate_checked(std::size_t pos) const {
+    return less_at(pos, parent_of(pos), clock_) ? clock_ : certificate(pos);
   }
 
   void place(std::size_t pos, const Slot& s) {
     heap_[pos] = s;
-    items_[s.h].position = pos;
+    items_[s.h].position = static_cast<std::uint32_t>(pos);
   }
 
   void swap_positions(std::size_t i, std::size_t j) {
     std::swap(heap_[i], heap_[j]);
-    items_[heap_[i].h].position = i;
-    items_[heap_[j].h].position = j;
+    items_[heap_[i].h].position = static_cast<std::uint32_t>(i);
+    items_[heap_[j].h].position = static_cast<std::uint32_t>(j);
   }
 
   // Moves the item at `pos` up or down to where it belongs at `now`, then renews the certificates of every
   // item whose parent changed.
   void restore(std::size_t pos, double now) {
-    if (pos > 0 && less_at(pos, (pos - 1) / 2, now)) {
+    if (pos > 0 && less_at(pos, parent_of(pos), now)) {
       sift_up(pos, now);
     } else {
       sift_down(pos, now);
@@ -227,52 +250,105 @@ class KineticHeap {
   }
 
   // The sifts move items first and renew certificates once the path is settled: every item on the path got
-  // a new parent or new children, so each path position is renewed with its children.
+  // a new parent, so each path position's children are renewed, and the top of the path itself. The heap is
+  // in order at the clock throughout (advance ran first), so no renewed pair is out of order.
   void sift_up(std::size_t pos, double now) {
     const std::size_t start = pos;
+    const Slot moving = heap_[pos];
+    const double v = value(moving, now);
     while (pos > 0) {
-      const std::size_t parent = (pos - 1) / 2;
-      if (!less_at(pos, parent, now)) break;
-      swap_positions(pos, parent);
+      const std::size_t parent = parent_of(pos);
+      if (!(v < value(heap_[parent], now))) break;
+      place(pos, heap_[parent]);
       pos = parent;
     }
-    for (std::size_t p = start;; p = (p - 1) / 2) {  // from the start up to where the item settled
-      reschedule_around(p);
-      if (p == pos) break;
-    }
+    place(pos, moving);
+    renew_path(pos, start);
   }
 
   void sift_down(std::size_t pos, double now) {
     const std::size_t start = pos;
+    const Slot moving = heap_[pos];
+    double v = value(moving, now);
     for (;;) {
-      std::size_t smallest = pos;
-      for (std::size_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < heap_.size(); ++c) {
-        if (less_at(c, smallest, now)) smallest = c;
+      const std::size_t first = first_child(pos);
+      if (first >= heap_.size()) break;
+      const std::size_t end = std::min(first + kArity, heap_.size());
+      std::size_t smallest = first;
+      double best = value(heap_[first], now);
+      for (std::size_t c = first + 1; c < end; ++c) {
+        const double x = value(heap_[c], now);
+        if (x < best) {
+          best = x;
+          smallest = c;
+        }
       }
-      if (smallest == pos) break;
-      swap_positions(pos, smallest);
+      if (!(best < v)) break;
+      place(pos, heap_[smallest]);
       pos = smallest;
     }
-    reschedule(start);
-    for (std::size_t p = pos;; p = (p - 1) / 2) {  // from where the item settled up to the start
-      reschedule_children(p);
-      if (p == start) break;
+    place(pos, moving);
+    renew_path(start, pos);
+  }
+
+  // Fills the slot at `pos` (its item gone) with `s`: the hole sinks to a leaf taking the smaller child each
+  // level (one comparison a child, none against `s`, which mostly belongs near the leaves), then `s` rises
+  // from there (Wegener's bottom-up heapsort; Floyd's trick).
+  void refill(std::size_t pos, const Slot& s, double now) {
+    std::size_t hole = pos;
+    for (;;) {
+      const std::size_t first = first_child(hole);
+      if (first >= heap_.size()) break;
+      const std::size_t end = std::min(first + kArity, heap_.size());
+      std::size_t smallest = first;
+      double best = value(heap_[first], now);
+      for (std::size_t c = first + 1; c < end; ++c) {
+        const double x = value(heap_[c], now);
+        if (x < best) {
+          best = x;
+          smallest = c;
+        }
+      }
+      place(hole, heap_[smallest]);
+      hole = smallest;
+    }
+    const std::size_t leaf = hole;
+    const double v = value(s, now);
+    while (hole > 0) {
+      const std::size_t parent = parent_of(hole);
+      if (!(v < value(heap_[parent], now))) break;
+      place(hole, heap_[parent]);
+      hole = parent;
+    }
+    place(hole, s);
+    // Every slot between the higher of `pos` and where `s` settled and the leaf holds a new item (one path).
+    renew_path(std::min(hole, pos), leaf);
+  }
+
+  // Renews the certificates of the item at `top` and of the children of every slot on the path from `top`
+  // down to `bottom` (its descendant).
+  void renew_path(std::size_t top, std::size_t bottom) {
+    reschedule(top);
+    for (std::size_t p = bottom;; p = parent_of(p)) {
+      renew_children(p);
+      if (p == top) break;
     }
   }
 
-  // Renews the certificates of the item at `pos` (against its parent) and of its children (against it).
-  void reschedule_around(std::size_t pos) {
-    reschedule(pos);
-    reschedule_children(pos);
+  void renew_children(std::size_t pos) {
+    const std::size_t first = first_child(pos);
+    const std::size_t end = std::min(first + kArity, heap_.size());
+    if (first >= end) return;
+    const double a = heap_[pos].a, b = heap_[pos].b;
+    for (std::size_t c = first; c < end; ++c) {
+      Slot& child = heap_[c];
+      const double fails_at = certificate(child, a, b);
+      if (fails_at != child.fails_at) change_event(child, fails_at);
+    }
   }
 
-  void reschedule_children(std::size_t pos) {
-    for (std::size_t c = 2 * pos + 1; c <= 2 * pos + 2 && c < heap_.size(); ++c) reschedule(c);
-  }
-
-  void reschedule(std::size_t pos) {
-    set_event(heap_[pos].h, pos == 0 ? kNever : certificate_at(pos, clock_));
-  }
+  void reschedule(std::size_t pos) { set_event(pos, pos == 0 ? kNever : certificate(pos)); }
+  void reschedule_checked(std::size_t pos) { set_event(pos, pos == 0 ? kNever : certificate_checked(pos)); }
 
   // ---- the event queue ----
 
@@ -280,28 +356,32 @@ class KineticHeap {
     return t >= 1.8e19 ? TickQueue::kNone - 1 : static_cast<std::uint64_t>(t);
   }
 
-  void set_event(Handle h, double fails_at) {
-    Item& it = items_[h];
-    if (fails_at == it.fails_at) return;  // unchanged
-    if (it.fails_at == kNever) ++live_events_;
+  // Stamps come from one counter: an entry is stale once its slot's stamp moved on, and a stale entry
+  // leaves the queue at the next compaction, long before the 32-bit counter could come round to it again.
+  void set_event(std::size_t pos, double fails_at) {
+    Slot& s = heap_[pos];
+    if (fails_at != s.fails_at) change_event(s, fails_at);  // mostly unchanged (kNever, as it was): inlined
+  }
+
+  void change_event(Slot& s, double fails_at) {
+    if (s.fails_at == kNever) ++live_events_;
     if (fails_at == kNever) --live_events_;
-    it.fails_at = fails_at;
-    ++it.stamp;
+    s.fails_at = fails_at;
     if (fails_at == kNever) return;
-    events_.push(to_tick(fails_at), h, it.stamp);
+    s.stamp = ++stamps_;
+    events_.push(to_tick(fails_at), s.h, s.stamp);
     if (events_.size() > 4 * live_events_ + 4096) {
       events_.compact([this](const TickQueue::Entry& e) {
-        const Item& x = items_[e.handle];
-        return x.stamp == e.stamp && x.fails_at != kNever;
+        const std::uint32_t p = items_[e.handle].position;
+        return p != kAbsent && heap_[p].stamp == e.stamp && heap_[p].fails_at != kNever;
       });
     }
   }
 
-  void drop_event(Handle h) { set_event(h, kNever); }
-
   bool timeless_;
   double clock_ = -std::numeric_limits<double>::infinity();
   std::uint64_t swaps_ = 0;
+  std::uint32_t stamps_ = 0;
   std::vector<Item> items_;
   std::vector<Handle> free_;
   std::vector<Slot> heap_;  // in heap order
