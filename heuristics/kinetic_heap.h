@@ -53,7 +53,7 @@ class KineticHeap {
       items_.emplace_back();
     }
     Item& it = items_[h];
-    it = Item{payload, static_cast<std::uint32_t>(heap_.size()), false, 0, 0};
+    it = Item{payload, static_cast<std::uint32_t>(heap_.size()), false, 0, 0, ++arrivals_};
     heap_.push_back(Slot{a, b, kNever, h, 0});
     sift_up(it.position, now);
     return h;
@@ -182,6 +182,7 @@ class KineticHeap {
     bool pending = false;              // a raise noted but not applied (see update)
     double pending_a = 0;
     double pending_b = 0;
+    std::uint64_t arrival = 0;  // insertion order: equal scores go to the latest arrival
   };
 
   // A d-ary heap: fewer levels than a binary one for a sift to cross (log_4 n: 8 at 10^5 items), and the
@@ -196,7 +197,14 @@ class KineticHeap {
   }
 
   double value(const Slot& s, double now) const { return timeless_ ? s.a : s.a / (now - s.b); }
-  bool less_at(std::size_t i, std::size_t j, double now) const { return value(heap_[i], now) < value(heap_[j], now); }
+  // Heap order: the lower score, and between equal scores the later arrival (as the DTR authors' runtime
+  // breaks ties: the last candidate in its list). Equal curves stay equal, so ties need no certificate.
+  bool before(const Slot& x, double vx, const Slot& y, double vy) const {
+    return vx < vy || (vx == vy && items_[x.h].arrival > items_[y.h].arrival);
+  }
+  bool less_at(std::size_t i, std::size_t j, double now) const {
+    return before(heap_[i], value(heap_[i], now), heap_[j], value(heap_[j], now));
+  }
 
   // When the item at `pos` (the child) drops below its parent, given that it does not at the clock: the
   // first clock tick after it at which it will, or kNever. With f = a / (t - b): child < parent  <=>
@@ -258,7 +266,7 @@ class KineticHeap {
     const double v = value(moving, now);
     while (pos > 0) {
       const std::size_t parent = parent_of(pos);
-      if (!(v < value(heap_[parent], now))) break;
+      if (!before(moving, v, heap_[parent], value(heap_[parent], now))) break;
       place(pos, heap_[parent]);
       pos = parent;
     }
@@ -278,12 +286,12 @@ class KineticHeap {
       double best = value(heap_[first], now);
       for (std::size_t c = first + 1; c < end; ++c) {
         const double x = value(heap_[c], now);
-        if (x < best) {
+        if (before(heap_[c], x, heap_[smallest], best)) {
           best = x;
           smallest = c;
         }
       }
-      if (!(best < v)) break;
+      if (!before(heap_[smallest], best, moving, v)) break;
       place(pos, heap_[smallest]);
       pos = smallest;
     }
@@ -304,7 +312,7 @@ class KineticHeap {
       double best = value(heap_[first], now);
       for (std::size_t c = first + 1; c < end; ++c) {
         const double x = value(heap_[c], now);
-        if (x < best) {
+        if (before(heap_[c], x, heap_[smallest], best)) {
           best = x;
           smallest = c;
         }
@@ -316,7 +324,7 @@ class KineticHeap {
     const double v = value(s, now);
     while (hole > 0) {
       const std::size_t parent = parent_of(hole);
-      if (!(v < value(heap_[parent], now))) break;
+      if (!before(s, v, heap_[parent], value(heap_[parent], now))) break;
       place(hole, heap_[parent]);
       hole = parent;
     }
@@ -382,6 +390,7 @@ class KineticHeap {
   double clock_ = -std::numeric_limits<double>::infinity();
   std::uint64_t swaps_ = 0;
   std::uint32_t stamps_ = 0;
+  std::uint64_t arrivals_ = 0;
   std::vector<Item> items_;
   std::vector<Handle> free_;
   std::vector<Slot> heap_;  // in heap order

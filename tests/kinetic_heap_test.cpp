@@ -107,6 +107,27 @@ TEST(KineticHeap, TimelessScoresOrderByAAlone) {
   }
 }
 
+TEST(KineticHeap, EqualScoresGoToTheLatestArrival) {
+  for (const bool timeless : {false, true}) {
+    SCOPED_TRACE(timeless ? "timeless" : "timed");
+    Heap heap(timeless);
+    std::vector<Heap::Handle> h;
+    for (int i = 0; i < 40; ++i) h.push_back(heap.insert(i, 2.0, 5.0, 10));  // 40 equal curves
+    const Heap::Handle lower = heap.insert(99, 1.0, 5.0, 10);
+    EXPECT_EQ(heap.top(10), lower);
+    heap.erase(lower, 10);
+    EXPECT_EQ(heap.top(20), h[39]);
+    heap.erase(h[39], 20);
+    EXPECT_EQ(heap.top(30), h[38]);
+    // Re-inserting makes an item the latest arrival again; an update keeps its arrival.
+    heap.erase(h[3], 30);
+    h[3] = heap.insert(3, 2.0, 5.0, 30);
+    EXPECT_EQ(heap.top(30), h[3]);
+    heap.update(h[10], 2.0, 5.0, 31);
+    EXPECT_EQ(heap.top(31), h[3]);
+  }
+}
+
 TEST(KineticHeap, OrderChangesWithTimeOnly) {
   // A cheap but recently used item (a = 1, b = 99) against a costly stale one (a = 4, b = 0): at t = 100
   // the cheap one scores 1/1 = 1 and the stale one 4/100; by t = 1000 the cheap one's 1/901 is lower than

@@ -170,6 +170,28 @@ TEST(Runtime, ByteTensorsAreRejectedByKernelsThatComputeOnFloats) {
   EXPECT_STREQ(to_string(DType::uint8), "uint8");
 }
 
+TEST(Runtime, EqualScoresGoToTheLatestCandidate) {
+  // size scores equal-sized storages the same; the tie goes to the one that became a candidate last (the DTR
+  // authors' arrival order), with the index as with the scan.
+  for (const EvictionSearch search : {EvictionSearch::scan, EvictionSearch::index}) {
+    SCOPED_TRACE(to_string(search));
+    Config config = deterministic_config(64 + 4 * 128, BudgetMode::bytes, "size");
+    config.search = search;
+    Runtime rt(config);
+    Tensor x = constant(rt, {16}, 1.0f);  // 64 B
+    Tensor a = rt.call1(ops::concat2(), {x, x});  // 128 B each: candidates in the order a, b, c
+    Tensor b = rt.call1(ops::concat2(), {x, x});
+    Tensor c = rt.call1(ops::concat2(), {x, x});
+    // d is computed from a: d becomes a candidate, then a again (inputs are released after outputs).
+    Tensor d = rt.call1(ops::scale(), {a}, Attrs{{"factor", 2.0}});
+    EXPECT_EQ(rt.stats().evictions, 0u);
+    Tensor e = rt.call1(ops::concat2(), {x, x});  // one 128 B storage must go: a, the latest
+    EXPECT_EQ(rt.stats().evictions, 1u);
+    EXPECT_FALSE(a.resident());
+    EXPECT_TRUE(b.resident() && c.resident() && d.resident() && e.resident());
+  }
+}
+
 TEST(Runtime, SiblingsOfAMultiOutputOpComeBackTogether) {
   Runtime rt(deterministic_config());
   Tensor x = constant(rt, {6, 2}, 1.0f);
