@@ -310,8 +310,11 @@ class DtrEqHeuristic final : public Heuristic {
     s.heuristic_slot = nullptr;
     if (tracking()) {
       Boundary& boundary = boundary_of(root);
-      auto check = [&](StorageView& r) {  // its resident neighbours stay only if another member is next to them
-        if (!r.evicted() && !next_to_class(r, root)) boundary.erase(&r);
+      // Its neighbours stay only if another member is next to them, whether resident or not: a boundary holds
+      // only storages next to the class, or one that lost that adjacency would be left behind when it dies
+      // (UBSan found one, out of memory but not a member, on the device-budget oracle with dtr-eq+window).
+      auto check = [&](StorageView& r) {
+        if (!next_to_class(r, root)) boundary.erase(&r);
       };
       s.for_each_input(check);
       s.for_each_dependent(check);
