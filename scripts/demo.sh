@@ -5,9 +5,19 @@
 # DTR_DEMO_TRACE picks another trace; extra arguments go to dtr-sim (try --help).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-trace="${DTR_DEMO_TRACE:-$root/../shared/traces/resnet32-56.log}"
-if [ ! -f "$trace" ]; then
-  echo "dtr demo: no trace at $trace; set DTR_DEMO_TRACE to a DTR prototype log (or a DTR_TRACE file)" >&2
+trace="${DTR_DEMO_TRACE:-}"
+if [ -z "$trace" ]; then
+  # The shared traces sit next to the checkout; a clone made elsewhere on this machine finds them in /work.
+  for candidate in "$root/../shared/traces/resnet32-56.log" /work/shared/traces/resnet32-56.log; do
+    if [ -f "$candidate" ]; then
+      trace="$candidate"
+      break
+    fi
+  done
+fi
+if [ -z "$trace" ] || [ ! -f "$trace" ]; then
+  echo "dtr demo: no trace found (looked for ../shared/traces/resnet32-56.log next to the checkout);" \
+       "set DTR_DEMO_TRACE to a DTR prototype log or a DTR_TRACE file" >&2
   exit 2
 fi
 "$root/scripts/setup.sh"
