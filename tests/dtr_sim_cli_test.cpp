@@ -50,7 +50,7 @@ class DtrSimCli : public ::testing::Test {
     }
     std::string g = "x30";
     for (int i = 29; i >= 0; --i) {
-      const std::string next = "g" + std::to_string(i);
+      const std::string next = std::string("g").append(std::to_string(i));
       out << R"({"ARGS":[")" << g << R"(","x)" << i << R"("],"INSTRUCTION":"CALL","NAME":"df","RESULT":[")" << next
           << R"("],"TIME":"2000"})" << '\n'
           << R"({"INSTRUCTION":"MEMORY","MEMORY":"1048576","NAME":")" << next << R"("})" << '\n'

@@ -35,9 +35,9 @@ std::string chain_trace(int n, std::uint64_t bytes) {
     out << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"x)" << i << R"("})" << '\n';
   }
   out << R"({"ANNOTATION":"BACKWARD","INSTRUCTION":"ANNOTATE"})" << '\n';
-  std::string g = "x" + std::to_string(n);
+  std::string g = std::string("x").append(std::to_string(n));
   for (int i = n - 1; i >= 0; --i) {
-    const std::string next = "g" + std::to_string(i);
+    const std::string next = std::string("g").append(std::to_string(i));
     out << R"({"ARGS":[")" << g << R"(","x)" << i << R"("],"INSTRUCTION":"CALL","NAME":"df","RESULT":[")" << next
         << R"("],"TIME":"2000"})" << '\n';
     out << R"({"INSTRUCTION":"MEMORY","MEMORY":")" << bytes << R"(","NAME":")" << next << R"("})" << '\n';
