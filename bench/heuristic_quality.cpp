@@ -197,6 +197,15 @@ void chain_table(int n, const std::vector<std::string>& heuristics) {
   }
 }
 
+// A Markdown table's header: the first column, then one right-aligned column per heuristic.
+void print_header(const char* first, const std::vector<std::string>& heuristics) {
+  std::printf("| %s |", first);
+  for (const std::string& h : heuristics) std::printf(" %s |", h.c_str());
+  std::printf("\n|---:|");
+  for (std::size_t i = 0; i < heuristics.size(); ++i) std::printf("---:|");
+  std::printf("\n");
+}
+
 void dag_tables(int dags, int steps, const std::vector<std::string>& heuristics) {
   const std::vector<double> ratios = {0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0};
   for (int d = 1; d <= dags; ++d) {
@@ -205,11 +214,7 @@ void dag_tables(int dags, int steps, const std::vector<std::string>& heuristics)
     std::printf("\n### Random DAG %d (%d forward steps; unbudgeted peak %llu KiB)\n\nRecomputations per budget "
                 "(fraction of the unbudgeted peak).\n\n",
                 d, steps, static_cast<unsigned long long>(unbudgeted.peak_resident / 1024));
-    std::printf("| budget |");
-    for (const std::string& h : heuristics) std::printf(" %s |", h.c_str());
-    std::printf("\n|---:|");
-    for (std::size_t i = 0; i < heuristics.size(); ++i) std::printf("---:|");
-    std::printf("\n");
+    print_header("budget", heuristics);
     for (double r : ratios) {
       const auto budget = static_cast<std::uint64_t>(r * static_cast<double>(unbudgeted.peak_resident));
       std::printf("| %.2f |", r);
@@ -234,11 +239,7 @@ void device_tables(int dags, int steps, const std::vector<std::string>& heuristi
                 "peak).\n\n",
                 d, steps, static_cast<unsigned long long>(unbudgeted.peak_reserved / 1024),
                 static_cast<unsigned long long>(unbudgeted.peak_resident / 1024));
-    std::printf("| budget |");
-    for (const std::string& h : heuristics) std::printf(" %s |", h.c_str());
-    std::printf("\n|---:|");
-    for (std::size_t i = 0; i < heuristics.size(); ++i) std::printf("---:|");
-    std::printf("\n");
+    print_header("budget", heuristics);
     for (double r : ratios) {
       const auto budget = static_cast<std::uint64_t>(r * static_cast<double>(unbudgeted.peak_reserved));
       std::printf("| %.2f |", r);

@@ -274,6 +274,21 @@ class KineticHeap {
     renew_path(pos, start);
   }
 
+  // The first in heap order of the children starting at `first` (which exists), and its score at `now`.
+  std::size_t smallest_child(std::size_t first, double now, double& best) const {
+    const std::size_t end = std::min(first + kArity, heap_.size());
+    std::size_t smallest = first;
+    best = value(heap_[first], now);
+    for (std::size_t c = first + 1; c < end; ++c) {
+      const double x = value(heap_[c], now);
+      if (before(heap_[c], x, heap_[smallest], best)) {
+        best = x;
+        smallest = c;
+      }
+    }
+    return smallest;
+  }
+
   void sift_down(std::size_t pos, double now) {
     const std::size_t start = pos;
     const Slot moving = heap_[pos];
@@ -281,16 +296,8 @@ class KineticHeap {
     for (;;) {
       const std::size_t first = first_child(pos);
       if (first >= heap_.size()) break;
-      const std::size_t end = std::min(first + kArity, heap_.size());
-      std::size_t smallest = first;
-      double best = value(heap_[first], now);
-      for (std::size_t c = first + 1; c < end; ++c) {
-        const double x = value(heap_[c], now);
-        if (before(heap_[c], x, heap_[smallest], best)) {
-          best = x;
-          smallest = c;
-        }
-      }
+      double best = 0;
+      const std::size_t smallest = smallest_child(first, now, best);
       if (!before(heap_[smallest], best, moving, v)) break;
       place(pos, heap_[smallest]);
       pos = smallest;
@@ -307,16 +314,8 @@ class KineticHeap {
     for (;;) {
       const std::size_t first = first_child(hole);
       if (first >= heap_.size()) break;
-      const std::size_t end = std::min(first + kArity, heap_.size());
-      std::size_t smallest = first;
-      double best = value(heap_[first], now);
-      for (std::size_t c = first + 1; c < end; ++c) {
-        const double x = value(heap_[c], now);
-        if (before(heap_[c], x, heap_[smallest], best)) {
-          best = x;
-          smallest = c;
-        }
-      }
+      double best = 0;
+      const std::size_t smallest = smallest_child(first, now, best);
       place(hole, heap_[smallest]);
       hole = smallest;
     }
