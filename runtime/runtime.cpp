@@ -47,6 +47,7 @@ struct Runtime::Impl final : Reclaimer {
     DTR_CHECK(config.device.kind == DeviceKind::cpu, DeviceError, "the runtime's kernels run on the CPU only so far; ",
               "DTR_DEVICE=", config.device.to_string(), " is not supported yet");
     heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
+    windows = heuristic->fragmentation_aware();
     DTR_CHECK(std::isfinite(config.size_floor) && config.size_floor >= 0, ConfigError, "Config::size_floor ",
               config.size_floor, " must be a non-negative fraction of the mean candidate size (0: no floor)");
     // Without a budget nothing is ever evicted: no index to keep. A size floor filters candidates: it scans.
@@ -79,6 +80,7 @@ struct Runtime::Impl final : Reclaimer {
   detail::ObjectPool pool;
   Config config;
   std::unique_ptr<heuristics::Heuristic> heuristic;
+  bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
   std::unique_ptr<heuristics::EvictionIndex> index;  // the candidates in score order; none: scan `resident`
   std::unique_ptr<CachingAllocator> allocator;
   std::unique_ptr<detail::TraceWriter> trace;  // DTR_TRACE, when set
@@ -192,7 +194,7 @@ struct Runtime::Impl final : Reclaimer {
       throw out_of_memory(s.nbytes, &e);
     }
     // Windows map the allocator's blocks back to storages through the owner tag.
-    if (heuristic->fragmentation_aware()) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
+    if (windows) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
     s.in_memory = true;
     add_resident(s);
   }
@@ -212,7 +214,7 @@ struct Runtime::Impl final : Reclaimer {
 
   // Reclaimer: the allocator needs room.
   std::size_t reclaim(const ReclaimRequest& request) override {
-    if (heuristic->fragmentation_aware()) {
+    if (windows) {
       if (const std::size_t freed = evict_window(request)) return freed;
     }
     return evict_one();

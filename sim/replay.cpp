@@ -124,9 +124,14 @@ class Replayer {
     }
   }
 
-  void call(const Instruction& in) {
+  // The tensors `in`'s ARGS name, into args_.
+  void gather_args(const Instruction& in) {
     args_.clear();
     for (std::uint32_t a : in.args) args_.push_back(named(a, in));
+  }
+
+  void call(const Instruction& in) {
+    gather_args(in);
     std::vector<std::int64_t> bytes;
     for (const Instruction::Result& r : in.results) {
       if (r.alias < 0) bytes.push_back(static_cast<std::int64_t>(r.bytes));
@@ -142,8 +147,7 @@ class Replayer {
 
   // In place, modelled as copy-on-write: a new op whose outputs replace the mutated arguments' names.
   void mutate(const Instruction& in) {
-    args_.clear();
-    for (std::uint32_t a : in.args) args_.push_back(named(a, in));
+    gather_args(in);
     std::vector<std::int64_t> bytes;
     for (std::uint32_t k : in.mutated) bytes.push_back(static_cast<std::int64_t>(args_[k].storage_bytes()));
     const std::vector<Tensor> outputs = runtime_.call(

@@ -201,7 +201,11 @@ int main(int argc, char** argv) {
   try {
     std::vector<double> ratios = sweep.empty() ? std::vector<double>{ratio.value_or(0.5)} : parse_sweep(sweep);
     if (heuristics.size() == 1 && heuristics.front() == "all") {
-      heuristics = {"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random"};
+      // The DTR paper's set: every named heuristic but the fragmentation-aware ones.
+      heuristics = dtr::heuristics::heuristic_names();
+      std::erase_if(heuristics, [](const std::string& h) {
+        return dtr::heuristics::make_heuristic(h)->fragmentation_aware();
+      });
     }
     for (const std::string& h : heuristics) dtr::heuristics::make_heuristic(h, "--heuristic");
     std::vector<dtr::BudgetMode> modes;
