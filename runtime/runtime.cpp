@@ -263,17 +263,15 @@ struct Runtime::Impl final : Reclaimer {
     if (config.size_floor == 0) return 0;
     std::uint64_t bytes = 0;
     std::uint64_t count = 0;
+    std::size_t largest = 0;
     for (const Storage* s : resident) {
       if (s->pins > 0) continue;
       bytes += s->nbytes;
       count += 1;
+      largest = std::max(largest, s->nbytes);
     }
     if (count == 0) return 0;
     const auto floor = static_cast<std::size_t>(config.size_floor * static_cast<double>(bytes) / static_cast<double>(count));
-    std::size_t largest = 0;
-    for (const Storage* s : resident) {
-      if (s->pins == 0) largest = std::max(largest, s->nbytes);
-    }
     return floor <= largest ? floor : 0;  // every candidate below the floor: all of them count
   }
 
