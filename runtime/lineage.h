@@ -42,6 +42,16 @@ struct Storage final : heuristics::StorageView {
   // When it last became an eviction candidate (a runtime-wide arrival count; 0: not a candidate). Equal
   // scores go to the latest arrival, as in the DTR authors' runtime (its candidate list is in arrival order).
   std::uint64_t candidate_since = 0;
+  // How many times it has become resident: a view made during an earlier residency is undone by the eviction.
+  std::uint64_t residency = 0;
+  // Views of it that ops made (OpDef::views), in creation order. A user handle names one by its index + 1.
+  struct View {
+    std::uint32_t base = 0;   // the view it was made from (index + 1); 0: the storage itself
+    double cost = 0;          // its op's cost, paid again each time it is made again
+    std::uint64_t made_in = 0;  // the residency it was last made in
+  };
+  std::vector<View> views;
+  double view_cost = 0;  // the summed cost of the ops that made views of it (each op once): part of its cost
 
   bool constant() const { return producer == nullptr; }
 
@@ -63,6 +73,8 @@ struct Closure {
   SmallVector<std::shared_ptr<Storage>, 3> inputs;
   SmallVector<TensorMeta, 3> input_meta;   // the input as the op saw it: a view may cover part of its storage
   SmallVector<std::size_t, 3> input_offset;  // in elements, from the start of the storage
+  SmallVector<std::uint32_t, 3> input_view;  // the op-made view of the storage it read (Storage::views); 0: none
+  // The outputs with a buffer of their own (not views; the kernel writes these), in output order.
   SmallVector<Storage*, 2> outputs;          // nullptr once that output's storage died
   SmallVector<TensorMeta, 2> output_meta;
   std::uint64_t seed = 0;
@@ -71,14 +83,11 @@ struct Closure {
   ~Closure();
 };
 
-// What a Tensor points to: one user handle of a storage.
-}  // namespace dtr::detail
-
-namespace dtr::detail {
 // One user handle of a storage: the whole storage, or a contiguous view of part of it.
 struct TensorHandle {
   explicit TensorHandle(std::shared_ptr<Storage> s);
-  TensorHandle(std::shared_ptr<Storage> s, std::uint64_t view_id, TensorMeta view_meta, std::size_t view_offset);
+  TensorHandle(std::shared_ptr<Storage> s, std::uint64_t view_id, TensorMeta view_meta, std::size_t view_offset,
+               std::uint32_t op_view = 0);
   ~TensorHandle();
   TensorHandle(const TensorHandle&) = delete;
   TensorHandle& operator=(const TensorHandle&) = delete;
@@ -86,5 +95,6 @@ struct TensorHandle {
   std::uint64_t id;     // the name in traces: the storage's id, or the view's own
   TensorMeta meta;
   std::size_t offset;   // in elements
+  std::uint32_t view;   // an op-made view of the storage (Storage::views index + 1), made again when used; 0: none
 };
 }  // namespace dtr::detail

@@ -196,6 +196,7 @@ struct Runtime::Impl final : Reclaimer {
     // Windows map the allocator's blocks back to storages through the owner tag.
     if (windows) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
     s.in_memory = true;
+    s.residency += 1;
     add_resident(s);
   }
 
@@ -408,12 +409,55 @@ struct Runtime::Impl final : Reclaimer {
     }
     for (Storage* out : c.outputs) {
       if (out == nullptr) continue;
-      out->producer_cost = c.cost;
+      out->producer_cost = c.cost + out->view_cost;
       // A first run's outputs are used now. A recomputed one keeps the access its consumer stamped when it
       // asked for it (before the recomputation began), as the DTR authors' runtime does.
       if (!rematerializing) touch(*out);
     }
     for (Storage* out : restored) heuristic->on_rematerialize(*out);
+  }
+
+  // Whether `s` is resident with its op-made view `view` (0: the storage itself) made.
+  static bool view_made(const Storage& s, std::uint32_t view) {
+    return s.in_memory && (view == 0 || s.views[view - 1].made_in == s.residency);
+  }
+
+  // Makes the op-made view `view` of resident `s` again if an eviction undid it (and the views it was made
+  // from, first): each costs its op's cost again, a recomputation that needs no memory. The caller stamped
+  // `s` when it began to need the view (before recomputing `s`, if it was evicted).
+  void make_view(Storage& s, std::uint32_t view) {
+    SmallVector<std::uint32_t, 4> undone;  // innermost first
+    for (std::uint32_t v = view; v != 0 && s.views[v - 1].made_in != s.residency; v = s.views[v - 1].base) {
+      undone.push_back(v);
+    }
+    for (std::size_t i = undone.size(); i-- > 0;) {
+      Storage::View& v = s.views[undone[i] - 1];
+      pin(s);  // its op holds the storage while it runs
+      op_clock += 1;
+      compute_clock += v.cost;
+      stats.remat_compute += v.cost;
+      stats.rematerializations += 1;
+      unpin(s);
+      v.made_in = s.residency;
+    }
+  }
+
+  // Whether each input of an op is resident, its view made: such inputs need no recomputation.
+  using InputsReady = SmallVector<bool, 4>;
+
+  // An op starts reading `inputs` (their op-made views `views`): it stamps them all, then pins the ready ones
+  // before any other is recomputed, so that no recomputation evicts them meanwhile (as the DTR authors'
+  // runtime locks them). Returns which were ready.
+  InputsReady start_reading(std::span<const std::shared_ptr<Storage>> inputs, std::span<const std::uint32_t> views,
+                            Pins& pins) {
+    InputsReady ready;
+    for (const auto& in : inputs) touch(*in);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      Storage& in = *inputs[i];
+      ready.push_back(view_made(in, views[i]));
+      if (ready.back()) pins.add(in);
+    }
+    return ready;
   }
 
   // Makes `target` resident, replaying evicted ancestors first. Iterative with an explicit stack: a chain of
@@ -429,28 +473,35 @@ struct Runtime::Impl final : Reclaimer {
       const Storage* requested = nullptr;  // the output this recomputation is for
       std::size_t next_input = 0;
       Pins pins;
+      InputsReady ready;
+      bool reading = false;  // the input at next_input is being recomputed
     };
     std::vector<std::unique_ptr<Frame>> stack;
-    // An op reads all its inputs when it starts: each is stamped now, before any of them is recomputed.
     auto push = [this, &stack](Storage& wanted) {
       Closure* closure = wanted.producer.get();
-      for (const auto& in : closure->inputs) touch(*in);
       stack.push_back(std::make_unique<Frame>(*this, closure, &wanted));
+      Frame& frame = *stack.back();
+      frame.ready = start_reading(closure->inputs, closure->input_view, frame.pins);
     };
     push(target);
     while (!stack.empty()) {
       Frame& frame = *stack.back();
       Closure& c = *frame.closure;
       bool descended = false;
-      while (frame.next_input < c.inputs.size()) {
+      for (; frame.next_input < c.inputs.size(); frame.next_input += 1) {
+        if (frame.ready[frame.next_input]) continue;
         Storage& in = *c.inputs[frame.next_input];
+        const std::uint32_t view = c.input_view[frame.next_input];
+        if (!frame.reading && view != 0) touch(in);  // remaking a view reads its storage, from now
+        frame.reading = true;
         if (!in.in_memory) {
           push(in);
           descended = true;
           break;
         }
+        make_view(in, view);
         frame.pins.add(in);
-        frame.next_input += 1;
+        frame.reading = false;
       }
       if (descended) continue;
       const bool needed = std::any_of(c.outputs.begin(), c.outputs.end(),
@@ -476,48 +527,115 @@ struct Runtime::Impl final : Reclaimer {
       in_meta.push_back(t.handle_->meta);
     }
     TensorMetas out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
+    const OutputViews views = output_views(op, inputs, in_meta, attrs, out_meta);
     stats.ops += 1;
     current_op = &op;
 
     auto closure = make<Closure>();
     closure->op = &op;
     closure->attrs = attrs;
-    closure->output_meta.append(out_meta.begin(), out_meta.end());
     if (op.random) closure->seed = mix(++random_calls);
-    Pins input_pins(*this);
-    for (const Tensor& t : inputs) touch(*t.handle_->storage);  // read when the op starts, recomputed or not
     for (const Tensor& t : inputs) {
-      Storage& s = *t.handle_->storage;
-      materialize(s);
-      input_pins.add(s);
       closure->inputs.push_back(t.handle_->storage);
       closure->input_meta.push_back(t.handle_->meta);
       closure->input_offset.push_back(t.handle_->offset);
+      closure->input_view.push_back(t.handle_->view);
     }
-    SmallVector<std::shared_ptr<Storage>, 2> outputs;
+    Pins input_pins(*this);
+    const InputsReady ready = start_reading(closure->inputs, closure->input_view, input_pins);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (ready[i]) continue;
+      Storage& s = *closure->inputs[i];
+      if (closure->input_view[i] != 0) touch(s);  // remaking a view reads its storage, from now
+      if (!s.in_memory) materialize(s);
+      make_view(s, closure->input_view[i]);
+      input_pins.add(s);
+    }
+    SmallVector<std::shared_ptr<Storage>, 2> outputs;  // per output; nullptr for a view
     for (std::size_t i = 0; i < out_meta.size(); ++i) {
-      auto s = make<Storage>(*this, next_id++, std::move(out_meta[i]));
+      if (views[i]) {
+        outputs.emplace_back();
+        continue;
+      }
+      auto s = make<Storage>(*this, next_id++, out_meta[i]);
       live_storages += 1;
       s->producer = closure;
-      s->output_index = i;
+      s->output_index = closure->outputs.size();
       closure->outputs.push_back(s.get());
+      closure->output_meta.push_back(out_meta[i]);
       outputs.push_back(std::move(s));
     }
     run(*closure, /*rematerializing=*/false);
     for (const auto& in : closure->inputs) in->dependents.push_back(closure.get());
+    Results result;
+    for (std::size_t i = 0; i < out_meta.size(); ++i) {
+      if (outputs[i]) {
+        result.push_back(Tensor(make<TensorHandle>(std::move(outputs[i]))));
+      } else {
+        result.push_back(make_op_view(inputs, *views[i], out_meta[i], closure->cost));
+      }
+    }
+    charge_views(*closure, inputs, views);
     if (trace) {
       std::vector<std::uint64_t> args, results, result_bytes;
+      std::vector<std::int64_t> aliases;
       for (const Tensor& t : inputs) args.push_back(t.handle_->id);
-      for (const auto& out : outputs) {
-        results.push_back(out->id);
-        result_bytes.push_back(out->nbytes);
+      for (std::size_t i = 0; i < result.size(); ++i) {
+        results.push_back(result[i].handle_->id);
+        result_bytes.push_back(result[i].handle_->meta.nbytes());
+        aliases.push_back(views[i] ? static_cast<std::int64_t>(views[i]->input) : -1);
       }
-      trace->call(op.name, args, results, result_bytes, closure->cost);
+      trace->call(op.name, args, results, result_bytes, aliases, closure->cost);
     }
-    Results result;
-    for (auto& s : outputs) result.push_back(Tensor(make<TensorHandle>(std::move(s))));
     current_op = nullptr;
     return result;
+  }
+
+  // The op's output views (none when it makes none), checked to fit in the inputs they view.
+  static OutputViews output_views(const OpDef& op, std::span<const Tensor> inputs, std::span<const TensorMeta> in_meta,
+                                  const Attrs& attrs, const TensorMetas& out_meta) {
+    OutputViews views = op.views ? op.views(in_meta, attrs) : OutputViews{};
+    if (!op.views) views.resize(out_meta.size());
+    DTR_CHECK(views.size() == out_meta.size(), InvalidArgument, "op '", op.name, "' describes ", views.size(),
+              " output views for ", out_meta.size(), " outputs");
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      if (!views[i]) continue;
+      const ViewOf& v = *views[i];
+      DTR_CHECK(v.input < inputs.size(), InvalidArgument, "op '", op.name, "': output ", i, " views input ",
+                v.input, " of ", inputs.size());
+      const TensorMeta& base = in_meta[v.input];
+      DTR_CHECK(out_meta[i].dtype == base.dtype && v.offset >= 0 && v.offset + out_meta[i].numel() <= base.numel(),
+                ShapeError, "op '", op.name, "': output ", i, " (", to_string(out_meta[i].dtype), " ",
+                to_string(out_meta[i].shape), " at element offset ", v.offset, ") does not fit in input ", v.input,
+                " (", to_string(base.dtype), " ", to_string(base.shape), ")");
+    }
+    return views;
+  }
+
+  // An output of the op that cost `cost`: a view of the input `v` names.
+  Tensor make_op_view(std::span<const Tensor> inputs, const ViewOf& v, TensorMeta meta, double cost) {
+    const TensorHandle& base = *inputs[v.input].handle_;
+    Storage& s = *base.storage;
+    s.views.push_back(Storage::View{base.view, cost, s.residency});
+    return Tensor(make<TensorHandle>(base.storage, next_id++, std::move(meta),
+                                     base.offset + static_cast<std::size_t>(v.offset),
+                                     static_cast<std::uint32_t>(s.views.size())));
+  }
+
+  // The storages op `c` made views of cost it too from now on (once each, however many views it made of one),
+  // and were used when it ended. They are its inputs, still pinned: out of the index while their cost changes.
+  void charge_views(const Closure& c, std::span<const Tensor> inputs, const OutputViews& views) {
+    SmallVector<Storage*, 2> viewed;
+    for (const auto& v : views) {
+      if (!v) continue;
+      Storage* s = inputs[v->input].handle_->storage.get();
+      if (std::find(viewed.begin(), viewed.end(), s) == viewed.end()) viewed.push_back(s);
+    }
+    for (Storage* s : viewed) {
+      s->view_cost += c.cost;
+      if (!s->constant()) s->producer_cost += c.cost;
+      touch(*s);
+    }
   }
 
   Tensor constant(TensorMeta meta, std::span<const float> values) {
@@ -550,7 +668,7 @@ struct Runtime::Impl final : Reclaimer {
     const std::int64_t numel = meta.numel();  // ShapeError on a negative dimension
     DTR_CHECK(offset >= 0 && offset + numel <= h.meta.numel(), ShapeError, "view ", to_string(meta.shape),
               " at element offset ", offset, " does not fit in a tensor of shape ", to_string(h.meta.shape));
-    auto handle = make<TensorHandle>(h.storage, next_id++, meta, h.offset + static_cast<std::size_t>(offset));
+    auto handle = make<TensorHandle>(h.storage, next_id++, meta, h.offset + static_cast<std::size_t>(offset), h.view);
     if (trace) trace->view(h.id, handle->id, meta.nbytes());
     touch(*h.storage);
     return Tensor(std::move(handle));
@@ -566,6 +684,8 @@ struct Runtime::Impl final : Reclaimer {
     DTR_CHECK(outputs.size() == 1 && outputs[0].meta() == h.meta, ShapeError, "assign: op '", op.name,
               "' gives ", outputs.size() == 1 ? to_string(outputs[0].shape()) : std::to_string(outputs.size()) + " outputs",
               ", the target has shape ", to_string(h.meta.shape));
+    DTR_CHECK(!outputs[0].is_view(), InvalidArgument, "assign: op '", op.name,
+              "' makes a view of an input, not a new value");
     std::shared_ptr<Storage> fresh = outputs[0].handle_->storage;
     std::shared_ptr<Storage> old = h.storage;
     const bool reads_old = std::any_of(fresh->producer->inputs.begin(), fresh->producer->inputs.end(),
@@ -685,13 +805,13 @@ Closure::~Closure() {
 }
 
 TensorHandle::TensorHandle(std::shared_ptr<Storage> s)
-    : storage(std::move(s)), id(storage->id), meta(storage->meta), offset(0) {
+    : storage(std::move(s)), id(storage->id), meta(storage->meta), offset(0), view(0) {
   storage->handles += 1;
 }
 
 TensorHandle::TensorHandle(std::shared_ptr<Storage> s, std::uint64_t view_id, TensorMeta view_meta,
-                           std::size_t view_offset)
-    : storage(std::move(s)), id(view_id), meta(std::move(view_meta)), offset(view_offset) {
+                           std::size_t view_offset, std::uint32_t op_view)
+    : storage(std::move(s)), id(view_id), meta(std::move(view_meta)), offset(view_offset), view(op_view) {
   storage->handles += 1;
 }
 
@@ -715,7 +835,10 @@ void Runtime::materialize(const Tensor& tensor) {
   DTR_CHECK(tensor.defined(), InvalidArgument, "materialize: the tensor is undefined");
   Storage& s = *tensor.handle_->storage;
   DTR_CHECK(&s.runtime == impl_.get(), InvalidArgument, "materialize: the tensor belongs to another runtime");
-  s.runtime.materialize(s);
+  const std::uint32_t view = tensor.handle_->view;
+  if (view != 0 && !Impl::view_made(s, view)) impl_->touch(s);
+  impl_->materialize(s);
+  impl_->make_view(s, view);
 }
 
 namespace {
@@ -789,7 +912,10 @@ std::vector<float> Tensor::to_host() const {
   DTR_CHECK(s.runtime.host_memory, InvalidArgument, "to_host: the tensor lives in simulated memory");
   DTR_CHECK(handle_->meta.dtype == DType::float32, InvalidArgument, "to_host: the tensor is ",
             to_string(handle_->meta.dtype), ", not float32");
-  s.runtime.materialize(s);
+  Runtime::Impl& runtime = s.runtime;
+  if (handle_->view != 0 && !Runtime::Impl::view_made(s, handle_->view)) runtime.touch(s);
+  runtime.materialize(s);
+  runtime.make_view(s, handle_->view);
   const float* begin = s.data + handle_->offset;
   return std::vector<float>(begin, begin + handle_->meta.numel());
 }
@@ -800,7 +926,7 @@ std::size_t Tensor::storage_bytes() const {
 }
 
 bool Tensor::is_view() const {
-  return defined() && (handle_->offset != 0 || !(handle_->meta == handle_->storage->meta));
+  return defined() && (handle_->view != 0 || handle_->offset != 0 || !(handle_->meta == handle_->storage->meta));
 }
 
 bool Tensor::resident() const { return defined() && handle_->storage->in_memory; }

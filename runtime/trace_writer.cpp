@@ -21,7 +21,7 @@ void TraceWriter::constant(std::uint64_t id, std::uint64_t bytes) {
 
 void TraceWriter::call(std::string_view op, std::span<const std::uint64_t> args,
                        std::span<const std::uint64_t> results, std::span<const std::uint64_t> result_bytes,
-                       double time) {
+                       std::span<const std::int64_t> aliases, double time) {
   nlohmann::json arg_names = nlohmann::json::array();
   for (std::uint64_t id : args) arg_names.push_back(name(id));
   nlohmann::json result_names = nlohmann::json::array();
@@ -39,7 +39,9 @@ void TraceWriter::call(std::string_view op, std::span<const std::uint64_t> args,
                            {"MEMORY", std::to_string(result_bytes[i])}}
                 .dump()
          << '\n';
-    out_ << nlohmann::json{{"INSTRUCTION", "ALIAS"}, {"NAME", name(results[i])}, {"ALIAS", "-1"}}.dump() << '\n';
+    out_ << nlohmann::json{{"INSTRUCTION", "ALIAS"}, {"NAME", name(results[i])}, {"ALIAS", std::to_string(aliases[i])}}
+                .dump()
+         << '\n';
   }
 }
 

@@ -18,9 +18,10 @@ class TraceWriter {
 
   // A value with no producer: CONSTANT then MEMORY.
   void constant(std::uint64_t id, std::uint64_t bytes);
-  // An op: CALL, then MEMORY and ALIAS (-1: no alias) for each result. `time` is the op's cost.
+  // An op: CALL, then MEMORY and ALIAS for each result (`aliases`: the argument a result views; -1: none).
+  // `time` is the op's cost.
   void call(std::string_view op, std::span<const std::uint64_t> args, std::span<const std::uint64_t> results,
-            std::span<const std::uint64_t> result_bytes, double time);
+            std::span<const std::uint64_t> result_bytes, std::span<const std::int64_t> aliases, double time);
   // A view `id` of `base`: a CALL to "view" whose result aliases its input 0 (no memory of its own).
   void view(std::uint64_t base, std::uint64_t id, std::uint64_t bytes);
   // `dst` now refers to the value `src` (an in-place update, copy-on-write).

@@ -12,14 +12,20 @@ namespace {
 
 using Kind = Instruction::Kind;
 
-// A logged op: outputs of the logged sizes (opaque bytes), no kernel work, the logged time as its cost.
+// A logged op: outputs of the logged sizes (opaque bytes) or views of the arguments the log says they alias,
+// no kernel work, the logged time as its cost.
 const OpDef& replay_op() {
   static const OpDef op{
       .name = "replay",
       .infer =
-          [](std::span<const TensorMeta> /*inputs*/, const Attrs& attrs) {
+          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
             TensorMetas out;
-            for (const std::int64_t bytes : attrs.get_ints("bytes")) out.push_back(TensorMeta{{bytes}, DType::uint8});
+            const auto& bytes = attrs.get_ints("bytes");
+            const auto& aliases = attrs.get_ints("aliases");
+            for (std::size_t i = 0; i < bytes.size(); ++i) {
+              out.push_back(aliases[i] < 0 ? TensorMeta{{bytes[i]}, DType::uint8}
+                                           : inputs[static_cast<std::size_t>(aliases[i])]);
+            }
             return out;
           },
       .cpu_kernel = [](const KernelArgs& /*args*/) {},
@@ -27,6 +33,18 @@ const OpDef& replay_op() {
       .random = false,
       .known_cost = [](std::span<const TensorMeta> /*inputs*/, const Attrs& attrs) { return attrs.get_real("time"); },
       .touches_memory = false,
+      .views =
+          [](std::span<const TensorMeta> /*inputs*/, const Attrs& attrs) {
+            OutputViews views;
+            for (const std::int64_t alias : attrs.get_ints("aliases")) {
+              if (alias < 0) {
+                views.emplace_back();
+              } else {
+                views.emplace_back(ViewOf{static_cast<std::size_t>(alias), 0});
+              }
+            }
+            return views;
+          },
   };
   return op;
 }
@@ -133,16 +151,14 @@ class Replayer {
   void call(const Instruction& in) {
     gather_args(in);
     std::vector<std::int64_t> bytes;
+    std::vector<std::int64_t> aliases;
     for (const Instruction::Result& r : in.results) {
-      if (r.alias < 0) bytes.push_back(static_cast<std::int64_t>(r.bytes));
+      bytes.push_back(static_cast<std::int64_t>(r.bytes));
+      aliases.push_back(r.alias);
     }
     const std::vector<Tensor> outputs = runtime_.call(
-        replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"time", in.time_ns}});
-    std::size_t next = 0;
-    for (const Instruction::Result& r : in.results) {
-      // An alias shares the storage of the argument it views.
-      live_[r.name] = r.alias < 0 ? outputs[next++] : args_[static_cast<std::size_t>(r.alias)];
-    }
+        replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"aliases", std::move(aliases)}, {"time", in.time_ns}});
+    for (std::size_t i = 0; i < outputs.size(); ++i) live_[in.results[i].name] = outputs[i];
   }
 
   // In place, modelled as copy-on-write: a new op whose outputs replace the mutated arguments' names.
@@ -150,8 +166,9 @@ class Replayer {
     gather_args(in);
     std::vector<std::int64_t> bytes;
     for (std::uint32_t k : in.mutated) bytes.push_back(static_cast<std::int64_t>(args_[k].storage_bytes()));
+    std::vector<std::int64_t> aliases(bytes.size(), -1);
     const std::vector<Tensor> outputs = runtime_.call(
-        replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"time", in.time_ns}});
+        replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"aliases", std::move(aliases)}, {"time", in.time_ns}});
     for (std::size_t i = 0; i < in.mutated.size(); ++i) live_[in.args[in.mutated[i]]] = outputs[i];
   }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -76,6 +77,15 @@ struct KernelArgs {
   std::uint64_t seed = 0;
 };
 
+// An output that is a view of one of the op's inputs (a reshape, a run of rows): no buffer of its own, its
+// elements are that input's from `offset` on.
+struct ViewOf {
+  std::size_t input = 0;
+  std::int64_t offset = 0;  // in elements, from the start of the input
+};
+// Per output: the input it views, or nullopt for an output with its own buffer.
+using OutputViews = SmallVector<std::optional<ViewOf>, 2>;
+
 struct OpDef {
   std::string name;
   // Output shapes from input shapes; throws dtr::ShapeError naming the op and the shapes when they do not fit.
@@ -90,6 +100,10 @@ struct OpDef {
   // False for a kernel that touches no buffer (a replayed op): such an op also runs over simulated memory,
   // and takes tensors of any dtype; the others need host memory and float32 tensors.
   bool touches_memory = true;
+  // When set, the outputs it maps to a ViewOf are views of inputs. The kernel writes only the other outputs
+  // (KernelArgs holds those alone). The op's cost joins the viewed storage's cost: a recomputation of that
+  // storage undoes the view, which is made again (and its cost paid again) when it is next used.
+  std::function<OutputViews(std::span<const TensorMeta> inputs, const Attrs& attrs)> views = nullptr;
 };
 
 }  // namespace dtr
