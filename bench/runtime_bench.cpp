@@ -164,9 +164,9 @@ class Direct {
   const dtr::Attrs attrs_;
   const dtr::TensorMetas out_meta_;
   std::vector<Buffer> inputs_;
-  std::vector<const float*> in_ptrs_;
+  std::vector<const void*> in_ptrs_;
   Buffer outs_[2];
-  float* out_ptr_[1] = {nullptr};
+  void* out_ptr_[1] = {nullptr};
   int step_ = 0;
 };
 

@@ -1,6 +1,8 @@
-// Elementwise ops: one output of the inputs' common shape, element i a function of the inputs' elements i.
+// Elementwise ops: unary activations and their backward ops, and binary arithmetic with broadcasting.
+#include <cmath>
 #include <cstdint>
-#include <functional>
+#include <numbers>
+#include <string>
 #include <utility>
 
 #include "dtr/ops.h"
@@ -9,28 +11,31 @@
 namespace dtr::ops {
 namespace {
 
-// `make_fn(attrs)` returns the per-element function: attributes are read once per call rather than per
-// element, and infer calls it too, so a missing attribute fails before anything is allocated.
+// An op of `Arity` inputs of one shape and floating dtype, element i of the output a function of elements i
+// of the inputs. `make_fn(attrs)` returns the per-element function (generic in the element type): attributes
+// are read once per call rather than per element, and infer calls it too, so a missing attribute fails
+// before anything is allocated.
 template <std::size_t Arity, typename MakeFn>
-OpDef elementwise(const std::string& name, MakeFn make_fn) {
+OpDef same_shape(const std::string& name, MakeFn make_fn) {
   OpDef def;
   def.name = name;
   def.infer = [name, make_fn](std::span<const TensorMeta> inputs, const Attrs& attrs) {
     kernels::check_arity(name, inputs, Arity);
+    kernels::check_floating(name, inputs);
     for (const TensorMeta& input : inputs) {
       DTR_CHECK_SHAPES(input.shape == inputs[0].shape, name, inputs, "needs inputs of the same shape");
     }
     static_cast<void>(make_fn(attrs));
     return TensorMetas{inputs[0]};
   };
-  def.cpu_kernel = [make_fn](const KernelArgs& args) {
+  def.cpu_kernel = kernels::floating_kernel([make_fn]<typename T>(T /*zero*/, const KernelArgs& args) {
     const auto fn = make_fn(args.attrs);
     const std::int64_t count = args.output_meta[0].numel();
-    float* out = args.outputs[0];
+    T* out = args.output<T>(0);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      for (std::int64_t i = 0; i < count; ++i) out[i] = fn(args.inputs[I][i]...);
+      for (std::int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(fn(args.input<T>(I)[i]...));
     }(std::make_index_sequence<Arity>{});
-  };
+  });
   def.flops = kernels::numel_flops;
   return def;
 }
@@ -40,27 +45,166 @@ auto without_attrs(Fn fn) {
   return [fn](const Attrs& /*attrs*/) { return fn; };
 }
 
+// The standard normal's distribution and density, for gelu.
+template <typename T>
+T normal_cdf(T x) {
+  return T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
+}
+template <typename T>
+T normal_pdf(T x) {
+  return std::exp(T(-0.5) * x * x) * T(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+}
+
+// ---- broadcasting ----
+
+// The strides (in elements) with which `in`, right-aligned against `out` as NumPy broadcasts, is walked
+// while walking `out`: 0 along the dimensions it is broadcast over.
+Shape broadcast_strides(const Shape& in, const Shape& out) {
+  Shape strides(out.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const std::size_t d_in = in.size() - 1 - k;
+    const std::size_t d_out = out.size() - 1 - k;
+    strides[d_out] = in[d_in] == 1 ? 0 : stride;
+    stride *= in[d_in];
+  }
+  return strides;
+}
+
+// out[i] = fn(a[ia(i)], b[ib(i)]) over the broadcast shape: the last dimension is the inner loop, an odometer
+// walks the others.
+template <typename T, typename Fn>
+void broadcast_binary(const KernelArgs& args, Fn fn) {
+  const T* a = args.input<T>(0);
+  const T* b = args.input<T>(1);
+  T* out = args.output<T>(0);
+  const Shape& shape = args.output_meta[0].shape;
+  const std::int64_t count = args.output_meta[0].numel();
+  if (args.input_meta[0].shape == shape && args.input_meta[1].shape == shape) {
+    for (std::int64_t i = 0; i < count; ++i) out[i] = fn(a[i], b[i]);
+    return;
+  }
+  if (count == 0) return;
+  const Shape sa = broadcast_strides(args.input_meta[0].shape, shape);
+  const Shape sb = broadcast_strides(args.input_meta[1].shape, shape);
+  const std::size_t rank = shape.size();
+  const std::int64_t inner = rank > 0 ? shape[rank - 1] : 1;
+  const std::int64_t step_a = rank > 0 ? sa[rank - 1] : 0;
+  const std::int64_t step_b = rank > 0 ? sb[rank - 1] : 0;
+  Shape index(rank, 0);
+  std::int64_t offset_a = 0;
+  std::int64_t offset_b = 0;
+  for (std::int64_t o = 0; o < count; o += inner) {
+    for (std::int64_t j = 0; j < inner; ++j) out[o + j] = fn(a[offset_a + j * step_a], b[offset_b + j * step_b]);
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      index[d] += 1;
+      offset_a += sa[d];
+      offset_b += sb[d];
+      if (index[d] < shape[d]) break;
+      offset_a -= sa[d] * shape[d];
+      offset_b -= sb[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+template <typename Fn>
+OpDef broadcasting(const std::string& name, Fn fn) {
+  OpDef def;
+  def.name = name;
+  def.infer = [name](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+    kernels::check_arity(name, inputs, 2);
+    kernels::check_floating(name, inputs);
+    const auto shape = kernels::broadcast_shapes(inputs[0].shape, inputs[1].shape);
+    DTR_CHECK_SHAPES(shape.has_value(), name, inputs, "needs shapes that broadcast (NumPy rules)");
+    return TensorMetas{TensorMeta{*shape, inputs[0].dtype}};
+  };
+  def.cpu_kernel = kernels::floating_kernel(
+      [fn]<typename T>(T /*zero*/, const KernelArgs& args) { broadcast_binary<T>(args, fn); });
+  def.flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+    const auto shape = kernels::broadcast_shapes(inputs[0].shape, inputs[1].shape);
+    return kernels::at_least_one(static_cast<double>(TensorMeta{*shape}.numel()));
+  };
+  return def;
+}
+
 }  // namespace
 
 const OpDef& add() {
-  static const OpDef def = elementwise<2>("add", without_attrs(std::plus<float>{}));
+  static const OpDef def = broadcasting("add", [](auto a, auto b) { return a + b; });
+  return def;
+}
+
+const OpDef& sub() {
+  static const OpDef def = broadcasting("sub", [](auto a, auto b) { return a - b; });
   return def;
 }
 
 const OpDef& mul() {
-  static const OpDef def = elementwise<2>("mul", without_attrs(std::multiplies<float>{}));
+  static const OpDef def = broadcasting("mul", [](auto a, auto b) { return a * b; });
+  return def;
+}
+
+const OpDef& div() {
+  static const OpDef def = broadcasting("div", [](auto a, auto b) { return a / b; });
   return def;
 }
 
 const OpDef& relu() {
   // Written as a comparison with 0 being false for NaN, so NaN passes through as in PyTorch.
-  static const OpDef def = elementwise<1>("relu", without_attrs([](float x) { return x < 0.0F ? 0.0F : x; }));
+  static const OpDef def = same_shape<1>("relu", without_attrs([](auto x) { return x < 0 ? decltype(x)(0) : x; }));
+  return def;
+}
+
+const OpDef& relu_backward() {
+  static const OpDef def = same_shape<2>(
+      "relu_backward", without_attrs([](auto grad, auto x) { return x > 0 ? grad : decltype(grad)(0); }));
+  return def;
+}
+
+const OpDef& gelu() {
+  static const OpDef def = same_shape<1>("gelu", without_attrs([](auto x) { return x * normal_cdf(x); }));
+  return def;
+}
+
+const OpDef& gelu_backward() {
+  static const OpDef def = same_shape<2>("gelu_backward", without_attrs([](auto grad, auto x) {
+                                           return grad * (normal_cdf(x) + x * normal_pdf(x));
+                                         }));
+  return def;
+}
+
+const OpDef& tanh() {
+  static const OpDef def = same_shape<1>("tanh", without_attrs([](auto x) { return std::tanh(x); }));
+  return def;
+}
+
+const OpDef& tanh_backward() {
+  static const OpDef def = same_shape<2>(
+      "tanh_backward", without_attrs([](auto grad, auto y) { return grad * (decltype(y)(1) - y * y); }));
+  return def;
+}
+
+const OpDef& sigmoid() {
+  // Either branch exponentiates a non-positive number: no overflow for large |x|.
+  static const OpDef def = same_shape<1>("sigmoid", without_attrs([](auto x) {
+                                           using T = decltype(x);
+                                           if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+                                           const T e = std::exp(x);
+                                           return e / (T(1) + e);
+                                         }));
+  return def;
+}
+
+const OpDef& sigmoid_backward() {
+  static const OpDef def = same_shape<2>(
+      "sigmoid_backward", without_attrs([](auto grad, auto y) { return grad * y * (decltype(y)(1) - y); }));
   return def;
 }
 
 const OpDef& scale() {
-  static const OpDef def = elementwise<1>("scale", [](const Attrs& attrs) {
-    return [factor = static_cast<float>(attrs.get_real("factor"))](float x) { return x * factor; };
+  static const OpDef def = same_shape<1>("scale", [](const Attrs& attrs) {
+    return [factor = attrs.get_real("factor")](auto x) { return x * static_cast<decltype(x)>(factor); };
   });
   return def;
 }

@@ -1,52 +1,148 @@
-// Matrix product, a naive CPU reference: correctness and bitwise reproducibility, not speed.
-#include <algorithm>
+// Matrix products: matmul, batched matmul and linear, on OpenBLAS (kernels/gemm.h).
 #include <cstdint>
+#include <string>
 
 #include "dtr/ops.h"
+#include "gemm.h"
 #include "op_checks.h"
 
 namespace dtr::ops {
 namespace {
 
-TensorMetas infer_matmul(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
-  kernels::check_arity("matmul", inputs, 2);
+bool flag(const Attrs& attrs, const char* name) { return attrs.has(name) && attrs.get_int(name) != 0; }
+
+// The number of rows of a [..., d] tensor seen as a matrix.
+std::int64_t leading_rows(const Shape& shape) {
+  std::int64_t rows = 1;
+  for (std::size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
+  return rows;
+}
+
+// The [m, k] × [k, n] problem of two stored matrices (the last two dimensions of `a` and `b`), after the
+// transposes the attributes ask for; ShapeError naming `op` unless the inner dimensions agree.
+struct Product {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+};
+
+Product product(const std::string& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  Product p{flag(attrs, "transpose_a"), flag(attrs, "transpose_b")};
   const Shape& a = inputs[0].shape;
   const Shape& b = inputs[1].shape;
-  DTR_CHECK_SHAPES(a.size() == 2 && b.size() == 2 && a[1] == b[0], "matmul", inputs,
-                   "multiplies [m, k] by [k, n]");
-  return {TensorMeta{{a[0], b[1]}, inputs[0].dtype}};
+  const std::size_t ra = a.size();
+  const std::size_t rb = b.size();
+  p.m = p.transpose_a ? a[ra - 1] : a[ra - 2];
+  p.k = p.transpose_a ? a[ra - 2] : a[ra - 1];
+  const std::int64_t kb = p.transpose_b ? b[rb - 1] : b[rb - 2];
+  p.n = p.transpose_b ? b[rb - 2] : b[rb - 1];
+  DTR_CHECK_SHAPES(p.k == kb, op, inputs, "multiplies [m, k] by [k, n] (transpose_a ", p.transpose_a,
+                   ", transpose_b ", p.transpose_b, ")");
+  return p;
+}
+
+TensorMetas infer_matmul(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("matmul", inputs, 2);
+  kernels::check_floating("matmul", inputs);
+  DTR_CHECK_SHAPES(inputs[0].shape.size() == 2 && inputs[1].shape.size() == 2, "matmul", inputs,
+                   "multiplies two matrices");
+  const Product p = product("matmul", inputs, attrs);
+  return {TensorMeta{{p.m, p.n}, inputs[0].dtype}};
 }
 
 void matmul_cpu(const KernelArgs& args) {
-  const std::int64_t m = args.input_meta[0].shape[0];
-  const std::int64_t k = args.input_meta[0].shape[1];
-  const std::int64_t n = args.input_meta[1].shape[1];
-  const float* a = args.inputs[0];
-  const float* b = args.inputs[1];
-  float* c = args.outputs[0];
-  std::fill_n(c, m * n, 0.0F);
-  // i-k-j order: the inner loop walks rows of b and c contiguously, and each c[i, j] still sums over p in
-  // increasing order, so the result does not depend on vectorization.
-  for (std::int64_t i = 0; i < m; ++i) {
-    for (std::int64_t p = 0; p < k; ++p) {
-      const float a_ip = a[i * k + p];
-      for (std::int64_t j = 0; j < n; ++j) c[i * n + j] += a_ip * b[p * n + j];
-    }
-  }
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const Product p = product("matmul", args.input_meta, args.attrs);
+    kernels::gemm(p.transpose_a, p.transpose_b, p.m, p.n, p.k, args.input<T>(0), args.input<T>(1), args.output<T>(0));
+  });
 }
 
-double matmul_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
-  const double m = static_cast<double>(inputs[0].shape[0]);
-  const double k = static_cast<double>(inputs[0].shape[1]);
-  const double n = static_cast<double>(inputs[1].shape[1]);
-  return kernels::at_least_one(2.0 * m * k * n);
+double matmul_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const Product p = product("matmul", inputs, attrs);
+  return kernels::at_least_one(2.0 * static_cast<double>(p.m) * static_cast<double>(p.k) * static_cast<double>(p.n));
+}
+
+TensorMetas infer_bmm(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("bmm", inputs, 2);
+  kernels::check_floating("bmm", inputs);
+  DTR_CHECK_SHAPES(inputs[0].shape.size() == 3 && inputs[1].shape.size() == 3 &&
+                       inputs[0].shape[0] == inputs[1].shape[0],
+                   "bmm", inputs, "multiplies two batches of matrices of the same batch size");
+  const Product p = product("bmm", inputs, attrs);
+  return {TensorMeta{{inputs[0].shape[0], p.m, p.n}, inputs[0].dtype}};
+}
+
+void bmm_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const Product p = product("bmm", args.input_meta, args.attrs);
+    const std::int64_t batch = args.input_meta[0].shape[0];
+    for (std::int64_t i = 0; i < batch; ++i) {
+      kernels::gemm(p.transpose_a, p.transpose_b, p.m, p.n, p.k, args.input<T>(0) + i * p.m * p.k,
+                    args.input<T>(1) + i * p.k * p.n, args.output<T>(0) + i * p.m * p.n);
+    }
+  });
+}
+
+double bmm_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  return kernels::at_least_one(static_cast<double>(inputs[0].shape[0]) * matmul_flops(inputs, attrs));
+}
+
+// linear(x [..., in], w [out, in], optional bias [out]) = x wᵀ + bias, as PyTorch's.
+TensorMetas infer_linear(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  DTR_CHECK_SHAPES(inputs.size() == 2 || inputs.size() == 3, "linear", inputs,
+                   "takes an input, a weight and an optional bias");
+  kernels::check_floating("linear", inputs);
+  const Shape& x = inputs[0].shape;
+  const Shape& w = inputs[1].shape;
+  DTR_CHECK_SHAPES(!x.empty() && w.size() == 2 && x.back() == w[1], "linear", inputs,
+                   "maps an input [..., in] by a weight [out, in]");
+  if (inputs.size() == 3) {
+    DTR_CHECK_SHAPES(inputs[2].shape == Shape{w[0]}, "linear", inputs, "adds a bias [out]");
+  }
+  TensorMeta out = inputs[0];
+  out.shape.back() = w[0];
+  return {out};
+}
+
+void linear_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const std::int64_t in = args.input_meta[1].shape[1];
+    const std::int64_t out = args.input_meta[1].shape[0];
+    const std::int64_t rows = leading_rows(args.input_meta[0].shape);
+    T* y = args.output<T>(0);
+    kernels::gemm(false, true, rows, out, in, args.input<T>(0), args.input<T>(1), y);
+    if (args.inputs.size() == 3) {
+      const T* bias = args.input<T>(2);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t j = 0; j < out; ++j) y[r * out + j] += bias[j];
+      }
+    }
+  });
+}
+
+double linear_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  const double in = static_cast<double>(inputs[1].shape[1]);
+  const double out = static_cast<double>(inputs[1].shape[0]);
+  const double rows = static_cast<double>(leading_rows(inputs[0].shape));
+  return kernels::at_least_one(2.0 * rows * in * out + (inputs.size() == 3 ? rows * out : 0.0));
 }
 
 }  // namespace
 
 const OpDef& matmul() {
-  static const OpDef def{
-      .name = "matmul", .infer = infer_matmul, .cpu_kernel = matmul_cpu, .flops = matmul_flops};
+  static const OpDef def{.name = "matmul", .infer = infer_matmul, .cpu_kernel = matmul_cpu, .flops = matmul_flops};
+  return def;
+}
+
+const OpDef& bmm() {
+  static const OpDef def{.name = "bmm", .infer = infer_bmm, .cpu_kernel = bmm_cpu, .flops = bmm_flops};
+  return def;
+}
+
+const OpDef& linear() {
+  static const OpDef def{.name = "linear", .infer = infer_linear, .cpu_kernel = linear_cpu, .flops = linear_flops};
   return def;
 }
 

@@ -16,6 +16,10 @@ std::size_t element_size(DType dtype) {
       return sizeof(float);
     case DType::uint8:
       return 1;
+    case DType::float64:
+      return sizeof(double);
+    case DType::int64:
+      return sizeof(std::int64_t);
   }
   DTR_THROW(InvalidArgument, "unknown dtype ", static_cast<int>(dtype));
 }
@@ -26,6 +30,10 @@ const char* to_string(DType dtype) {
       return "float32";
     case DType::uint8:
       return "uint8";
+    case DType::float64:
+      return "float64";
+    case DType::int64:
+      return "int64";
   }
   DTR_THROW(InvalidArgument, "unknown dtype ", static_cast<int>(dtype));
 }

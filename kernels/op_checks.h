@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,7 +13,8 @@
 
 namespace dtr::kernels {
 
-// "[2, 3] and [3]": the shapes of an op's inputs, for error messages.
+// "[2, 3] and [3]": the shapes of an op's inputs, for error messages; a dtype other than float32 is named
+// ("int64 [4]").
 std::string shapes_of(std::span<const TensorMeta> inputs);
 
 // Throws dtr::ShapeError "op 'matmul' takes 2 inputs, got 3" unless there are `expected` inputs.
@@ -22,6 +24,30 @@ void check_arity(std::string_view op, std::span<const TensorMeta> inputs, std::s
 #define DTR_CHECK_SHAPES(condition, op, inputs, ...)                                \
   DTR_CHECK(condition, ::dtr::ShapeError, "op '", op, "' ", __VA_ARGS__, ", got ", \
             ::dtr::kernels::shapes_of(inputs))
+
+// The shape two shapes broadcast to (NumPy rules: right-aligned, each pair of dimensions equal or one of
+// them 1); nullopt when they do not.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+// Throws dtr::ShapeError unless inputs [first, last) all have one floating dtype (float32 or float64).
+void check_floating(std::string_view op, std::span<const TensorMeta> inputs, std::size_t first = 0,
+                    std::size_t last = static_cast<std::size_t>(-1));
+
+// Calls fn(T{}) with T the C++ type of floating `dtype` (float or double), returning what it returns.
+template <typename Fn>
+decltype(auto) dispatch_floating(DType dtype, Fn&& fn) {
+  if (dtype == DType::float64) return fn(double{});
+  DTR_CHECK(dtype == DType::float32, ShapeError, "a kernel for float32 and float64 got ", to_string(dtype));
+  return fn(float{});
+}
+
+// A CPU kernel for both floating dtypes from a generic one, `kernel(T{}, args)`; T is input 0's type.
+template <typename Kernel>
+auto floating_kernel(Kernel kernel) {
+  return [kernel](const KernelArgs& args) {
+    dispatch_floating(args.input_meta[0].dtype, [&](auto zero) { kernel(zero, args); });
+  };
+}
 
 // The cost of an op that touches each element of its first input once. At least 1: the runtime ranks tensors
 // by cost, and a zero would make recomputing an empty tensor's producer look free.

@@ -2,6 +2,7 @@
 // rematerialization that replays the captured seed reproduces the first run's bits exactly, whatever order
 // or thread computes the elements in, with no generator state to save.
 #include <cstdint>
+#include <limits>
 
 #include "dtr/ops.h"
 #include "op_checks.h"
@@ -18,9 +19,11 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31U);
 }
 
-// The output copies the shape of the input: a runtime-managed "like" tensor, so the op has the usual lineage.
+// The output copies the shape and dtype of the input: a runtime-managed "like" tensor, so the op has the usual
+// lineage.
 TensorMetas infer_uniform(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   kernels::check_arity("uniform", inputs, 1);
+  kernels::check_floating("uniform", inputs);
   return {inputs[0]};
 }
 
@@ -29,11 +32,16 @@ void uniform_cpu(const KernelArgs& args) {
   // by one element.
   const std::uint64_t key = splitmix64(args.seed);
   const std::int64_t count = args.output_meta[0].numel();
-  float* out = args.outputs[0];
-  for (std::int64_t i = 0; i < count; ++i) {
-    // The top 24 bits fill a float's mantissa exactly: every value is a multiple of 2^-24 in [0, 1).
-    out[i] = static_cast<float>(splitmix64(key + static_cast<std::uint64_t>(i)) >> 40U) * 0x1.0p-24F;
-  }
+  kernels::dispatch_floating(args.output_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    // The top bits fill the mantissa exactly (24 for float, 53 for double): every value is a multiple of
+    // 2^-24 (2^-53) in [0, 1).
+    constexpr unsigned kBits = std::numeric_limits<T>::digits;
+    const T unit = T(1) / static_cast<T>(std::uint64_t{1} << kBits);
+    T* out = args.output<T>(0);
+    for (std::int64_t i = 0; i < count; ++i) {
+      out[i] = static_cast<T>(splitmix64(key + static_cast<std::uint64_t>(i)) >> (64U - kBits)) * unit;
+    }
+  });
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
-// Reductions.
+// Reductions: sum and mean over axes, and sum_to (the sum that undoes a broadcast, for gradients).
+#include <algorithm>
 #include <cstdint>
-#include <optional>
+#include <string>
+#include <vector>
 
 #include "dtr/ops.h"
 #include "op_checks.h"
@@ -8,60 +10,135 @@
 namespace dtr::ops {
 namespace {
 
-// A reduction seen as a row-major [outer, length, inner] block summed over its middle dimension; summing every
-// element is the case outer = inner = 1.
-struct ReductionExtent {
-  std::int64_t outer = 1;
-  std::int64_t length = 1;
-  std::int64_t inner = 1;
-};
+using Mask = SmallVector<bool, 6>;
 
-// The reduced dimension's index, when attribute "axis" is given; validated against the input's rank.
-std::optional<std::size_t> sum_axis(std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  if (!attrs.has("axis")) return std::nullopt;
-  const std::int64_t axis = attrs.get_int("axis");
+// The dimensions "axis" (one int) or "axes" (a list) name, as a mask over `rank` dimensions; every dimension
+// when neither is given. Negative axes count from the end; an axis out of range or named twice is a ShapeError.
+Mask reduced_axes(const std::string& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const auto rank = static_cast<std::int64_t>(inputs[0].shape.size());
-  DTR_CHECK_SHAPES(axis >= -rank && axis < rank, "sum", inputs, "has axis ", axis, " outside [", -rank, ", ", rank,
-                   ")");
-  return static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+  std::vector<std::int64_t> axes;
+  if (attrs.has("axis")) axes.push_back(attrs.get_int("axis"));
+  if (attrs.has("axes")) axes = attrs.get_ints("axes");
+  Mask mask(static_cast<std::size_t>(rank), axes.empty() && !attrs.has("axes"));
+  for (const std::int64_t axis : axes) {
+    DTR_CHECK_SHAPES(axis >= -rank && axis < rank, op, inputs, "has axis ", axis, " outside [", -rank, ", ", rank, ")");
+    const auto d = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+    DTR_CHECK_SHAPES(!mask[d], op, inputs, "names axis ", axis, " twice");
+    mask[d] = true;
+  }
+  return mask;
 }
 
-TensorMetas infer_sum(std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  kernels::check_arity("sum", inputs, 1);
-  const std::optional<std::size_t> axis = sum_axis(inputs, attrs);
-  TensorMeta out{{}, inputs[0].dtype};
-  if (axis) {
-    out.shape = inputs[0].shape;
-    out.shape.erase(out.shape.begin() + static_cast<std::ptrdiff_t>(*axis));
-  }
-  return {out};
-}
+bool keepdim(const Attrs& attrs) { return attrs.has("keepdim") && attrs.get_int("keepdim") != 0; }
 
-void sum_cpu(const KernelArgs& args) {
-  const Shape& shape = args.input_meta[0].shape;
-  ReductionExtent extent{1, args.input_meta[0].numel(), 1};
-  if (const std::optional<std::size_t> axis = sum_axis(args.input_meta, args.attrs)) {
-    extent = {1, shape[*axis], 1};
-    for (std::size_t d = 0; d < *axis; ++d) extent.outer *= shape[d];
-    for (std::size_t d = *axis + 1; d < shape.size(); ++d) extent.inner *= shape[d];
-  }
-  const float* in = args.inputs[0];
-  float* out = args.outputs[0];
-  // Each output sums its inputs in increasing index order into a double, then rounds once: reproducible, and
-  // accurate for long sums.
-  for (std::int64_t o = 0; o < extent.outer; ++o) {
-    for (std::int64_t i = 0; i < extent.inner; ++i) {
-      double total = 0.0;
-      for (std::int64_t l = 0; l < extent.length; ++l) total += in[(o * extent.length + l) * extent.inner + i];
-      out[o * extent.inner + i] = static_cast<float>(total);
+Shape reduced_shape(const Shape& shape, const Mask& mask, bool keep) {
+  Shape out;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (!mask[d]) {
+      out.push_back(shape[d]);
+    } else if (keep) {
+      out.push_back(1);
     }
   }
+  return out;
+}
+
+// Sums `in` over the dimensions `mask` marks into `out` (the kept dimensions, in order), scaled by `factor`.
+// Each output accumulates its inputs in increasing index order in double and is rounded once: reproducible,
+// and accurate for long sums.
+template <typename T>
+void reduce_sum(const T* in, const Shape& shape, const Mask& mask, T* out, std::int64_t out_count, double factor) {
+  std::vector<double> totals(static_cast<std::size_t>(out_count), 0.0);
+  const std::size_t rank = shape.size();
+  // Output strides along each input dimension (0 along reduced ones).
+  Shape strides(rank, 0);
+  std::int64_t stride = 1;
+  for (std::size_t d = rank; d-- > 0;) {
+    if (mask[d]) continue;
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  std::int64_t count = 1;
+  for (const std::int64_t dim : shape) count *= dim;
+  Shape index(rank, 0);
+  std::int64_t offset = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    totals[static_cast<std::size_t>(offset)] += static_cast<double>(in[i]);
+    for (std::size_t d = rank; d-- > 0;) {
+      index[d] += 1;
+      offset += strides[d];
+      if (index[d] < shape[d]) break;
+      offset -= strides[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+  for (std::int64_t o = 0; o < out_count; ++o) out[o] = static_cast<T>(totals[static_cast<std::size_t>(o)] * factor);
+}
+
+// sum and mean: one input, attributes "axis" or "axes" and "keepdim".
+OpDef reduction(const std::string& name, bool mean) {
+  OpDef def;
+  def.name = name;
+  def.infer = [name](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+    kernels::check_arity(name, inputs, 1);
+    kernels::check_floating(name, inputs);
+    const Mask mask = reduced_axes(name, inputs, attrs);
+    return TensorMetas{TensorMeta{reduced_shape(inputs[0].shape, mask, keepdim(attrs)), inputs[0].dtype}};
+  };
+  def.cpu_kernel = kernels::floating_kernel([name, mean]<typename T>(T /*zero*/, const KernelArgs& args) {
+    const Mask mask = reduced_axes(name, args.input_meta, args.attrs);
+    const std::int64_t out_count = args.output_meta[0].numel();
+    const std::int64_t in_count = args.input_meta[0].numel();
+    const double length = out_count > 0 ? static_cast<double>(in_count) / static_cast<double>(out_count) : 0.0;
+    reduce_sum(args.input<T>(0), args.input_meta[0].shape, mask, args.output<T>(0), out_count,
+               mean ? 1.0 / length : 1.0);
+  });
+  def.flops = kernels::numel_flops;
+  return def;
+}
+
+// sum_to: the input summed down to attribute "shape", which must broadcast to the input's shape.
+Mask sum_to_mask(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const Shape& in = inputs[0].shape;
+  const std::vector<std::int64_t>& target = attrs.get_ints("shape");
+  Shape to(target.begin(), target.end());
+  DTR_CHECK_SHAPES(to.size() <= in.size() && kernels::broadcast_shapes(to, in) == in, "sum_to", inputs,
+                   "sums down to a shape ", to_string(to), " that broadcasts to the input's");
+  Mask mask(in.size(), false);
+  const std::size_t lead = in.size() - to.size();
+  for (std::size_t d = 0; d < in.size(); ++d) mask[d] = d < lead || (to[d - lead] == 1 && in[d] != 1);
+  return mask;
+}
+
+TensorMetas infer_sum_to(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("sum_to", inputs, 1);
+  kernels::check_floating("sum_to", inputs);
+  static_cast<void>(sum_to_mask(inputs, attrs));
+  const std::vector<std::int64_t>& target = attrs.get_ints("shape");
+  return {TensorMeta{Shape(target.begin(), target.end()), inputs[0].dtype}};
+}
+
+void sum_to_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    reduce_sum(args.input<T>(0), args.input_meta[0].shape, sum_to_mask(args.input_meta, args.attrs),
+               args.output<T>(0), args.output_meta[0].numel(), 1.0);
+  });
 }
 
 }  // namespace
 
 const OpDef& sum() {
-  static const OpDef def{.name = "sum", .infer = infer_sum, .cpu_kernel = sum_cpu, .flops = kernels::numel_flops};
+  static const OpDef def = reduction("sum", false);
+  return def;
+}
+
+const OpDef& mean() {
+  static const OpDef def = reduction("mean", true);
+  return def;
+}
+
+const OpDef& sum_to() {
+  static const OpDef def{.name = "sum_to", .infer = infer_sum_to, .cpu_kernel = sum_to_cpu, .flops = kernels::numel_flops};
   return def;
 }
 

@@ -12,9 +12,12 @@ namespace dtr {
 namespace {
 
 std::span<const OpDef* const> all_ops() {
-  static const std::array table = {&ops::add(),    &ops::mul(),     &ops::relu(),
-                                   &ops::scale(),  &ops::matmul(),  &ops::sum(),
-                                   &ops::uniform(), &ops::split2(), &ops::concat2()};
+  static const std::array table = {
+      &ops::add(),           &ops::sub(),     &ops::mul(),          &ops::div(),           &ops::relu(),
+      &ops::relu_backward(), &ops::gelu(),    &ops::gelu_backward(), &ops::tanh(),         &ops::tanh_backward(),
+      &ops::sigmoid(),       &ops::sigmoid_backward(), &ops::scale(), &ops::matmul(),       &ops::bmm(),
+      &ops::linear(),        &ops::sum(),     &ops::mean(),         &ops::sum_to(),        &ops::uniform(),
+      &ops::split2(),        &ops::concat2()};
   return table;
 }
 

@@ -1,6 +1,7 @@
 // Ops that move blocks of a tensor along dimension 0, where row-major layout makes each part one contiguous
 // range: split2 (one input, two outputs, the runtime's multi-output case) and its inverse concat2.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "dtr/ops.h"
@@ -19,27 +20,31 @@ TensorMetas infer_split2(std::span<const TensorMeta> inputs, const Attrs& /*attr
   return outputs;
 }
 
+// Copies move bytes: any dtype.
 void split2_cpu(const KernelArgs& args) {
-  const std::int64_t first = args.output_meta[0].numel();
-  std::copy_n(args.inputs[0], first, args.outputs[0]);
-  std::copy_n(args.inputs[0] + first, args.output_meta[1].numel(), args.outputs[1]);
+  const auto* in = static_cast<const std::byte*>(args.inputs[0]);
+  const std::size_t first = args.output_meta[0].nbytes();
+  std::copy_n(in, first, static_cast<std::byte*>(args.outputs[0]));
+  std::copy_n(in + first, args.output_meta[1].nbytes(), static_cast<std::byte*>(args.outputs[1]));
 }
 
 TensorMetas infer_concat2(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   kernels::check_arity("concat2", inputs, 2);
   const Shape& a = inputs[0].shape;
   const Shape& b = inputs[1].shape;
-  DTR_CHECK_SHAPES(!a.empty() && a.size() == b.size() && std::equal(a.begin() + 1, a.end(), b.begin() + 1),
-                   "concat2", inputs, "needs tensors of rank >= 1 that differ only in dimension 0");
+  DTR_CHECK_SHAPES(!a.empty() && a.size() == b.size() && std::equal(a.begin() + 1, a.end(), b.begin() + 1) &&
+                       inputs[0].dtype == inputs[1].dtype,
+                   "concat2", inputs, "needs tensors of rank >= 1 and one dtype that differ only in dimension 0");
   TensorMeta out = inputs[0];
   out.shape[0] += b[0];
   return {out};
 }
 
 void concat2_cpu(const KernelArgs& args) {
-  const std::int64_t first = args.input_meta[0].numel();
-  std::copy_n(args.inputs[0], first, args.outputs[0]);
-  std::copy_n(args.inputs[1], args.input_meta[1].numel(), args.outputs[0] + first);
+  auto* out = static_cast<std::byte*>(args.outputs[0]);
+  const std::size_t first = args.input_meta[0].nbytes();
+  std::copy_n(static_cast<const std::byte*>(args.inputs[0]), first, out);
+  std::copy_n(static_cast<const std::byte*>(args.inputs[1]), args.input_meta[1].nbytes(), out + first);
 }
 
 // Copies do no arithmetic, but a cost model must still see that redoing them takes time.

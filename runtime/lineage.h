@@ -29,7 +29,7 @@ struct Storage final : heuristics::StorageView {
   const std::uint64_t id;
   const TensorMeta meta;
   const std::size_t nbytes;
-  float* data = nullptr;  // nullptr while evicted
+  std::byte* data = nullptr;  // nullptr while evicted
   bool in_memory = false;
   std::shared_ptr<Closure> producer;  // nullptr: a constant
   std::size_t output_index = 0;

@@ -189,7 +189,7 @@ struct Runtime::Impl final : Reclaimer {
       }
     }
     try {
-      s.data = static_cast<float*>(allocator->allocate(std::max<std::size_t>(s.nbytes, 1)));
+      s.data = static_cast<std::byte*>(allocator->allocate(std::max<std::size_t>(s.nbytes, 1)));
     } catch (const OutOfMemory& e) {
       throw out_of_memory(s.nbytes, &e);
     }
@@ -375,7 +375,7 @@ struct Runtime::Impl final : Reclaimer {
     // Declared before the pins, so destroyed after them: the pins release scratch storages too.
     std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
     Pins pins(*this);
-    SmallVector<float*, 2> out_buffers(c.outputs.size(), nullptr);
+    SmallVector<void*, 2> out_buffers(c.outputs.size(), nullptr);
     SmallVector<Storage*, 2> restored;
     for (std::size_t i = 0; i < c.outputs.size(); ++i) {
       Storage* out = c.outputs[i];
@@ -391,8 +391,10 @@ struct Runtime::Impl final : Reclaimer {
       pins.add(*out);
       out_buffers[i] = out->data;
     }
-    SmallVector<const float*, 4> in_buffers;
-    for (std::size_t i = 0; i < c.inputs.size(); ++i) in_buffers.push_back(c.inputs[i]->data + c.input_offset[i]);
+    SmallVector<const void*, 4> in_buffers;
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+      in_buffers.push_back(c.inputs[i]->data + c.input_offset[i] * element_size(c.input_meta[i].dtype));
+    }
     pins.release_last(requested != nullptr ? requested : c.outputs.empty() ? nullptr : c.outputs.front());
     const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed};
     op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
@@ -522,8 +524,6 @@ struct Runtime::Impl final : Reclaimer {
       DTR_CHECK(t.defined(), InvalidArgument, "op '", op.name, "': an input tensor is undefined");
       DTR_CHECK(&t.handle_->storage->runtime == this, InvalidArgument, "op '", op.name,
                 "': an input tensor belongs to another runtime");
-      DTR_CHECK(!op.touches_memory || t.handle_->meta.dtype == DType::float32, ShapeError, "op '", op.name,
-                "' takes float32 tensors; input ", in_meta.size(), " is ", to_string(t.handle_->meta.dtype));
       in_meta.push_back(t.handle_->meta);
     }
     TensorMetas out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
@@ -638,15 +638,16 @@ struct Runtime::Impl final : Reclaimer {
     }
   }
 
-  Tensor constant(TensorMeta meta, std::span<const float> values) {
+  template <typename T>
+  Tensor constant(TensorMeta meta, std::span<const T> values) {
     DTR_CHECK(static_cast<std::int64_t>(values.size()) == meta.numel(), InvalidArgument, "constant of shape ",
               to_string(meta.shape), " needs ", meta.numel(), " values, got ", values.size());
-    DTR_CHECK(meta.dtype == DType::float32, InvalidArgument, "constant: values are float32, the meta says ",
-              to_string(meta.dtype));
+    DTR_CHECK(meta.dtype == DTypeOf<T>::value, InvalidArgument, "constant: the values are ",
+              to_string(DTypeOf<T>::value), ", the meta says ", to_string(meta.dtype));
     DTR_CHECK(host_memory, InvalidArgument, "constant: this runtime's memory (", allocator->upstream().name(),
               ") is simulated and cannot hold values; use constant(meta)");
     Tensor t = constant(std::move(meta));
-    std::copy(values.begin(), values.end(), t.handle_->storage->data);
+    std::copy(values.begin(), values.end(), reinterpret_cast<T*>(t.handle_->storage->data));  // NOLINT
     return t;
   }
 
@@ -829,6 +830,10 @@ Runtime::Runtime(Config config, std::unique_ptr<MemoryResource> memory) {
 Runtime::~Runtime() = default;
 
 Tensor Runtime::constant(TensorMeta meta, std::span<const float> values) { return impl_->constant(std::move(meta), values); }
+Tensor Runtime::constant(TensorMeta meta, std::span<const double> values) { return impl_->constant(std::move(meta), values); }
+Tensor Runtime::constant(TensorMeta meta, std::span<const std::int64_t> values) {
+  return impl_->constant(std::move(meta), values);
+}
 Tensor Runtime::constant(TensorMeta meta) { return impl_->constant(std::move(meta)); }
 
 void Runtime::materialize(const Tensor& tensor) {
@@ -906,19 +911,25 @@ const TensorMeta& Tensor::meta() const {
   return handle_->meta;
 }
 
-std::vector<float> Tensor::to_host() const {
+template <typename T>
+std::vector<T> Tensor::to_host_as() const {
   DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");
   Storage& s = *handle_->storage;
   DTR_CHECK(s.runtime.host_memory, InvalidArgument, "to_host: the tensor lives in simulated memory");
-  DTR_CHECK(handle_->meta.dtype == DType::float32, InvalidArgument, "to_host: the tensor is ",
-            to_string(handle_->meta.dtype), ", not float32");
+  DTR_CHECK(handle_->meta.dtype == DTypeOf<T>::value, InvalidArgument, "to_host: the tensor is ",
+            to_string(handle_->meta.dtype), ", not ", to_string(DTypeOf<T>::value));
   Runtime::Impl& runtime = s.runtime;
   if (handle_->view != 0 && !Runtime::Impl::view_made(s, handle_->view)) runtime.touch(s);
   runtime.materialize(s);
   runtime.make_view(s, handle_->view);
-  const float* begin = s.data + handle_->offset;
-  return std::vector<float>(begin, begin + handle_->meta.numel());
+  const T* begin = reinterpret_cast<const T*>(s.data) + handle_->offset;  // NOLINT: the storage holds Ts
+  return std::vector<T>(begin, begin + handle_->meta.numel());
 }
+
+template std::vector<float> Tensor::to_host_as<float>() const;
+template std::vector<double> Tensor::to_host_as<double>() const;
+template std::vector<std::int64_t> Tensor::to_host_as<std::int64_t>() const;
+template std::vector<std::uint8_t> Tensor::to_host_as<std::uint8_t>() const;
 
 std::size_t Tensor::storage_bytes() const {
   DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");

@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev
   gnuplot-nox
 )
 

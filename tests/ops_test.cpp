@@ -37,13 +37,13 @@ std::vector<TensorMeta> metas_of(const std::vector<HostTensor>& tensors) {
 std::vector<HostTensor> run(const OpDef& op, const std::vector<HostTensor>& inputs, const Attrs& attrs = {},
                             std::uint64_t seed = 0) {
   const std::vector<TensorMeta> input_meta = metas_of(inputs);
-  std::vector<const float*> input_data;
+  std::vector<const void*> input_data;
   for (const HostTensor& t : inputs) input_data.push_back(t.data.data());
   const TensorMetas output_meta = op.infer(input_meta, attrs);
 
   const auto run_once = [&](float fill) {
     std::vector<HostTensor> outputs;
-    std::vector<float*> output_data;
+    std::vector<void*> output_data;
     for (const TensorMeta& meta : output_meta) {
       outputs.push_back({meta, std::vector<float>(static_cast<std::size_t>(meta.numel()), fill)});
     }
@@ -299,12 +299,27 @@ struct Example {
 // One valid call of every built-in op.
 std::vector<Example> examples() {
   const HostTensor x = tensor({2, 3}, {1, -2, 3, -4, 5, -6});
-  return {{ops::add(), {x, x}, {}},
+  const HostTensor y = tensor({2, 3}, {0.5F, 0.25F, -0.5F, 0.75F, 0.125F, 0.3F});
+  const HostTensor row = tensor({3}, {1, 2, 4});
+  return {{ops::add(), {x, row}, {}},
+          {ops::sub(), {x, x}, {}},
           {ops::mul(), {x, x}, {}},
+          {ops::div(), {x, row}, {}},
           {ops::relu(), {x}, {}},
+          {ops::relu_backward(), {y, x}, {}},
+          {ops::gelu(), {x}, {}},
+          {ops::gelu_backward(), {y, x}, {}},
+          {ops::tanh(), {x}, {}},
+          {ops::tanh_backward(), {x, y}, {}},
+          {ops::sigmoid(), {x}, {}},
+          {ops::sigmoid_backward(), {x, y}, {}},
           {ops::scale(), {x}, {{"factor", 3.0}}},
           {ops::matmul(), {x, tensor({3, 1}, {1, 2, 3})}, {}},
+          {ops::bmm(), {tensor({1, 2, 3}, x.data), tensor({1, 3, 1}, {1, 2, 3})}, {}},
+          {ops::linear(), {x, tensor({1, 3}, {1, 2, 3}), tensor({1}, {0.5F})}, {}},
           {ops::sum(), {x}, {{"axis", std::int64_t{1}}}},
+          {ops::mean(), {x}, {{"axes", std::vector<std::int64_t>{0}}}},
+          {ops::sum_to(), {x}, {{"shape", std::vector<std::int64_t>{1, 3}}}},
           {ops::uniform(), {x}, {}},
           {ops::split2(), {x}, {}},
           {ops::concat2(), {x, x}, {}}};
@@ -329,10 +344,13 @@ TEST(Ops, EveryOpRejectsTheWrongNumberOfInputs) {
   for (const Example& example : examples()) {
     std::vector<HostTensor> one_more = example.inputs;
     one_more.push_back(example.inputs[0]);
-    const std::string expected = "op '" + example.op.name + "' takes " + std::to_string(example.inputs.size());
-    const std::string got = ", got " + std::to_string(one_more.size());
+    // linear takes 2 or 3 inputs: its message says which.
+    const bool variadic = example.op.name == "linear";
+    const std::string expected =
+        "op '" + example.op.name + "' takes " + (variadic ? "an input" : std::to_string(example.inputs.size()));
+    const std::string got = variadic ? "" : ", got " + std::to_string(one_more.size());
     expect_shape_error(example.op, one_more, {expected, got}, example.attrs);
-    expect_shape_error(example.op, {}, {expected, ", got 0"}, example.attrs);
+    expect_shape_error(example.op, {}, {expected, variadic ? "" : ", got 0"}, example.attrs);
   }
 }
 

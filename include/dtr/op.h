@@ -23,9 +23,30 @@ namespace dtr {
 // Dimensions, outermost first. Up to 6 live inside the shape: no heap allocation for the ranks training uses.
 using Shape = SmallVector<std::int64_t, 6>;
 
-// float32: what the kernels compute on. uint8: opaque bytes, for tensors only their size matters of (the
-// replayed ops of dtr-sim); kernels reject it.
-enum class DType : std::uint8_t { float32, uint8 };
+// float32: what training computes in. float64: the same ops in double precision (the gradient checks'
+// reference). int64: integer labels and indices. uint8: bytes; the replayed ops of dtr-sim use it for tensors
+// only the size of which matters. Each op's shape rule says which dtypes it takes.
+enum class DType : std::uint8_t { float32, uint8, float64, int64 };
+
+// The dtype whose elements are T: DTypeOf<float>::value is DType::float32.
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::float32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::float64;
+};
+template <>
+struct DTypeOf<std::int64_t> {
+  static constexpr DType value = DType::int64;
+};
+template <>
+struct DTypeOf<std::uint8_t> {
+  static constexpr DType value = DType::uint8;
+};
 
 std::size_t element_size(DType dtype);
 const char* to_string(DType dtype);
@@ -66,15 +87,25 @@ class Attrs {
   std::vector<std::pair<std::string, Value>> values_;
 };
 
-// What a kernel gets: contiguous float32 buffers with their shapes. `seed` is the op's captured random
+// What a kernel gets: contiguous buffers with their shapes and dtypes. `seed` is the op's captured random
 // state (0 for deterministic ops): the same seed must give the same bits.
 struct KernelArgs {
   std::span<const TensorMeta> input_meta;
-  std::span<const float* const> inputs;
+  std::span<const void* const> inputs;
   std::span<const TensorMeta> output_meta;
-  std::span<float* const> outputs;
+  std::span<void* const> outputs;
   const Attrs& attrs;
   std::uint64_t seed = 0;
+
+  // Buffer i as elements of T, which must be the C++ type of its dtype.
+  template <typename T>
+  const T* input(std::size_t i) const {
+    return static_cast<const T*>(inputs[i]);
+  }
+  template <typename T>
+  T* output(std::size_t i) const {
+    return static_cast<T*>(outputs[i]);
+  }
 };
 
 // An output that is a view of one of the op's inputs (a reshape, a run of rows): no buffer of its own, its

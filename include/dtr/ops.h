@@ -1,12 +1,16 @@
-// The built-in op table: float32 ops on contiguous row-major tensors, each with its shape rule, CPU kernel and
-// FLOP count. The runtime records ops by OpDef, so one accessor per op, and find_op for names read from traces
-// and configuration.
+// The built-in op table: ops on contiguous row-major tensors, each with its shape rule, CPU kernel and FLOP
+// count. Floating ops take float32 or float64 (all inputs of one dtype; float64 is the gradient checks'
+// reference precision). The runtime records ops by OpDef, so one accessor per op, and find_op for names read
+// from traces and configuration.
 //
-// Every infer checks the number of inputs, their shapes and the attributes, and throws dtr::ShapeError (bad
-// shapes or arity) or dtr::InvalidArgument (a missing or mistyped attribute) naming the op. Kernels and flops
-// assume inputs that infer accepted. Every flops is at least 1, so no recomputation is ever free for the cost
-// model. Kernels are deterministic: the same inputs (and seed) give the same bits, so a rematerialized tensor
-// equals the one it replaces.
+// Every infer checks the number of inputs, their shapes, dtypes and the attributes, and throws
+// dtr::ShapeError (bad shapes, dtypes or arity) or dtr::InvalidArgument (a missing or mistyped attribute)
+// naming the op. Kernels and flops assume inputs that infer accepted. Every flops is at least 1, so no
+// recomputation is ever free for the cost model. Kernels are deterministic: the same inputs (and seed) give
+// the same bits, so a rematerialized tensor equals the one it replaces.
+//
+// Backward ops ("*_backward") compute what autograd needs for an op's gradient; nn/ composes them
+// (include/dtr/gradients.h).
 //
 // Thread safety: the OpDefs are immutable statics, built on first use (thread-safe), shared by every caller.
 #pragma once
@@ -19,22 +23,44 @@
 
 namespace dtr::ops {
 
-// "add", "mul": elementwise on two tensors of the same shape.
+// "add", "sub", "mul", "div": elementwise on two tensors whose shapes broadcast (NumPy rules).
 const OpDef& add();
+const OpDef& sub();
 const OpDef& mul();
-// "relu": max(x, 0), propagating NaN.
+const OpDef& div();
+// "relu": max(x, 0), propagating NaN. "relu_backward"(grad, x): grad where x > 0, else 0.
 const OpDef& relu();
+const OpDef& relu_backward();
+// "gelu": x Φ(x), the exact (erf) form. "gelu_backward"(grad, x).
+const OpDef& gelu();
+const OpDef& gelu_backward();
+// "tanh"; "tanh_backward"(grad, y) with y = tanh(x): grad (1 - y²).
+const OpDef& tanh();
+const OpDef& tanh_backward();
+// "sigmoid"; "sigmoid_backward"(grad, y) with y = sigmoid(x): grad y (1 - y).
+const OpDef& sigmoid();
+const OpDef& sigmoid_backward();
 // "scale": x * factor; attribute "factor" (real).
 const OpDef& scale();
-// "matmul": [m, k] x [k, n] -> [m, n]; 2mkn flops. Sums over k in increasing order.
+// "matmul": [m, k] x [k, n] -> [m, n] (OpenBLAS); attributes "transpose_a", "transpose_b" (0/1) read a
+// stored [k, m] or [n, k] as its transpose. 2mkn flops.
 const OpDef& matmul();
-// "sum": over attribute "axis" (int, negative counts from the end; that dimension is removed), or without it
-// over every element to a scalar (shape []). Sums in increasing index order.
+// "bmm": [b, m, k] x [b, k, n] -> [b, m, n], the same attributes per batch.
+const OpDef& bmm();
+// "linear": x [..., in], weight [out, in] and an optional bias [out] -> x weightᵀ + bias, [..., out].
+const OpDef& linear();
+// "sum", "mean": over attribute "axis" (int) or "axes" (int list; negative counts from the end), every
+// element when neither is given; "keepdim" (0/1) keeps reduced dimensions as 1. Sums in increasing index
+// order, in double.
 const OpDef& sum();
-// "uniform": floats in [0, 1) with the shape of its one input, whose values it does not read. Random: the bits
-// are a function of KernelArgs::seed and the element index only.
+const OpDef& mean();
+// "sum_to": the input summed down to attribute "shape" (int list), a shape that broadcasts to the input's:
+// the gradient of a broadcast.
+const OpDef& sum_to();
+// "uniform": floats in [0, 1) with the shape and dtype of its one input, whose values it does not read.
+// Random: the bits are a function of KernelArgs::seed and the element index only.
 const OpDef& uniform();
-// "split2": [n, ...] (n >= 2) -> [n/2, ...] and [n - n/2, ...], along dimension 0.
+// "split2": [n, ...] (n >= 2) -> [n/2, ...] and [n - n/2, ...], along dimension 0; any dtype.
 const OpDef& split2();
 // "concat2": [a, ...] and [b, ...] -> [a + b, ...], along dimension 0; the inverse of split2.
 const OpDef& concat2();

@@ -49,8 +49,12 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // A value with no producer (parameters, inputs): never evicted while anything needs it.
+  // A value with no producer (parameters, inputs, labels): never evicted while anything needs it. `values`
+  // are its elements, of its dtype's C++ type (float32: float, float64: double, int64: std::int64_t);
+  // dtr::InvalidArgument when their type or count does not fit the meta.
   Tensor constant(TensorMeta meta, std::span<const float> values);
+  Tensor constant(TensorMeta meta, std::span<const double> values);
+  Tensor constant(TensorMeta meta, std::span<const std::int64_t> values);
   // A constant of any dtype whose contents do not matter: zeros in host memory, untouched in simulated memory.
   Tensor constant(TensorMeta meta);
   // Makes `tensor` resident (recomputing it if it was evicted) without reading it.

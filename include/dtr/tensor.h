@@ -6,6 +6,7 @@
 // Thread safety: a tensor belongs to its runtime's thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -28,8 +29,12 @@ class Tensor {
   const Shape& shape() const { return meta().shape; }
   std::int64_t numel() const { return meta().numel(); }
 
-  // The values, rematerializing them if they were evicted.
-  std::vector<float> to_host() const;
+  // The values, rematerializing them if they were evicted: to_host() for float32, to_host_as<T>() for any
+  // dtype (T its C++ type: float, double, std::int64_t, std::uint8_t). dtr::InvalidArgument when T is not
+  // the tensor's type, or the tensor lives in simulated memory.
+  std::vector<float> to_host() const { return to_host_as<float>(); }
+  template <typename T>
+  std::vector<T> to_host_as() const;
   // Whether it is a view of part or all of another tensor's storage (Runtime::view).
   bool is_view() const;
   // Whether the values are in memory now (false once evicted, until they are recomputed).
@@ -42,5 +47,10 @@ class Tensor {
   explicit Tensor(std::shared_ptr<detail::TensorHandle> handle) : handle_(std::move(handle)) {}
   std::shared_ptr<detail::TensorHandle> handle_;
 };
+
+extern template std::vector<float> Tensor::to_host_as<float>() const;
+extern template std::vector<double> Tensor::to_host_as<double>() const;
+extern template std::vector<std::int64_t> Tensor::to_host_as<std::int64_t>() const;
+extern template std::vector<std::uint8_t> Tensor::to_host_as<std::uint8_t>() const;
 
 }  // namespace dtr
