@@ -125,7 +125,63 @@ void sum_to_cpu(const KernelArgs& args) {
   });
 }
 
+// broadcast_to: the input repeated to attribute "shape" (NumPy rules): the gradient of a sum.
+Shape broadcast_target(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const std::vector<std::int64_t>& target = attrs.get_ints("shape");
+  Shape to(target.begin(), target.end());
+  DTR_CHECK_SHAPES(inputs[0].shape.size() <= to.size() && kernels::broadcast_shapes(inputs[0].shape, to) == to,
+                   "broadcast_to", inputs, "broadcasts to a shape ", to_string(to), " (NumPy rules)");
+  return to;
+}
+
+TensorMetas infer_broadcast_to(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("broadcast_to", inputs, 1);
+  kernels::check_floating("broadcast_to", inputs);
+  return {TensorMeta{broadcast_target(inputs, attrs), inputs[0].dtype}};
+}
+
+void broadcast_to_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const Shape& shape = args.output_meta[0].shape;
+    const Shape& in = args.input_meta[0].shape;
+    const std::size_t rank = shape.size();
+    // The input's stride along each output dimension: 0 where it is broadcast.
+    Shape strides(rank, 0);
+    std::int64_t stride = 1;
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      const std::size_t d = in.size() - 1 - k;
+      strides[rank - 1 - k] = in[d] == 1 ? 0 : stride;
+      stride *= in[d];
+    }
+    const T* x = args.input<T>(0);
+    T* out = args.output<T>(0);
+    const std::int64_t count = args.output_meta[0].numel();
+    Shape index(rank, 0);
+    std::int64_t offset = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      out[i] = x[offset];
+      for (std::size_t d = rank; d-- > 0;) {
+        index[d] += 1;
+        offset += strides[d];
+        if (index[d] < shape[d]) break;
+        offset -= strides[d] * shape[d];
+        index[d] = 0;
+      }
+    }
+  });
+}
+
+double output_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  return kernels::at_least_one(static_cast<double>(TensorMeta{broadcast_target(inputs, attrs)}.numel()));
+}
+
 }  // namespace
+
+const OpDef& broadcast_to() {
+  static const OpDef def{
+      .name = "broadcast_to", .infer = infer_broadcast_to, .cpu_kernel = broadcast_to_cpu, .flops = output_flops};
+  return def;
+}
 
 const OpDef& sum() {
   static const OpDef def = reduction("sum", false);

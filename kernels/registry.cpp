@@ -16,7 +16,7 @@ std::span<const OpDef* const> all_ops() {
       &ops::add(),           &ops::sub(),     &ops::mul(),          &ops::div(),           &ops::relu(),
       &ops::relu_backward(), &ops::gelu(),    &ops::gelu_backward(), &ops::tanh(),         &ops::tanh_backward(),
       &ops::sigmoid(),       &ops::sigmoid_backward(), &ops::scale(), &ops::matmul(),       &ops::bmm(),
-      &ops::linear(),        &ops::sum(),     &ops::mean(),         &ops::sum_to(),        &ops::uniform(),
+      &ops::linear(),        &ops::sum(),     &ops::mean(),         &ops::sum_to(),        &ops::broadcast_to(),        &ops::uniform(),
       &ops::split2(),        &ops::concat2()};
   return table;
 }

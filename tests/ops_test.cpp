@@ -320,6 +320,7 @@ std::vector<Example> examples() {
           {ops::sum(), {x}, {{"axis", std::int64_t{1}}}},
           {ops::mean(), {x}, {{"axes", std::vector<std::int64_t>{0}}}},
           {ops::sum_to(), {x}, {{"shape", std::vector<std::int64_t>{1, 3}}}},
+          {ops::broadcast_to(), {row}, {{"shape", std::vector<std::int64_t>{2, 3}}}},
           {ops::uniform(), {x}, {}},
           {ops::split2(), {x}, {}},
           {ops::concat2(), {x, x}, {}}};

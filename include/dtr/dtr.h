@@ -6,6 +6,7 @@
 #include "dtr/check.h"
 #include "dtr/device.h"
 #include "dtr/error.h"
+#include "dtr/gradients.h"
 #include "dtr/memory_resource.h"
 #include "dtr/op.h"
 #include "dtr/ops.h"

@@ -57,6 +57,8 @@ const OpDef& mean();
 // "sum_to": the input summed down to attribute "shape" (int list), a shape that broadcasts to the input's:
 // the gradient of a broadcast.
 const OpDef& sum_to();
+// "broadcast_to": the input repeated to attribute "shape" (int list) by NumPy's broadcasting rules.
+const OpDef& broadcast_to();
 // "uniform": floats in [0, 1) with the shape and dtype of its one input, whose values it does not read.
 // Random: the bits are a function of KernelArgs::seed and the element index only.
 const OpDef& uniform();
