@@ -350,6 +350,15 @@ struct Runtime::Impl final : Reclaimer {
     SmallVector<Storage*, 4> pinned_;
   };
 
+  // Where the kernel reads each input of `c` (resident): its storage's buffer at the input's offset.
+  static SmallVector<const void*, 4> input_buffers(const Closure& c) {
+    SmallVector<const void*, 4> buffers;
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+      buffers.push_back(c.inputs[i]->data + c.input_offset[i] * element_size(c.input_meta[i].dtype));
+    }
+    return buffers;
+  }
+
   double cost_of(const Closure& c, std::uint64_t elapsed_ns) const {
     if (c.op->known_cost) return std::max(0.0, c.op->known_cost(c.input_meta, c.attrs));
     switch (config.cost_model) {
@@ -391,10 +400,7 @@ struct Runtime::Impl final : Reclaimer {
       pins.add(*out);
       out_buffers[i] = out->data;
     }
-    SmallVector<const void*, 4> in_buffers;
-    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
-      in_buffers.push_back(c.inputs[i]->data + c.input_offset[i] * element_size(c.input_meta[i].dtype));
-    }
+    const SmallVector<const void*, 4> in_buffers = input_buffers(c);
     pins.release_last(requested != nullptr ? requested : c.outputs.empty() ? nullptr : c.outputs.front());
     const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed};
     op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
@@ -551,6 +557,7 @@ struct Runtime::Impl final : Reclaimer {
       make_view(s, closure->input_view[i]);
       input_pins.add(s);
     }
+    if (op.check_values && host_memory) check_values(*closure);
     SmallVector<std::shared_ptr<Storage>, 2> outputs;  // per output; nullptr for a view
     for (std::size_t i = 0; i < out_meta.size(); ++i) {
       if (views[i]) {
@@ -589,6 +596,12 @@ struct Runtime::Impl final : Reclaimer {
     }
     current_op = nullptr;
     return result;
+  }
+
+  // OpDef::check_values on the resident inputs of `c`, before its outputs exist.
+  static void check_values(const Closure& c) {
+    const SmallVector<const void*, 4> in_buffers = input_buffers(c);
+    c.op->check_values(KernelArgs{c.input_meta, in_buffers, {}, {}, c.attrs, c.seed});
   }
 
   // The op's output views (none when it makes none), checked to fit in the inputs they view.

@@ -46,6 +46,49 @@ TEST(Runtime, ShapeErrorsComeBeforeAnyAllocation) {
   EXPECT_THROW(rt.constant(TensorMeta{{2}}, std::vector<float>{1.0f}), InvalidArgument);
 }
 
+TEST(Runtime, ValueChecksRunOnResidentInputsBeforeAnyOutputIsAllocated) {
+  // "pick": row i's element labels[i] of a matrix; a label out of range is an error about values.
+  static const OpDef pick{
+      .name = "pick",
+      .infer = [](std::span<const TensorMeta> in, const Attrs&) { return TensorMetas{TensorMeta{{in[0].shape[0]}}}; },
+      .cpu_kernel =
+          [](const KernelArgs& args) {
+            const std::int64_t n = args.input_meta[0].shape[0];
+            const std::int64_t c = args.input_meta[0].shape[1];
+            for (std::int64_t i = 0; i < n; ++i) {
+              args.output<float>(0)[i] = args.input<float>(0)[i * c + args.input<std::int64_t>(1)[i]];
+            }
+          },
+      .flops = nullptr,
+      .check_values =
+          [](const KernelArgs& args) {
+            EXPECT_TRUE(args.outputs.empty());
+            const std::int64_t c = args.input_meta[0].shape[1];
+            for (std::int64_t i = 0; i < args.input_meta[1].numel(); ++i) {
+              const std::int64_t label = args.input<std::int64_t>(1)[i];
+              DTR_CHECK(label >= 0 && label < c, ShapeError, "op 'pick': label ", label, " outside [0, ", c, ")");
+            }
+          },
+  };
+  Runtime rt(deterministic_config());
+  Tensor x = constant(rt, {2, 3}, 1.0f);
+  Tensor x2 = rt.call1(ops::scale(), {x}, Attrs{{"factor", 2.0}});
+  Tensor good = rt.constant(TensorMeta{{2}, DType::int64}, std::vector<std::int64_t>{2, 0});
+  Tensor bad = rt.constant(TensorMeta{{2}, DType::int64}, std::vector<std::int64_t>{1, 3});
+  ASSERT_TRUE(rt.evict(x2));  // the check sees inputs recomputed first
+  EXPECT_EQ(rt.call1(pick, {x2, good}).to_host(), (std::vector<float>{2 * 1.5f, 2 * 1.75f}));
+  ASSERT_TRUE(rt.evict(x2));
+  const auto before = rt.allocator().stats().num_allocations;
+  try {
+    rt.call1(pick, {x2, bad});
+    ADD_FAILURE() << "label 3 of 3 classes was taken";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 3 outside [0, 3)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(rt.allocator().stats().num_allocations, before + 1);  // x2 came back; no output was allocated
+  EXPECT_EQ(bad.to_host_as<std::int64_t>(), (std::vector<std::int64_t>{1, 3}));
+}
+
 TEST(Runtime, EvictedAncestorsAreRecomputedInOrder) {
   Runtime rt(deterministic_config());
   Tensor t0 = constant(rt, {8}, 0.5f);

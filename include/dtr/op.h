@@ -135,6 +135,10 @@ struct OpDef {
   // (KernelArgs holds those alone). The op's cost joins the viewed storage's cost: a recomputation of that
   // storage undoes the view, which is made again (and its cost paid again) when it is next used.
   std::function<OutputViews(std::span<const TensorMeta> inputs, const Attrs& attrs)> views = nullptr;
+  // When set, checks what a shape rule cannot see: input values (label and index ranges). The runtime calls
+  // it with the inputs resident and no outputs (KernelArgs::outputs empty), before any output is allocated;
+  // it throws dtr::ShapeError naming the op and what is wrong.
+  std::function<void(const KernelArgs& args)> check_values = nullptr;
 };
 
 }  // namespace dtr
