@@ -4,7 +4,7 @@
 // Measured in one run (docs/benchmarks.md has the command and the numbers):
 // - small ops: `relu` and `add` on float32 vectors sized so that the kernel alone takes about 1 us here, and
 //   `relu` on one element, where the kernel is next to nothing: the bookkeeping alone;
-// - a large op: the naive `matmul` of two square matrices sized so that it takes about 1 ms here.
+// - a large op: `matmul` (OpenBLAS) of two square matrices sized so that it takes about 1 ms here.
 // Each op runs as
 // - direct: op.infer once, buffers allocated once (512-byte aligned, as the caching allocator's blocks), then
 //   op.cpu_kernel(KernelArgs{...}) per iteration on the same buffers;
@@ -68,7 +68,7 @@ constexpr int kPairedBlockLarge = 4;     // ... and the large op
 // Sizes chosen by measuring the direct kernels on the machine of docs/benchmarks.md: ~1 us and ~1 ms.
 constexpr std::int64_t kReluElements = 4096;  // 16 KiB per tensor
 constexpr std::int64_t kAddElements = 2048;   // 8 KiB per tensor
-constexpr std::int64_t kMatmulSize = 144;     // [n, n] x [n, n]
+constexpr std::int64_t kMatmulSize = 384;     // [n, n] x [n, n]
 
 constexpr std::size_t kAlignment = 512;  // the caching allocator's block alignment
 
@@ -95,7 +95,7 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-// "relu/4096", "matmul/144x144": the op and the shape of its first input.
+// "relu/4096", "matmul/384x384": the op and the shape of its first input.
 std::string case_name(const Case& c) {
   std::string name = c.label;
   const char* separator = "/";
