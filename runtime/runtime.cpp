@@ -560,7 +560,7 @@ struct Runtime::Impl final : Reclaimer {
     if (op.check_values && host_memory) check_values(*closure);
     SmallVector<std::shared_ptr<Storage>, 2> outputs;  // per output; nullptr for a view
     for (std::size_t i = 0; i < out_meta.size(); ++i) {
-      if (views[i]) {
+      if (!views.empty() && views[i]) {
         outputs.emplace_back();
         continue;
       }
@@ -582,7 +582,7 @@ struct Runtime::Impl final : Reclaimer {
         result.push_back(make_op_view(inputs, *views[i], out_meta[i], closure->cost));
       }
     }
-    charge_views(*closure, inputs, views);
+    if (!views.empty()) charge_views(*closure, inputs, views);
     if (trace) {
       std::vector<std::uint64_t> args, results, result_bytes;
       std::vector<std::int64_t> aliases;
@@ -590,7 +590,7 @@ struct Runtime::Impl final : Reclaimer {
       for (std::size_t i = 0; i < result.size(); ++i) {
         results.push_back(result[i].handle_->id);
         result_bytes.push_back(result[i].handle_->meta.nbytes());
-        aliases.push_back(views[i] ? static_cast<std::int64_t>(views[i]->input) : -1);
+        aliases.push_back(!views.empty() && views[i] ? static_cast<std::int64_t>(views[i]->input) : -1);
       }
       trace->call(op.name, args, results, result_bytes, aliases, closure->cost);
     }
@@ -604,11 +604,11 @@ struct Runtime::Impl final : Reclaimer {
     c.op->check_values(KernelArgs{c.input_meta, in_buffers, {}, {}, c.attrs, c.seed});
   }
 
-  // The op's output views (none when it makes none), checked to fit in the inputs they view.
+  // The op's output views, checked to fit in the inputs they view; empty when it makes none.
   static OutputViews output_views(const OpDef& op, std::span<const Tensor> inputs, std::span<const TensorMeta> in_meta,
                                   const Attrs& attrs, const TensorMetas& out_meta) {
-    OutputViews views = op.views ? op.views(in_meta, attrs) : OutputViews{};
-    if (!op.views) views.resize(out_meta.size());
+    if (!op.views) return {};  // empty: no output is a view (the common case, kept cheap)
+    OutputViews views = op.views(in_meta, attrs);
     DTR_CHECK(views.size() == out_meta.size(), InvalidArgument, "op '", op.name, "' describes ", views.size(),
               " output views for ", out_meta.size(), " outputs");
     for (std::size_t i = 0; i < views.size(); ++i) {
