@@ -281,6 +281,29 @@ TEST(Conv2d, ForwardAndBackwardEqualADirectConvolutionInDouble) {
   }
 }
 
+TEST(Conv2d, ARecomputationGivesTheSameBits) {
+  // Large enough for OpenBLAS to block and thread the products: the bits must still repeat.
+  std::mt19937_64 rng(7);
+  const Shape x_shape{2, 8, 17, 19};
+  const Shape w_shape{16, 4, 3, 3};
+  const Shape y_shape{2, 16, 9, 10};
+  const Attrs attrs = conv_attrs({2, 2}, {1, 1}, 2);
+  Attrs input_attrs = attrs;
+  input_attrs.set("input_shape", Ints(x_shape.begin(), x_shape.end()));
+  Attrs weight_attrs = attrs;
+  weight_attrs.set("weight_shape", Ints(w_shape.begin(), w_shape.end()));
+  const auto x = random_values(rng, TensorMeta{x_shape}.numel());
+  const auto w = random_values(rng, TensorMeta{w_shape}.numel());
+  const auto g = random_values(rng, TensorMeta{y_shape}.numel());
+  const auto compute = [&] {
+    return std::vector<std::vector<double>>{
+        run_as<float>(ops::conv2d(), {{x_shape, x}, {w_shape, w}}, attrs),
+        run_as<float>(ops::conv2d_backward_input(), {{y_shape, g}, {w_shape, w}}, input_attrs),
+        run_as<float>(ops::conv2d_backward_weight(), {{y_shape, g}, {x_shape, x}}, weight_attrs)};
+  };
+  EXPECT_EQ(compute(), compute());  // bit-exact: the doubles hold float32 values
+}
+
 // ---- conv2d errors ----------------------------------------------------------------------------------------
 
 TEST(Conv2d, ShapeErrorsNameTheOpAndTheShapes) {
@@ -319,6 +342,10 @@ TEST(Conv2d, BackwardShapeErrors) {
                {"op 'conv2d_backward_input'", "C/groups = 1"});
   expect_error(ops::conv2d_backward_input(), {{1, 1, 2, 2}}, in, {"op 'conv2d_backward_input' takes 2 inputs"});
   expect_error<InvalidArgument>(ops::conv2d_backward_input(), {{1, 1, 2, 2}, {1, 1, 2, 2}}, {}, {"'input_shape'"});
+  expect_error(ops::conv2d_backward_input(), {{1, 1, 2, 2}, {1, 1, 2, 2}}, {{"input_shape", Ints{1, 3, 3}}},
+               {"op 'conv2d_backward_input'", "[N, C, H, W]", "input [1, 3, 3]"});
+  expect_error(ops::conv2d_backward_input(), {{1, 1, 2, 2}, {1, 1, 2, 2}}, {{"input_shape", Ints{1, 1, -3, 3}}},
+               {"op 'conv2d_backward_input'", "negative input dimension [1, 1, -3, 3]"});
   const Attrs wt{{"weight_shape", Ints{1, 1, 2, 2}}};
   expect_error(ops::conv2d_backward_weight(), {{1, 1, 3, 3}, {1, 1, 3, 3}}, wt,
                {"op 'conv2d_backward_weight'", "output shape [1, 1, 2, 2]"});
@@ -436,6 +463,9 @@ TEST(Pool2d, ShapeErrorsNameTheOpAndTheShapes) {
   expect_error(ops::avg_pool2d_backward(), {{1, 1, 3, 3}}, backward,
                {"op 'avg_pool2d_backward'", "output shape [1, 1, 2, 2]"});
   expect_error<InvalidArgument>(ops::avg_pool2d_backward(), {{1, 1, 2, 2}}, attrs, {"'input_shape'"});
+  backward.set("input_shape", Ints{1, 1, -4, 4});
+  expect_error(ops::avg_pool2d_backward(), {{1, 1, 2, 2}}, backward,
+               {"op 'avg_pool2d_backward'", "negative input dimension [1, 1, -4, 4]"});
 }
 
 }  // namespace
