@@ -127,9 +127,9 @@ Problem pooling(Rng& rng) {
                  attrs};
 }
 
-// Max-pool's inputs as a permutation of a grid of spacing 1/512 (plus a sliver of the random value): distinct
-// by far more than the finite-difference step, so no window's argmax flips under it. Counts the elements it
-// has spread; pooling() keeps an input below 512 of them.
+// Max-pool's inputs as a permutation of 512 points spaced 1/256 apart in [-1, 1) (plus a sliver of the random
+// value, under 1/4096): distinct by far more than the finite-difference step, so no window's argmax flips
+// under it. Counts the elements it has spread; pooling() keeps an input below 512 of them (at most 2·3·7·7).
 std::function<double(std::size_t, double)> distinct_values() {
   auto count = std::make_shared<std::int64_t>(0);
   return [count](std::size_t, double v) {
