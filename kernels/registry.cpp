@@ -17,7 +17,10 @@ std::span<const OpDef* const> all_ops() {
       &ops::relu_backward(), &ops::gelu(),    &ops::gelu_backward(), &ops::tanh(),         &ops::tanh_backward(),
       &ops::sigmoid(),       &ops::sigmoid_backward(), &ops::scale(), &ops::matmul(),       &ops::bmm(),
       &ops::linear(),        &ops::sum(),     &ops::mean(),         &ops::sum_to(),        &ops::broadcast_to(),        &ops::uniform(),
-      &ops::split2(),        &ops::concat2()};
+      &ops::split2(),        &ops::concat2(),
+      // convolution and pooling
+      &ops::conv2d(), &ops::conv2d_backward_input(), &ops::conv2d_backward_weight(), &ops::max_pool2d(),
+      &ops::max_pool2d_backward(), &ops::avg_pool2d(), &ops::avg_pool2d_backward()};
   return table;
 }
 

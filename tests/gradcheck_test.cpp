@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -96,6 +97,47 @@ Problem reduction(Rng& rng) {
   return Problem{{shape}, attrs};
 }
 
+// ---- convolution and pooling ----
+
+// conv2d on random odd sizes: groups 1-3, strides 1-3, padding 0-2, dilation 1-2, with or without a bias.
+Problem convolution(Rng& rng) {
+  const std::int64_t groups = dim(rng, 1, 3);
+  const std::int64_t c = groups * dim(rng, 1, 2);
+  const std::int64_t o = groups * dim(rng, 1, 2);
+  const std::int64_t kh = dim(rng, 1, 3);
+  const std::int64_t kw = dim(rng, 1, 3);
+  const std::vector<std::int64_t> stride{dim(rng, 1, 3), dim(rng, 1, 3)};
+  const std::vector<std::int64_t> padding{dim(rng, 0, 2), dim(rng, 0, 2)};
+  const std::vector<std::int64_t> dilation{dim(rng, 1, 2), dim(rng, 1, 2)};
+  const std::int64_t h = std::max<std::int64_t>(1, dilation[0] * (kh - 1) + 1 - 2 * padding[0]) + dim(rng, 0, 4);
+  const std::int64_t w = std::max<std::int64_t>(1, dilation[1] * (kw - 1) + 1 - 2 * padding[1]) + dim(rng, 0, 4);
+  Problem p{{Shape{dim(rng, 1, 2), c, h, w}, Shape{o, c / groups, kh, kw}},
+            {{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}}};
+  if (rng() % 2 == 0) p.inputs.push_back(Shape{o});
+  return p;
+}
+
+// Pooling on random odd sizes: kernels 1-3, strides 1-3, padding up to half the kernel.
+Problem pooling(Rng& rng) {
+  const std::vector<std::int64_t> kernel{dim(rng, 1, 3), dim(rng, 1, 3)};
+  const std::vector<std::int64_t> padding{dim(rng, 0, kernel[0] / 2), dim(rng, 0, kernel[1] / 2)};
+  Attrs attrs{{"kernel", kernel}, {"padding", padding}};
+  if (rng() % 4 != 0) attrs.set("stride", std::vector<std::int64_t>{dim(rng, 1, 3), dim(rng, 1, 3)});
+  return Problem{{Shape{dim(rng, 1, 2), dim(rng, 1, 3), kernel[0] + dim(rng, 0, 4), kernel[1] + dim(rng, 0, 4)}},
+                 attrs};
+}
+
+// Max-pool's inputs as a permutation of 512 points spaced 1/256 apart in [-1, 1) (plus a sliver of the random
+// value, under 1/4096): distinct by far more than the finite-difference step, so no window's argmax flips
+// under it. Counts the elements it has spread; pooling() keeps an input below 512 of them (at most 2·3·7·7).
+std::function<double(std::size_t, double)> distinct_values() {
+  auto count = std::make_shared<std::int64_t>(0);
+  return [count](std::size_t, double v) {
+    const std::int64_t slot = ((*count)++ * 173) % 512;  // 173 is prime to 512: 512 consecutive slots differ
+    return static_cast<double>(slot) / 256.0 - 1.0 + v / 4096.0;
+  };
+}
+
 std::vector<GradCase> cases() {
   const auto unary = [](Rng& rng) { return same_shapes(rng, 1); };
   return {
@@ -145,12 +187,18 @@ std::vector<GradCase> cases() {
          b[0] = dim(rng);
          return Problem{{a, b}, {}};
        }},
+      // convolution and pooling
+      {ops::conv2d(), convolution},
+      {ops::max_pool2d(), pooling, distinct_values()},
+      {ops::avg_pool2d(), pooling},
   };
 }
 
 // Ops without a gradient rule: random ones, and the backward ops (no second derivatives yet).
 bool expected_without_rule(const std::string& name) {
-  return name == "uniform" || name.ends_with("_backward");
+  return name == "uniform" || name.ends_with("_backward") ||
+         // convolution and pooling: conv2d's backward ops, one per input
+         name == "conv2d_backward_input" || name == "conv2d_backward_weight";
 }
 
 std::vector<double> random_values(Rng& rng, std::int64_t count, const GradCase& c, std::size_t input) {

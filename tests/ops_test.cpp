@@ -323,7 +323,28 @@ std::vector<Example> examples() {
           {ops::broadcast_to(), {row}, {{"shape", std::vector<std::int64_t>{2, 3}}}},
           {ops::uniform(), {x}, {}},
           {ops::split2(), {x}, {}},
-          {ops::concat2(), {x, x}, {}}};
+          {ops::concat2(), {x, x}, {}},
+          // convolution and pooling
+          {ops::conv2d(),
+           {tensor({1, 1, 2, 3}, x.data), tensor({2, 1, 1, 2}, {1, 2, 3, 4}), tensor({2}, {0.5F, -1})},
+           {{"padding", std::vector<std::int64_t>{1, 0}}}},
+          {ops::conv2d_backward_input(),
+           {tensor({1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), tensor({2, 1, 1, 2}, {1, 2, 3, 4})},
+           {{"stride", std::vector<std::int64_t>{1, 1}}, {"input_shape", std::vector<std::int64_t>{1, 1, 2, 3}}}},
+          {ops::conv2d_backward_weight(),
+           {tensor({1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), tensor({1, 1, 2, 3}, x.data)},
+           {{"weight_shape", std::vector<std::int64_t>{2, 1, 1, 2}}}},
+          {ops::max_pool2d(), {tensor({1, 1, 2, 3}, x.data)}, {{"kernel", std::vector<std::int64_t>{2, 2}},
+                                                               {"stride", std::vector<std::int64_t>{1, 1}}}},
+          {ops::max_pool2d_backward(),
+           {tensor({1, 1, 1, 2}, {1, 2}), tensor({1, 1, 2, 3}, x.data)},
+           {{"kernel", std::vector<std::int64_t>{2, 2}}, {"stride", std::vector<std::int64_t>{1, 1}}}},
+          {ops::avg_pool2d(), {tensor({1, 1, 2, 3}, x.data)}, {{"kernel", std::vector<std::int64_t>{2, 2}},
+                                                               {"padding", std::vector<std::int64_t>{1, 1}}}},
+          {ops::avg_pool2d_backward(),
+           {tensor({1, 1, 2, 2}, {1, 2, 3, 4})},
+           {{"kernel", std::vector<std::int64_t>{2, 2}}, {"padding", std::vector<std::int64_t>{1, 1}},
+            {"input_shape", std::vector<std::int64_t>{1, 1, 2, 3}}}}};
 }
 
 TEST(Ops, EveryOpHasAnExampleHere) {
@@ -365,7 +386,7 @@ TEST(Ops, EmptyTensorsStillCostSomething) {
 TEST(Ops, FindOpByName) {
   for (const std::string& name : op_names()) EXPECT_EQ(find_op(name).name, name);
   EXPECT_EQ(&find_op("matmul"), &ops::matmul());
-  expect_error<InvalidArgument>([] { find_op("conv2d"); }, {"'conv2d'", "add", "matmul", "concat2"});
+  expect_error<InvalidArgument>([] { find_op("conv5d"); }, {"'conv5d'", "add", "matmul", "concat2"});
 }
 
 }  // namespace

@@ -67,6 +67,34 @@ const OpDef& split2();
 // "concat2": [a, ...] and [b, ...] -> [a + b, ...], along dimension 0; the inverse of split2.
 const OpDef& concat2();
 
+// ---- convolution and pooling (kernels/conv.cpp, kernels/pool.cpp) ----
+// "conv2d": input [N, C, H, W], weight [O, C/groups, KH, KW] and an optional bias [O] -> [N, O, OH, OW] with
+// OH = (H + 2 pad_h - dil_h (KH - 1) - 1) / stride_h + 1 (and OW alike). Attributes (int lists of 2, height
+// then width): "stride" (default [1, 1]), "padding" (zeros, default [0, 0]), "dilation" (default [1, 1]);
+// "groups" (int, default 1) splits C and O into that many independent convolutions. im2col + OpenBLAS GEMM
+// per image and group; 2 N O OH OW (C/groups) KH KW flops (+ N O OH OW for the bias).
+const OpDef& conv2d();
+// "conv2d_backward_input"(grad_out, weight): the gradient of conv2d's input; conv2d's attributes plus
+// "input_shape" (int list). Overlapping windows add up in one fixed order (col2im).
+const OpDef& conv2d_backward_input();
+// "conv2d_backward_weight"(grad_out, input): the gradient of conv2d's weight; conv2d's attributes plus
+// "weight_shape" (int list). Images are summed in index order. (The bias's gradient is a sum over [0, 2, 3].)
+const OpDef& conv2d_backward_weight();
+// "max_pool2d": [N, C, H, W] -> [N, C, OH, OW], each output the maximum of its window. Attributes (int lists
+// of 2): "kernel" (required), "stride" (default: the kernel), "padding" (default [0, 0], at most half the
+// kernel; padded cells never win). Ties go to the first maximal cell in row-major window order; a NaN in the
+// window propagates (the first NaN wins).
+const OpDef& max_pool2d();
+// "max_pool2d_backward"(grad_out, input): each output's gradient added to its window's maximum, chosen by
+// max_pool2d's rule; max_pool2d's attributes.
+const OpDef& max_pool2d_backward();
+// "avg_pool2d": as max_pool2d's shapes and attributes; each output the sum of its window's input cells
+// divided by the full window size KH KW, padded cells counting as zeros (PyTorch's count_include_pad=True).
+const OpDef& avg_pool2d();
+// "avg_pool2d_backward"(grad_out): avg_pool2d's attributes plus "input_shape" (int list); each output's
+// gradient over KH KW added to the input cells of its window.
+const OpDef& avg_pool2d_backward();
+
 }  // namespace dtr::ops
 
 namespace dtr {

@@ -1,0 +1,472 @@
+// Convolution and pooling (kernels/conv.cpp, kernels/pool.cpp): known values on small hand-computed cases,
+// conv2d and its backward ops against a direct convolution in double on random shapes, and the shape errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtr/check.h"
+#include "dtr/ops.h"
+#include "test_resources.h"
+
+namespace dtr::test {
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+struct Input {
+  Shape shape;
+  std::vector<float> values;
+};
+
+// Runs `op` through a runtime on float32 inputs and returns its (one) output's shape and values.
+struct Output {
+  Shape shape;
+  std::vector<float> values;
+};
+
+Output run(const OpDef& op, const std::vector<Input>& inputs, const Attrs& attrs = {}) {
+  Runtime rt(deterministic_config());
+  std::vector<Tensor> tensors;
+  for (const Input& in : inputs) tensors.push_back(rt.constant(TensorMeta{in.shape}, in.values));
+  const Tensor out = rt.call1(op, tensors, attrs);
+  return {out.shape(), out.to_host()};
+}
+
+std::vector<float> iota(std::int64_t count, float first = 1.0F) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (auto& x : v) x = first++;
+  return v;
+}
+
+// Expects op.infer on `shapes` to throw an `E` whose message contains every one of `parts`.
+template <typename E = ShapeError>
+void expect_error(const OpDef& op, const std::vector<Shape>& shapes, const Attrs& attrs,
+                  std::initializer_list<std::string_view> parts, DType dtype = DType::float32) {
+  std::vector<TensorMeta> metas;
+  for (const Shape& s : shapes) metas.push_back(TensorMeta{s, dtype});
+  try {
+    op.infer(metas, attrs);
+    ADD_FAILURE() << op.name << ": nothing was thrown";
+  } catch (const E& e) {
+    const std::string_view message = e.what();
+    for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
+  }
+}
+
+Attrs conv_attrs(Ints stride, Ints padding, std::int64_t groups = 1, Ints dilation = {1, 1}) {
+  return Attrs{{"stride", stride}, {"padding", padding}, {"groups", groups}, {"dilation", dilation}};
+}
+
+// ---- conv2d known values ----------------------------------------------------------------------------------
+
+const Input kImage{{1, 1, 3, 3}, iota(9)};             // [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+const Input kKernel{{1, 1, 2, 2}, {1, 2, 3, 4}};      // [[1, 2], [3, 4]]
+
+TEST(Conv2d, OneChannelTwoByTwoKernel) {
+  const Output out = run(ops::conv2d(), {kImage, kKernel});
+  EXPECT_EQ(out.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(out.values, (std::vector<float>{37, 47, 67, 77}));
+  const Output biased = run(ops::conv2d(), {kImage, kKernel, Input{{1}, {0.5F}}});
+  EXPECT_EQ(biased.values, (std::vector<float>{37.5F, 47.5F, 67.5F, 77.5F}));
+  const std::vector<TensorMeta> metas{TensorMeta{kImage.shape}, TensorMeta{kKernel.shape}, TensorMeta{{1}}};
+  EXPECT_EQ(ops::conv2d().flops(std::span(metas).first(2), {}), 2.0 * 4 * 4);
+  EXPECT_EQ(ops::conv2d().flops(metas, {}), 2.0 * 4 * 4 + 4);
+}
+
+TEST(Conv2d, StrideTwoAndPaddingOne) {
+  // Windows start at -1 and 1 along each axis; padded cells read 0.
+  const Output out = run(ops::conv2d(), {kImage, kKernel}, conv_attrs({2, 2}, {1, 1}));
+  EXPECT_EQ(out.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(out.values, (std::vector<float>{4, 18, 36, 77}));
+}
+
+TEST(Conv2d, AsymmetricStrideAndPadding) {
+  // Height: stride 1, no padding (2 rows); width: stride 2, padding 1 (2 columns).
+  const Output out = run(ops::conv2d(), {kImage, kKernel}, conv_attrs({1, 2}, {0, 1}));
+  EXPECT_EQ(out.shape, (Shape{1, 1, 2, 2}));
+  // Columns start at -1 and 1: the left windows see the padding's zeros in their first column.
+  EXPECT_EQ(out.values, (std::vector<float>{2 * 1 + 4 * 4, 47, 2 * 4 + 4 * 7, 77}));
+}
+
+TEST(Conv2d, GroupsConvolveTheirOwnChannels) {
+  // Two channels, two groups, two outputs per group: outputs 0-1 read channel 0 only, outputs 2-3 channel 1.
+  const Input x{{1, 2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}};
+  const Input w{{4, 1, 2, 2}, {1, 1, 1, 1, 1, 0, 0, -1, 1, 1, 1, 1, 0, 1, 0, 0}};
+  const Output out = run(ops::conv2d(), {x, w}, conv_attrs({1, 1}, {0, 0}, 2));
+  EXPECT_EQ(out.shape, (Shape{1, 4, 1, 1}));
+  EXPECT_EQ(out.values, (std::vector<float>{10, -3, 26, 6}));
+}
+
+TEST(Conv2d, DilationSpreadsTheKernel) {
+  const Output out = run(ops::conv2d(), {kImage, kKernel}, conv_attrs({1, 1}, {0, 0}, 1, {2, 2}));
+  EXPECT_EQ(out.shape, (Shape{1, 1, 1, 1}));
+  EXPECT_EQ(out.values, (std::vector<float>{1 * 1 + 2 * 3 + 3 * 7 + 4 * 9}));
+}
+
+TEST(Conv2d, PointwiseKernelMixesChannels) {
+  // A 1x1 kernel, stride 1, no padding: the input plane is its own column matrix.
+  const Input x{{1, 2, 1, 2}, {1, 2, 3, 4}};
+  const Input w{{1, 2, 1, 1}, {10, 100}};
+  EXPECT_EQ(run(ops::conv2d(), {x, w}).values, (std::vector<float>{310, 420}));
+  const Output dx = run(ops::conv2d_backward_input(), {Input{{1, 1, 1, 2}, {1, 2}}, w},
+                        Attrs{{"input_shape", Ints{1, 2, 1, 2}}});
+  EXPECT_EQ(dx.values, (std::vector<float>{10, 20, 100, 200}));
+  const Output dw = run(ops::conv2d_backward_weight(), {Input{{1, 1, 1, 2}, {1, 2}}, x},
+                        Attrs{{"weight_shape", Ints{1, 2, 1, 1}}});
+  EXPECT_EQ(dw.values, (std::vector<float>{5, 11}));
+}
+
+TEST(Conv2d, BackwardOpsOnTheOneChannelCase) {
+  const Input ones{{1, 1, 2, 2}, {1, 1, 1, 1}};
+  // Each input cell gets the kernel entries of the windows that cover it.
+  const Output dx = run(ops::conv2d_backward_input(), {ones, kKernel}, Attrs{{"input_shape", Ints{1, 1, 3, 3}}});
+  EXPECT_EQ(dx.shape, (Shape{1, 1, 3, 3}));
+  EXPECT_EQ(dx.values, (std::vector<float>{1, 3, 2, 4, 10, 6, 3, 7, 4}));
+  // Each kernel entry gets the sum of the input cells it met.
+  const Output dw = run(ops::conv2d_backward_weight(), {ones, kImage}, Attrs{{"weight_shape", Ints{1, 1, 2, 2}}});
+  EXPECT_EQ(dw.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(dw.values, (std::vector<float>{12, 16, 24, 28}));
+  const std::vector<TensorMeta> metas{TensorMeta{{1, 1, 2, 2}}, TensorMeta{kKernel.shape}};
+  EXPECT_EQ(ops::conv2d_backward_input().flops(metas, Attrs{{"input_shape", Ints{1, 1, 3, 3}}}), 2.0 * 4 * 4);
+}
+
+TEST(Conv2d, EmptyBatchGivesAnEmptyOutputAndAZeroWeightGradient) {
+  EXPECT_EQ(run(ops::conv2d(), {Input{{0, 1, 3, 3}, {}}, kKernel}).shape, (Shape{0, 1, 2, 2}));
+  const Output dw = run(ops::conv2d_backward_weight(), {Input{{0, 1, 2, 2}, {}}, Input{{0, 1, 3, 3}, {}}},
+                        Attrs{{"weight_shape", Ints{1, 1, 2, 2}}});
+  EXPECT_EQ(dw.values, (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_GE(ops::conv2d().flops(std::vector<TensorMeta>{TensorMeta{{0, 1, 3, 3}}, TensorMeta{kKernel.shape}}, {}),
+            1.0);
+}
+
+// ---- conv2d against a direct convolution --------------------------------------------------------------------
+
+struct ConvProblem {
+  std::int64_t n, c, h, w, o, kh, kw, groups, sh, sw, ph, pw, dh, dw;
+  std::int64_t oh() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+  std::int64_t ow() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+  Attrs attrs() const { return conv_attrs({sh, sw}, {ph, pw}, groups, {dh, dw}); }
+};
+
+ConvProblem random_problem(std::mt19937_64& rng) {
+  const auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  ConvProblem p{};
+  p.groups = pick(1, 3);
+  p.n = pick(1, 3);
+  p.c = p.groups * pick(1, 3);
+  p.o = p.groups * pick(1, 3);
+  p.kh = pick(1, 4), p.kw = pick(1, 4);
+  p.sh = pick(1, 3), p.sw = pick(1, 3);
+  p.ph = pick(0, 2), p.pw = pick(0, 2);
+  p.dh = pick(1, 2), p.dw = pick(1, 2);
+  // Large enough for at least one output.
+  p.h = std::max<std::int64_t>(1, p.dh * (p.kh - 1) + 1 - 2 * p.ph) + pick(0, 6);
+  p.w = std::max<std::int64_t>(1, p.dw * (p.kw - 1) + 1 - 2 * p.pw) + pick(0, 6);
+  return p;
+}
+
+// The input cell (or -1 in the padding) that output (y, x) reads through kernel entry (i, j).
+std::int64_t source(std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t pad, std::int64_t dil,
+                    std::int64_t size) {
+  const std::int64_t at = out * stride - pad + k * dil;
+  return at >= 0 && at < size ? at : -1;
+}
+
+// Calls fn(x index, w index, y index) for every multiply of the convolution, the seven loops written out.
+template <typename Fn>
+void for_each_term(const ConvProblem& p, Fn&& fn) {
+  const std::int64_t cg = p.c / p.groups;
+  const std::int64_t og = p.o / p.groups;
+  for (std::int64_t n = 0; n < p.n; ++n) {
+    for (std::int64_t o = 0; o < p.o; ++o) {
+      for (std::int64_t y = 0; y < p.oh(); ++y) {
+        for (std::int64_t x = 0; x < p.ow(); ++x) {
+          for (std::int64_t ci = 0; ci < cg; ++ci) {
+            for (std::int64_t i = 0; i < p.kh; ++i) {
+              for (std::int64_t j = 0; j < p.kw; ++j) {
+                const std::int64_t row = source(y, i, p.sh, p.ph, p.dh, p.h);
+                const std::int64_t col = source(x, j, p.sw, p.pw, p.dw, p.w);
+                if (row < 0 || col < 0) continue;
+                const std::int64_t c = (o / og) * cg + ci;
+                fn(((n * p.c + c) * p.h + row) * p.w + col, ((o * cg + ci) * p.kh + i) * p.kw + j,
+                   ((n * p.o + o) * p.oh() + y) * p.ow() + x);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<double> random_values(std::mt19937_64& rng, std::int64_t count) {
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::vector<double> v(static_cast<std::size_t>(count));
+  for (double& x : v) x = static_cast<double>(static_cast<float>(uniform(rng)));  // exact in float32 too
+  return v;
+}
+
+template <typename T>
+std::vector<double> run_as(const OpDef& op, const std::vector<std::pair<Shape, std::vector<double>>>& inputs,
+                           const Attrs& attrs) {
+  Runtime rt(deterministic_config());
+  std::vector<Tensor> tensors;
+  for (const auto& [shape, values] : inputs) {
+    const TensorMeta meta{shape, DTypeOf<T>::value};
+    tensors.push_back(rt.constant(meta, std::vector<T>(values.begin(), values.end())));
+  }
+  const std::vector<T> out = rt.call1(op, tensors, attrs).template to_host_as<T>();
+  return {out.begin(), out.end()};
+}
+
+void expect_close(const std::vector<double>& actual, const std::vector<double>& expected, double tolerance) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (std::size_t e = 0; e < actual.size(); ++e) {
+    EXPECT_NEAR(actual[e], expected[e], tolerance * (1.0 + std::abs(expected[e]))) << "element " << e;
+  }
+}
+
+TEST(Conv2d, ForwardAndBackwardEqualADirectConvolutionInDouble) {
+  for (std::uint64_t trial = 0; trial < 40; ++trial) {
+    std::mt19937_64 rng(trial);
+    const ConvProblem p = random_problem(rng);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": N " << p.n << " C " << p.c << " H " << p.h
+                                      << " W " << p.w << " O " << p.o << " K " << p.kh << "x" << p.kw
+                                      << " groups " << p.groups << " stride " << p.sh << "," << p.sw
+                                      << " padding " << p.ph << "," << p.pw << " dilation " << p.dh << ","
+                                      << p.dw);
+    const Shape x_shape{p.n, p.c, p.h, p.w};
+    const Shape w_shape{p.o, p.c / p.groups, p.kh, p.kw};
+    const Shape y_shape{p.n, p.o, p.oh(), p.ow()};
+    const auto x = random_values(rng, TensorMeta{x_shape}.numel());
+    const auto w = random_values(rng, TensorMeta{w_shape}.numel());
+    const auto b = random_values(rng, p.o);
+    const auto g = random_values(rng, TensorMeta{y_shape}.numel());
+
+    std::vector<double> y(g.size(), 0.0);
+    std::vector<double> dx(x.size(), 0.0);
+    std::vector<double> dw(w.size(), 0.0);
+    for_each_term(p, [&](std::int64_t xi, std::int64_t wi, std::int64_t yi) {
+      const auto xs = static_cast<std::size_t>(xi);
+      const auto ws = static_cast<std::size_t>(wi);
+      const auto ys = static_cast<std::size_t>(yi);
+      y[ys] += x[xs] * w[ws];
+      dx[xs] += g[ys] * w[ws];
+      dw[ws] += g[ys] * x[xs];
+    });
+    const std::int64_t plane = p.oh() * p.ow();
+    for (std::size_t e = 0; e < y.size(); ++e) y[e] += b[static_cast<std::size_t>(e / plane % p.o)];
+
+    const Attrs attrs = p.attrs();
+    Attrs input_attrs = attrs;
+    input_attrs.set("input_shape", Ints(x_shape.begin(), x_shape.end()));
+    Attrs weight_attrs = attrs;
+    weight_attrs.set("weight_shape", Ints(w_shape.begin(), w_shape.end()));
+    const auto check = [&]<typename T>(T /*zero*/, double tolerance) {
+      SCOPED_TRACE(to_string(DTypeOf<T>::value));
+      expect_close(run_as<T>(ops::conv2d(), {{x_shape, x}, {w_shape, w}, {Shape{p.o}, b}}, attrs), y, tolerance);
+      expect_close(run_as<T>(ops::conv2d_backward_input(), {{y_shape, g}, {w_shape, w}}, input_attrs), dx, tolerance);
+      expect_close(run_as<T>(ops::conv2d_backward_weight(), {{y_shape, g}, {x_shape, x}}, weight_attrs), dw,
+                   tolerance);
+    };
+    check(double{}, 1e-12);
+    check(float{}, 1e-5);
+  }
+}
+
+TEST(Conv2d, ARecomputationGivesTheSameBits) {
+  // Large enough for OpenBLAS to block and thread the products: the bits must still repeat.
+  std::mt19937_64 rng(7);
+  const Shape x_shape{2, 8, 17, 19};
+  const Shape w_shape{16, 4, 3, 3};
+  const Shape y_shape{2, 16, 9, 10};
+  const Attrs attrs = conv_attrs({2, 2}, {1, 1}, 2);
+  Attrs input_attrs = attrs;
+  input_attrs.set("input_shape", Ints(x_shape.begin(), x_shape.end()));
+  Attrs weight_attrs = attrs;
+  weight_attrs.set("weight_shape", Ints(w_shape.begin(), w_shape.end()));
+  const auto x = random_values(rng, TensorMeta{x_shape}.numel());
+  const auto w = random_values(rng, TensorMeta{w_shape}.numel());
+  const auto g = random_values(rng, TensorMeta{y_shape}.numel());
+  const auto compute = [&] {
+    return std::vector<std::vector<double>>{
+        run_as<float>(ops::conv2d(), {{x_shape, x}, {w_shape, w}}, attrs),
+        run_as<float>(ops::conv2d_backward_input(), {{y_shape, g}, {w_shape, w}}, input_attrs),
+        run_as<float>(ops::conv2d_backward_weight(), {{y_shape, g}, {x_shape, x}}, weight_attrs)};
+  };
+  EXPECT_EQ(compute(), compute());  // bit-exact: the doubles hold float32 values
+}
+
+// ---- conv2d errors ----------------------------------------------------------------------------------------
+
+TEST(Conv2d, ShapeErrorsNameTheOpAndTheShapes) {
+  const Shape x{1, 4, 5, 5};
+  expect_error(ops::conv2d(), {{1, 4, 5}, {2, 4, 3, 3}}, {}, {"op 'conv2d'", "[N, C, H, W]", "[1, 4, 5] and [2, 4, 3, 3]"});
+  expect_error(ops::conv2d(), {x, {2, 4, 3}}, {}, {"op 'conv2d'", "[O, C/groups, KH, KW]"});
+  expect_error(ops::conv2d(), {x, {2, 3, 3, 3}}, {}, {"op 'conv2d'", "C/groups = 4", "[1, 4, 5, 5] and [2, 3, 3, 3]"});
+  expect_error(ops::conv2d(), {x, {2, 2, 3, 3}}, conv_attrs({1, 1}, {0, 0}, 3), {"op 'conv2d'", "3 groups", "divide"});
+  expect_error(ops::conv2d(), {x, {3, 2, 3, 3}}, conv_attrs({1, 1}, {0, 0}, 2), {"op 'conv2d'", "output channels 3"});
+  expect_error(ops::conv2d(), {x, {2, 4, 3, 3}}, conv_attrs({1, 1}, {0, 0}, 0), {"op 'conv2d'", "groups >= 1"});
+  expect_error(ops::conv2d(), {x, {2, 4, 3, 3}}, conv_attrs({0, 1}, {0, 0}), {"op 'conv2d'", "positive stride", "[0, 1]"});
+  expect_error(ops::conv2d(), {x, {2, 4, 3, 3}}, conv_attrs({1, 1}, {0, -1}),
+               {"op 'conv2d'", "bad conv padding", "[0, -1]"});
+  expect_error(ops::conv2d(), {x, {2, 4, 3, 3}}, conv_attrs({1, 1}, {0, 0}, 1, {1, 0}),
+               {"op 'conv2d'", "positive dilation"});
+  expect_error(ops::conv2d(), {x, {2, 4, 6, 3}}, {}, {"op 'conv2d'", "bad conv padding", "output would be empty"});
+  expect_error(ops::conv2d(), {x, {2, 4, 3, 3}}, conv_attrs({1, 1}, {0, 0}, 1, {3, 1}),
+               {"op 'conv2d'", "bad conv padding", "dilation [3, 1]"});
+  expect_error(ops::conv2d(), {x, {2, 4, 0, 3}}, {}, {"op 'conv2d'", "at least 1x1"});
+  expect_error(ops::conv2d(), {x, {2, 4, 3, 3}, {3}}, {}, {"op 'conv2d'", "bias [O]", "and [3]"});
+  expect_error(ops::conv2d(), {x}, {}, {"op 'conv2d' takes 3 inputs", "got 1"});
+  expect_error(ops::conv2d(), {x, {2, 4, 3, 3}}, {}, {"op 'conv2d'", "int64"}, DType::int64);
+  expect_error<InvalidArgument>(ops::conv2d(), {x, {2, 4, 3, 3}}, {{"stride", Ints{1, 1, 1}}},
+                                {"op 'conv2d'", "'stride'", "2 ints"});
+  expect_error<InvalidArgument>(ops::conv2d(), {x, {2, 4, 3, 3}}, {{"groups", 1.0}}, {"'groups'"});
+  // A padding that the kernel alone cannot fill is fine: the windows see zeros.
+  const std::vector<TensorMeta> metas{TensorMeta{{1, 1, 1, 1}}, TensorMeta{{1, 1, 1, 1}}};
+  EXPECT_EQ(ops::conv2d().infer(metas, conv_attrs({1, 1}, {2, 2}))[0].shape, (Shape{1, 1, 5, 5}));
+}
+
+TEST(Conv2d, BackwardShapeErrors) {
+  const Attrs in{{"input_shape", Ints{1, 1, 3, 3}}};
+  expect_error(ops::conv2d_backward_input(), {{1, 1, 3, 3}, {1, 1, 2, 2}}, in,
+               {"op 'conv2d_backward_input'", "output shape [1, 1, 2, 2]", "[1, 1, 3, 3] and [1, 1, 2, 2]"});
+  expect_error(ops::conv2d_backward_input(), {{1, 1, 2, 2}, {1, 2, 2, 2}}, in,
+               {"op 'conv2d_backward_input'", "C/groups = 1"});
+  expect_error(ops::conv2d_backward_input(), {{1, 1, 2, 2}}, in, {"op 'conv2d_backward_input' takes 2 inputs"});
+  expect_error<InvalidArgument>(ops::conv2d_backward_input(), {{1, 1, 2, 2}, {1, 1, 2, 2}}, {}, {"'input_shape'"});
+  expect_error(ops::conv2d_backward_input(), {{1, 1, 2, 2}, {1, 1, 2, 2}}, {{"input_shape", Ints{1, 3, 3}}},
+               {"op 'conv2d_backward_input'", "[N, C, H, W]", "input [1, 3, 3]"});
+  expect_error(ops::conv2d_backward_input(), {{1, 1, 2, 2}, {1, 1, 2, 2}}, {{"input_shape", Ints{1, 1, -3, 3}}},
+               {"op 'conv2d_backward_input'", "negative input dimension [1, 1, -3, 3]"});
+  const Attrs wt{{"weight_shape", Ints{1, 1, 2, 2}}};
+  expect_error(ops::conv2d_backward_weight(), {{1, 1, 3, 3}, {1, 1, 3, 3}}, wt,
+               {"op 'conv2d_backward_weight'", "output shape [1, 1, 2, 2]"});
+  expect_error(ops::conv2d_backward_weight(), {{1, 1, 2, 2}, {1, 1, 3}}, wt,
+               {"op 'conv2d_backward_weight'", "[N, C, H, W]"});
+  expect_error<InvalidArgument>(ops::conv2d_backward_weight(), {{1, 1, 2, 2}, {1, 1, 3, 3}}, {}, {"'weight_shape'"});
+}
+
+TEST(Conv2d, TheRuntimeRejectsABadCallBeforeRunningIt) {
+  Runtime rt(deterministic_config());
+  const Tensor x = rt.constant(TensorMeta{{1, 1, 2, 2}}, std::vector<float>{1, 2, 3, 4});
+  const Tensor w = rt.constant(TensorMeta{{1, 1, 3, 3}}, std::vector<float>(9, 1.0F));
+  EXPECT_THROW(rt.call1(ops::conv2d(), {x, w}), ShapeError);
+  // Padded by 1, every 3x3 window holds the whole input.
+  EXPECT_EQ(rt.call1(ops::conv2d(), {x, w}, conv_attrs({1, 1}, {1, 1})).to_host(), (std::vector<float>(4, 10.0F)));
+}
+
+// ---- max_pool2d -------------------------------------------------------------------------------------------
+
+TEST(MaxPool2d, TiesGoToTheFirstMaximumInRowMajorOrder) {
+  const Input x{{1, 1, 4, 4}, {1, 2, 5, 5, 3, 4, 5, 1, 0, 0, -1, -2, 0, 0, -3, -4}};
+  const Attrs attrs{{"kernel", Ints{2, 2}}};  // stride defaults to the kernel
+  const Output y = run(ops::max_pool2d(), {x}, attrs);
+  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(y.values, (std::vector<float>{4, 5, 0, -1}));
+  const Output dx = run(ops::max_pool2d_backward(), {Input{{1, 1, 2, 2}, {1, 2, 3, 4}}, x}, attrs);
+  EXPECT_EQ(dx.shape, x.shape);
+  // The 5 at (0, 2) is the first of three; the 0 at (2, 0) the first of four.
+  EXPECT_EQ(dx.values, (std::vector<float>{0, 0, 2, 0, 0, 1, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(ops::max_pool2d().flops(std::vector<TensorMeta>{TensorMeta{x.shape}}, attrs), 16.0);
+}
+
+TEST(MaxPool2d, PaddingNeverWins) {
+  const Input x{{1, 1, 3, 3}, iota(9, -9.0F)};  // -9 .. -1: a zero pad would beat every cell
+  const Attrs attrs{{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
+  const Output y = run(ops::max_pool2d(), {x}, attrs);
+  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(y.values, (std::vector<float>{-9, -7, -3, -1}));
+  const Output dx = run(ops::max_pool2d_backward(), {Input{{1, 1, 2, 2}, {1, 2, 3, 4}}, x}, attrs);
+  EXPECT_EQ(dx.values, (std::vector<float>{1, 0, 2, 0, 0, 0, 3, 0, 4}));
+}
+
+TEST(MaxPool2d, OverlappingWindowsAddTheirGradients) {
+  const Attrs attrs{{"kernel", Ints{1, 2}}, {"stride", Ints{1, 1}}};
+  const Input grad{{1, 1, 1, 2}, {1, 10}};
+  // [2, 2, 1]: the first window's tie goes to cell 0; [1, 5, 2]: both windows pick cell 1.
+  EXPECT_EQ(run(ops::max_pool2d_backward(), {grad, Input{{1, 1, 1, 3}, {2, 2, 1}}}, attrs).values,
+            (std::vector<float>{1, 10, 0}));
+  EXPECT_EQ(run(ops::max_pool2d_backward(), {grad, Input{{1, 1, 1, 3}, {1, 5, 2}}}, attrs).values,
+            (std::vector<float>{0, 11, 0}));
+}
+
+TEST(MaxPool2d, NaNPropagates) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Output y = run(ops::max_pool2d(), {Input{{1, 1, 1, 4}, {1, nan, 3, 4}}}, Attrs{{"kernel", Ints{1, 2}}});
+  EXPECT_TRUE(std::isnan(y.values[0]));
+  EXPECT_EQ(y.values[1], 4.0F);
+  const Output z = run(ops::max_pool2d(), {Input{{1, 1, 1, 2}, {nan, 5}}}, Attrs{{"kernel", Ints{1, 2}}});
+  EXPECT_TRUE(std::isnan(z.values[0]));
+}
+
+TEST(MaxPool2d, PoolsEveryPlaneOnItsOwn) {
+  const Input x{{2, 2, 1, 2}, {1, 2, 4, 3, -1, -2, 0, 7}};
+  const Output y = run(ops::max_pool2d(), {x}, Attrs{{"kernel", Ints{1, 2}}});
+  EXPECT_EQ(y.shape, (Shape{2, 2, 1, 1}));
+  EXPECT_EQ(y.values, (std::vector<float>{2, 4, -1, 7}));
+}
+
+// ---- avg_pool2d -------------------------------------------------------------------------------------------
+
+TEST(AvgPool2d, DividesByTheWholeWindowIncludingPadding) {
+  const Attrs attrs{{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
+  const Output y = run(ops::avg_pool2d(), {kImage}, attrs);
+  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(y.values, (std::vector<float>{0.25F, 1.25F, 2.75F, 7.0F}));
+  Attrs backward = attrs;
+  backward.set("input_shape", Ints{1, 1, 3, 3});
+  const Output dx = run(ops::avg_pool2d_backward(), {Input{{1, 1, 2, 2}, {4, 8, 12, 16}}}, backward);
+  EXPECT_EQ(dx.shape, kImage.shape);
+  EXPECT_EQ(dx.values, (std::vector<float>{1, 2, 2, 3, 4, 4, 3, 4, 4}));
+  EXPECT_EQ(ops::avg_pool2d_backward().flops(std::vector<TensorMeta>{TensorMeta{{1, 1, 2, 2}}}, backward), 16.0);
+}
+
+TEST(AvgPool2d, OverlappingWindowsAddTheirGradients) {
+  const Attrs attrs{{"kernel", Ints{1, 2}}, {"stride", Ints{1, 1}}};
+  EXPECT_EQ(run(ops::avg_pool2d(), {Input{{1, 1, 1, 3}, {1, 2, 3}}}, attrs).values, (std::vector<float>{1.5F, 2.5F}));
+  Attrs backward = attrs;
+  backward.set("input_shape", Ints{1, 1, 1, 3});
+  EXPECT_EQ(run(ops::avg_pool2d_backward(), {Input{{1, 1, 1, 2}, {2, 4}}}, backward).values,
+            (std::vector<float>{1, 3, 2}));
+}
+
+// ---- pooling errors ---------------------------------------------------------------------------------------
+
+TEST(Pool2d, ShapeErrorsNameTheOpAndTheShapes) {
+  for (const OpDef* op : {&ops::max_pool2d(), &ops::avg_pool2d()}) {
+    SCOPED_TRACE(op->name);
+    const std::string name = "op '" + op->name + "'";
+    const Shape x{1, 2, 4, 4};
+    expect_error(*op, {{2, 4, 4}}, {{"kernel", Ints{2, 2}}}, {name, "[N, C, H, W]", "[2, 4, 4]"});
+    expect_error(*op, {x}, {{"kernel", Ints{0, 2}}}, {name, "at least 1x1"});
+    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 0}}}, {name, "positive stride"});
+    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"padding", Ints{2, 0}}}, {name, "bad padding [2, 0]", "half"});
+    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"padding", Ints{-1, 0}}}, {name, "bad padding [-1, 0]"});
+    expect_error(*op, {x}, {{"kernel", Ints{5, 2}}}, {name, "output would be empty", "[1, 2, 4, 4]"});
+    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}}, {name, "int64"}, DType::int64);
+    expect_error<InvalidArgument>(*op, {x}, {}, {"'kernel'", "missing"});
+    expect_error<InvalidArgument>(*op, {x}, {{"kernel", Ints{2}}}, {name, "'kernel'", "2 ints"});
+  }
+  const Attrs attrs{{"kernel", Ints{2, 2}}};
+  expect_error(ops::max_pool2d_backward(), {{1, 1, 2, 1}, {1, 1, 4, 4}}, attrs,
+               {"op 'max_pool2d_backward'", "output shape [1, 1, 2, 2]", "[1, 1, 2, 1] and [1, 1, 4, 4]"});
+  Attrs backward = attrs;
+  backward.set("input_shape", Ints{1, 1, 4, 4});
+  expect_error(ops::avg_pool2d_backward(), {{1, 1, 3, 3}}, backward,
+               {"op 'avg_pool2d_backward'", "output shape [1, 1, 2, 2]"});
+  expect_error<InvalidArgument>(ops::avg_pool2d_backward(), {{1, 1, 2, 2}}, attrs, {"'input_shape'"});
+  backward.set("input_shape", Ints{1, 1, -4, 4});
+  expect_error(ops::avg_pool2d_backward(), {{1, 1, 2, 2}}, backward,
+               {"op 'avg_pool2d_backward'", "negative input dimension [1, 1, -4, 4]"});
+}
+
+}  // namespace
+}  // namespace dtr::test
