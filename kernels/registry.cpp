@@ -17,7 +17,11 @@ std::span<const OpDef* const> all_ops() {
       &ops::relu_backward(), &ops::gelu(),    &ops::gelu_backward(), &ops::tanh(),         &ops::tanh_backward(),
       &ops::sigmoid(),       &ops::sigmoid_backward(), &ops::scale(), &ops::matmul(),       &ops::bmm(),
       &ops::linear(),        &ops::sum(),     &ops::mean(),         &ops::sum_to(),        &ops::broadcast_to(),        &ops::uniform(),
-      &ops::split2(),        &ops::concat2()};
+      &ops::split2(),        &ops::concat2(),
+      // layout, embedding, dropout, optimizer steps
+      &ops::reshape(), &ops::slice(), &ops::slice_backward(), &ops::split(), &ops::concat(), &ops::transpose(),
+      &ops::permute(), &ops::embedding(), &ops::embedding_backward(), &ops::dropout(), &ops::sgd_momentum_buffer(),
+      &ops::sgd_apply(), &ops::adam_moment1(), &ops::adam_moment2(), &ops::adam_apply()};
   return table;
 }
 

@@ -35,6 +35,8 @@ const GradientTable& table() {
     add_matmul_rules(t);
     add_reduce_rules(t);
     add_shape_rules(t);
+    add_layout_rules(t);
+    add_embedding_rules(t);
     return t;
   }();
   return rules;
