@@ -43,8 +43,11 @@ void dropout_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& dropout() {
-  static const OpDef def{
-      .name = "dropout", .infer = infer_dropout, .cpu_kernel = dropout_cpu, .flops = kernels::numel_flops, .random = true};
+  static const OpDef def{.name = "dropout",
+                         .infer = infer_dropout,
+                         .cpu_kernel = dropout_cpu,
+                         .flops = kernels::numel_flops,
+                         .random = true};
   return def;
 }
 

@@ -2,6 +2,8 @@
 // ranges are values, not shapes: check_values rejects one outside [0, V) before any output is allocated.
 #include <algorithm>
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 #include "dtr/ops.h"
 #include "op_checks.h"
@@ -78,8 +80,10 @@ const OpDef& embedding() {
       .name = "embedding",
       .infer = infer_embedding,
       .cpu_kernel = embedding_cpu,
-      .flops = [](std::span<const TensorMeta> inputs,
-                  const Attrs&) { return kernels::at_least_one(static_cast<double>(inputs[1].numel() * inputs[0].shape[1])); },
+      .flops =
+          [](std::span<const TensorMeta> inputs, const Attrs&) {
+            return kernels::at_least_one(static_cast<double>(inputs[1].numel() * inputs[0].shape[1]));
+          },
       .check_values = [](const KernelArgs& args) { check_indices("embedding", args, 1, args.input_meta[0].shape[0]); },
   };
   return def;

@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtr/ops.h"
@@ -166,7 +170,8 @@ SplitGeometry split_geometry(std::span<const TensorMeta> inputs, const Attrs& at
   DTR_CHECK_SHAPES(!shape.empty(), "split", inputs, "needs a tensor of rank >= 1");
   g.dim = normalize_dim("split", inputs, dim, shape.size());
   g.around = around(shape, g.dim);
-  const bool valid = !g.sizes.empty() && std::all_of(g.sizes.begin(), g.sizes.end(), [](std::int64_t s) { return s >= 0; });
+  const bool valid =
+      !g.sizes.empty() && std::all_of(g.sizes.begin(), g.sizes.end(), [](std::int64_t s) { return s >= 0; });
   DTR_CHECK_SHAPES(valid && std::accumulate(g.sizes.begin(), g.sizes.end(), std::int64_t{0}) == g.around.size, "split",
                    inputs, "needs sizes >= 0 adding up to dimension ", g.dim, " (", g.around.size, "), got sizes ",
                    to_string(Shape(g.sizes.begin(), g.sizes.end())));
@@ -270,8 +275,8 @@ std::vector<std::size_t> permutation(std::string_view op, std::span<const Tensor
     return perm;
   }
   const std::vector<std::int64_t>& dims = attrs.get_ints("dims");
-  DTR_CHECK_SHAPES(dims.size() == rank, op, inputs, "needs dims naming each of the ", rank, " dimensions once, got dims ",
-                   to_string(Shape(dims.begin(), dims.end())));
+  DTR_CHECK_SHAPES(dims.size() == rank, op, inputs, "needs dims naming each of the ", rank,
+                   " dimensions once, got dims ", to_string(Shape(dims.begin(), dims.end())));
   std::vector<bool> seen(rank, false);
   for (std::size_t i = 0; i < rank; ++i) {
     perm[i] = normalize_dim(op, inputs, dims[i], rank);
@@ -400,8 +405,10 @@ const OpDef& slice_backward() {
             const SliceGeometry g = slice_geometry("slice_backward", args.input_meta, out.shape, args.attrs);
             copy_slice(g, element_size(out.dtype), bytes(args.inputs[0]), bytes(args.outputs[0]), true);
           },
-      .flops = [](std::span<const TensorMeta> inputs,
-                  const Attrs& attrs) { return kernels::at_least_one(static_cast<double>(TensorMeta{input_shape_attr(inputs, attrs)}.numel())); },
+      .flops =
+          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+            return kernels::at_least_one(static_cast<double>(TensorMeta{input_shape_attr(inputs, attrs)}.numel()));
+          },
   };
   return def;
 }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "dtr/ops.h"
 #include "op_checks.h"
@@ -23,6 +24,7 @@ double real(std::string_view op, const Attrs& attrs, const char* name, bool vali
 }
 bool non_negative(double v) { return v >= 0.0; }  // false for NaN too
 bool unit_interval(double v) { return v >= 0.0 && v < 1.0; }
+bool positive(double v) { return v > 0.0; }
 
 double weight_decay(std::string_view op, const Attrs& attrs) {
   return real(op, attrs, "weight_decay", non_negative, ">= 0", 0.0);
@@ -30,8 +32,9 @@ double weight_decay(std::string_view op, const Attrs& attrs) {
 bool takes_param_for_decay(std::string_view op, const Attrs& attrs) { return weight_decay(op, attrs) != 0.0; }
 
 // An update op: `base` inputs named `names`, and one more, `extra`, when `takes_extra(attrs)` (`extra_when`
-// says when, for messages; 0 stands for it otherwise). `make(attrs)` checks the attributes and returns the per-element function f(a, b, c) generic in
-// the element type; infer calls it too, so a bad attribute fails before anything is allocated.
+// says when, for messages; 0 stands for it otherwise). `make(attrs)` checks the attributes and returns the per-element
+// function f(a, b, c) generic in the element type; infer calls it too, so a bad attribute fails before anything is
+// allocated.
 template <typename Make>
 OpDef update_op(const std::string& name, std::size_t base, const std::string& names, const std::string& extra,
                 const std::string& extra_when, std::function<bool(const Attrs&)> takes_extra, double flops_per_element,
@@ -85,13 +88,14 @@ const OpDef& sgd_momentum_buffer() {
 }
 
 const OpDef& sgd_apply() {
-  static const auto nesterov = [](const Attrs& attrs) { return attrs.has("nesterov") && attrs.get_int("nesterov") != 0; };
+  static const auto nesterov = [](const Attrs& attrs) {
+    return attrs.has("nesterov") && attrs.get_int("nesterov") != 0;
+  };
   static const OpDef def = update_op(
       "sgd_apply", 2, "param, buf", "grad", "with nesterov", nesterov, 6, [](const Attrs& attrs) {
         const double lr = real("sgd_apply", attrs, "lr", non_negative, ">= 0");
         const bool is_nesterov = nesterov(attrs);
-        const double momentum =
-            is_nesterov ? real("sgd_apply", attrs, "momentum", [](double v) { return v > 0.0; }, "> 0 with nesterov") : 0.0;
+        const double momentum = is_nesterov ? real("sgd_apply", attrs, "momentum", positive, "> 0 with nesterov") : 0.0;
         const double decay = is_nesterov ? weight_decay("sgd_apply", attrs) : 0.0;
         return [=]<typename T>(T param, T buf, T grad) {
           if (!is_nesterov) return param - static_cast<T>(lr) * buf;

@@ -68,7 +68,8 @@ TEST(ShapeOps, ReshapeIsAViewAndInfersOneDimension) {
 }
 
 TEST(ShapeOps, ReshapeErrors) {
-  expect_shape_error(ops::reshape(), {{2, 3}}, {{"shape", Ints{4, 2}}}, {"op 'reshape'", "[4, 2]", "6 elements", "[2, 3]"});
+  expect_shape_error(ops::reshape(), {{2, 3}}, {{"shape", Ints{4, 2}}},
+                     {"op 'reshape'", "[4, 2]", "6 elements", "[2, 3]"});
   expect_shape_error(ops::reshape(), {{2, 3}}, {{"shape", Ints{-1, -1}}}, {"op 'reshape'", "at most one -1", "[2, 3]"});
   expect_shape_error(ops::reshape(), {{2, 3}}, {{"shape", Ints{-2, -3}}}, {"op 'reshape'", "[-2, -3]"});
   expect_shape_error(ops::reshape(), {{2, 3}}, {{"shape", Ints{4, -1}}}, {"op 'reshape'", "infer the -1", "[2, 3]"});
@@ -108,7 +109,8 @@ TEST(ShapeOps, SliceOfAnInnerDimensionOrWithAStepCopies) {
   EXPECT_EQ(allocations(rt), before + 1);
   EXPECT_EQ(odd.shape(), (Shape{2, 2}));
   EXPECT_EQ(odd.to_host(), (std::vector<float>{1, 3, 5, 7}));
-  const Tensor even_rows = rt.call1(ops::slice(), {iota(rt, {5, 1})}, {{"dim", 0}, {"start", 0}, {"end", 5}, {"step", 2}});
+  const Tensor even_rows =
+      rt.call1(ops::slice(), {iota(rt, {5, 1})}, {{"dim", 0}, {"start", 0}, {"end", 5}, {"step", 2}});
   EXPECT_FALSE(even_rows.is_view());
   EXPECT_EQ(even_rows.to_host(), (std::vector<float>{0, 2, 4}));
   // Outer dimensions all 1: one range, a view.
@@ -143,9 +145,11 @@ TEST(ShapeOps, SliceBackwardScattersIntoZeros) {
   EXPECT_EQ(full.shape(), (Shape{2, 4}));
   EXPECT_EQ(full.to_host(), (std::vector<float>{1, 0, 2, 0, 3, 0, 4, 0}));
   expect_shape_error(ops::slice_backward(), {{2, 3}}, attrs, {"op 'slice_backward'", "[2, 2]", "[2, 4]", "got [2, 3]"});
-  expect_shape_error(ops::slice_backward(), {{2, 2}}, {{"dim", 0}, {"start", 0}, {"end", 1}, {"input_shape", Ints{-2, 2}}},
+  expect_shape_error(ops::slice_backward(), {{2, 2}},
+                     {{"dim", 0}, {"start", 0}, {"end", 1}, {"input_shape", Ints{-2, 2}}},
                      {"op 'slice_backward'", "input_shape", "[-2, 2]"});
-  expect_shape_error(ops::slice_backward(), {{2, 2}}, {{"dim", 3}, {"start", 0}, {"end", 1}, {"input_shape", Ints{2, 2}}},
+  expect_shape_error(ops::slice_backward(), {{2, 2}},
+                     {{"dim", 3}, {"start", 0}, {"end", 1}, {"input_shape", Ints{2, 2}}},
                      {"op 'slice_backward'", "dim 3"});
 }
 
@@ -155,7 +159,8 @@ TEST(ShapeOps, SplitAlongDimensionZeroGivesViews) {
   Runtime rt(deterministic_config());
   const Tensor x = iota(rt, {5, 2});
   const auto before = allocations(rt);
-  const std::vector<Tensor> parts = rt.call(ops::split(), std::vector<Tensor>{x}, {{"dim", 0}, {"sizes", Ints{1, 0, 4}}});
+  const std::vector<Tensor> parts =
+      rt.call(ops::split(), std::vector<Tensor>{x}, {{"dim", 0}, {"sizes", Ints{1, 0, 4}}});
   EXPECT_EQ(allocations(rt), before);
   ASSERT_EQ(parts.size(), 3U);
   for (const Tensor& part : parts) EXPECT_TRUE(part.is_view());
@@ -174,7 +179,8 @@ TEST(ShapeOps, SplitAlongAnInnerDimensionCopies) {
   EXPECT_EQ(parts[0].to_host(), (std::vector<float>{0, 1, 3, 4}));
   EXPECT_EQ(parts[1].to_host(), (std::vector<float>{2, 5}));
   const Tensor ints = rt.constant(TensorMeta{{2, 2}, DType::int64}, std::vector<std::int64_t>{1, 2, 3, 4});
-  const std::vector<Tensor> columns = rt.call(ops::split(), std::vector<Tensor>{ints}, {{"dim", 1}, {"sizes", Ints{1, 1}}});
+  const std::vector<Tensor> columns =
+      rt.call(ops::split(), std::vector<Tensor>{ints}, {{"dim", 1}, {"sizes", Ints{1, 1}}});
   EXPECT_EQ(columns[1].to_host_as<std::int64_t>(), (std::vector<std::int64_t>{2, 4}));
 }
 
@@ -212,7 +218,11 @@ TEST(ShapeOps, ConcatErrors) {
   Runtime rt(deterministic_config());
   const Tensor f = rt.constant(TensorMeta{{2}});
   const Tensor i = rt.constant(TensorMeta{{2}, DType::int64});
-  expect_error<ShapeError>([&] { rt.call1(ops::concat(), {f, i}, {{"dim", 0}}); }, {"op 'concat'", "[2] and int64 [2]"});
+  expect_error<ShapeError>(
+      [&] {
+        rt.call1(ops::concat(), {f, i}, {{"dim", 0}});
+      },
+      {"op 'concat'", "[2] and int64 [2]"});
 }
 
 // ---- transpose and permute ----
@@ -259,7 +269,8 @@ TEST(ShapeOps, TransposeAndPermuteErrors) {
 
 TEST(ShapeOps, ViewsAndCopiesRecomputeBitwiseAfterEviction) {
   Runtime rt(deterministic_config());
-  const Tensor x = rt.constant(TensorMeta{{4, 3}}, std::vector<float>{-1.5F, 2, 0.25F, 3, -4, 5, 6.5F, -7, 8, 9, -10, 11});
+  const Tensor x =
+      rt.constant(TensorMeta{{4, 3}}, std::vector<float>{-1.5F, 2, 0.25F, 3, -4, 5, 6.5F, -7, 8, 9, -10, 11});
   const Tensor y = rt.call1(ops::relu(), {x});
   const Tensor rows = rt.call1(ops::slice(), {y}, {{"dim", 0}, {"start", 1}, {"end", 3}});
   const Tensor columns = rt.call1(ops::slice(), {y}, {{"dim", 1}, {"start", 0}, {"end", 3}, {"step", 2}});

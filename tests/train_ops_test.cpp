@@ -18,7 +18,9 @@ using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
 using Indices = std::vector<std::int64_t>;
 
-Tensor floats(Runtime& rt, Shape shape, const Floats& values) { return rt.constant(TensorMeta{std::move(shape)}, values); }
+Tensor floats(Runtime& rt, Shape shape, const Floats& values) {
+  return rt.constant(TensorMeta{std::move(shape)}, values);
+}
 Tensor indices(Runtime& rt, Shape shape, const Indices& values) {
   return rt.constant(TensorMeta{std::move(shape), DType::int64}, values);
 }
@@ -76,11 +78,13 @@ TEST(TrainOps, EmbeddingShapeErrors) {
   Runtime rt(deterministic_config());
   const Tensor weight = floats(rt, {3, 2}, {1, 2, 3, 4, 5, 6});
   const Tensor float_ids = floats(rt, {2}, {0, 1});
-  expect_rejected<ShapeError>(rt, ops::embedding(), {weight, float_ids}, {}, {"op 'embedding'", "int64", "[3, 2] and [2]"});
+  expect_rejected<ShapeError>(rt, ops::embedding(), {weight, float_ids}, {},
+                              {"op 'embedding'", "int64", "[3, 2] and [2]"});
   expect_rejected<ShapeError>(rt, ops::embedding(), {float_ids, indices(rt, {1}, {0})}, {},
                               {"op 'embedding'", "[V, D]", "[2] and int64 [1]"});
   const Tensor int_weight = rt.constant(TensorMeta{{3, 2}, DType::int64});
-  expect_rejected<ShapeError>(rt, ops::embedding(), {int_weight, indices(rt, {1}, {0})}, {}, {"op 'embedding'", "float32 or float64"});
+  expect_rejected<ShapeError>(rt, ops::embedding(), {int_weight, indices(rt, {1}, {0})}, {},
+                              {"op 'embedding'", "float32 or float64"});
 }
 
 TEST(TrainOps, EmbeddingBackwardAddsRowsInPositionOrder) {
@@ -91,15 +95,17 @@ TEST(TrainOps, EmbeddingBackwardAddsRowsInPositionOrder) {
   EXPECT_EQ(dw.shape(), (Shape{3, 2}));
   EXPECT_EQ(dw.to_host(), (Floats{3, 4, 6, 8, 0, 0}));
   // Positions in increasing order: (1 + 1e8) rounds to 1e8 in float, then - 1e8 gives 0 (another order, 1).
-  const Tensor ordered = rt.call1(ops::embedding_backward(), {floats(rt, {3, 1}, {1, 1e8F, -1e8F}), indices(rt, {3}, {0, 0, 0})},
-                                  {{"num_embeddings", 1}});
+  const Tensor ordered =
+      rt.call1(ops::embedding_backward(), {floats(rt, {3, 1}, {1, 1e8F, -1e8F}), indices(rt, {3}, {0, 0, 0})},
+               {{"num_embeddings", 1}});
   EXPECT_EQ(ordered.to_host(), (Floats{0}));
   // The gradient rule: the weight's through embedding_backward, none for the indices.
   const Tensor weight = floats(rt, {2, 2}, {1, 2, 3, 4});
   const Tensor pick = indices(rt, {3}, {1, 1, 0});
   const Tensor out = rt.call1(ops::embedding(), {weight, pick});
-  const std::vector<Tensor> grads = vjp(rt, ops::embedding(), std::vector<Tensor>{weight, pick}, std::vector<Tensor>{out},
-                                        std::vector<Tensor>{floats(rt, {3, 2}, {1, 2, 3, 4, 5, 6})});
+  const std::vector<Tensor> grads =
+      vjp(rt, ops::embedding(), std::vector<Tensor>{weight, pick}, std::vector<Tensor>{out},
+          std::vector<Tensor>{floats(rt, {3, 2}, {1, 2, 3, 4, 5, 6})});
   EXPECT_EQ(grads[0].to_host(), (Floats{5, 6, 4, 6}));
   EXPECT_FALSE(grads[1].defined());
 }
@@ -109,13 +115,14 @@ TEST(TrainOps, EmbeddingBackwardErrors) {
   const Tensor grad = floats(rt, {2, 2}, {1, 2, 3, 4});
   expect_rejected<ShapeError>(rt, ops::embedding_backward(), {grad, indices(rt, {2}, {0, 2})}, {{"num_embeddings", 2}},
                               {"op 'embedding_backward'", "[0, 2)", "index 2"});
-  expect_rejected<ShapeError>(rt, ops::embedding_backward(), {grad, indices(rt, {3}, {0, 0, 0})}, {{"num_embeddings", 2}},
-                              {"op 'embedding_backward'", "[2, 2] and int64 [3]"});
+  expect_rejected<ShapeError>(rt, ops::embedding_backward(), {grad, indices(rt, {3}, {0, 0, 0})},
+                              {{"num_embeddings", 2}}, {"op 'embedding_backward'", "[2, 2] and int64 [3]"});
   expect_rejected<ShapeError>(rt, ops::embedding_backward(), {grad, floats(rt, {2}, {0, 1})}, {{"num_embeddings", 2}},
                               {"op 'embedding_backward'", "int64 indices"});
   expect_rejected<ShapeError>(rt, ops::embedding_backward(), {grad, indices(rt, {2}, {0, 0})}, {{"num_embeddings", -1}},
                               {"op 'embedding_backward'", "num_embeddings >= 0"});
-  expect_rejected<InvalidArgument>(rt, ops::embedding_backward(), {grad, indices(rt, {2}, {0, 0})}, {}, {"'num_embeddings'"});
+  expect_rejected<InvalidArgument>(rt, ops::embedding_backward(), {grad, indices(rt, {2}, {0, 0})}, {},
+                                   {"'num_embeddings'"});
 }
 
 // ---- dropout ----
@@ -207,8 +214,8 @@ TEST(TrainOps, DropoutErrors) {
 void sgd_step(Runtime& rt, Tensor& param, Tensor& buf, const Tensor& grad, const Attrs& attrs) {
   const bool decay = attrs.has("weight_decay") && attrs.get_real("weight_decay") != 0.0;
   const bool nesterov = attrs.has("nesterov") && attrs.get_int("nesterov") != 0;
-  rt.assign(buf, ops::sgd_momentum_buffer(), decay ? std::vector<Tensor>{buf, grad, param} : std::vector<Tensor>{buf, grad},
-            attrs);
+  rt.assign(buf, ops::sgd_momentum_buffer(),
+            decay ? std::vector<Tensor>{buf, grad, param} : std::vector<Tensor>{buf, grad}, attrs);
   rt.assign(param, ops::sgd_apply(), nesterov ? std::vector<Tensor>{param, buf, grad} : std::vector<Tensor>{param, buf},
             attrs);
 }
@@ -247,20 +254,24 @@ TEST(TrainOps, SgdErrors) {
   const Tensor a = floats(rt, {2}, {1, 2});
   const Tensor b = floats(rt, {3}, {1, 2, 3});
   const Attrs attrs{{"lr", 0.1}, {"momentum", 0.9}};
-  expect_rejected<ShapeError>(rt, ops::sgd_momentum_buffer(), {a, b}, attrs, {"op 'sgd_momentum_buffer'", "[2] and [3]"});
-  expect_rejected<ShapeError>(rt, ops::sgd_momentum_buffer(), {a, a}, {{"momentum", 0.9}, {"weight_decay", 0.1}},
-                              {"op 'sgd_momentum_buffer' takes 3 inputs (buf, grad, param: when weight_decay is not 0), got 2"});
+  expect_rejected<ShapeError>(rt, ops::sgd_momentum_buffer(), {a, b}, attrs,
+                              {"op 'sgd_momentum_buffer'", "[2] and [3]"});
+  expect_rejected<ShapeError>(
+      rt, ops::sgd_momentum_buffer(), {a, a}, {{"momentum", 0.9}, {"weight_decay", 0.1}},
+      {"op 'sgd_momentum_buffer' takes 3 inputs (buf, grad, param: when weight_decay is not 0), got 2"});
   expect_rejected<ShapeError>(rt, ops::sgd_apply(), {a, a}, {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", 1}},
                               {"op 'sgd_apply' takes 3 inputs (param, buf, grad: with nesterov), got 2"});
   expect_rejected<ShapeError>(rt, ops::sgd_apply(), {a, a, a}, attrs,
                               {"op 'sgd_apply' takes 2 inputs (param, buf; also grad with nesterov), got 3"});
   expect_rejected<InvalidArgument>(rt, ops::sgd_momentum_buffer(), {a, a}, {{"lr", 0.1}}, {"'momentum'", "missing"});
-  expect_rejected<InvalidArgument>(rt, ops::sgd_apply(), {a, a}, {{"lr", -0.1}}, {"op 'sgd_apply'", "'lr'", ">= 0", "-0.1"});
+  expect_rejected<InvalidArgument>(rt, ops::sgd_apply(), {a, a}, {{"lr", -0.1}},
+                                   {"op 'sgd_apply'", "'lr'", ">= 0", "-0.1"});
   expect_rejected<InvalidArgument>(rt, ops::sgd_apply(), {a, a, a}, {{"lr", 0.1}, {"momentum", 0.0}, {"nesterov", 1}},
                                    {"op 'sgd_apply'", "'momentum'", "> 0 with nesterov"});
   expect_rejected<InvalidArgument>(rt, ops::sgd_momentum_buffer(), {a, a}, {{"momentum", 0.9}, {"weight_decay", -1.0}},
                                    {"'weight_decay'", ">= 0"});
-  expect_rejected<ShapeError>(rt, ops::sgd_apply(), {a, indices(rt, {2}, {1, 2})}, attrs, {"op 'sgd_apply'", "float32 or float64"});
+  expect_rejected<ShapeError>(rt, ops::sgd_apply(), {a, indices(rt, {2}, {1, 2})}, attrs,
+                              {"op 'sgd_apply'", "float32 or float64"});
 }
 
 // ---- Adam ----
@@ -321,12 +332,16 @@ TEST(TrainOps, AdamMatchesTheTextbookFormulasWithDefaultsAndWeightDecay) {
 TEST(TrainOps, AdamErrors) {
   Runtime rt(deterministic_config());
   const Tensor a = floats(rt, {2}, {1, 2});
-  expect_rejected<InvalidArgument>(rt, ops::adam_apply(), {a, a, a}, {{"lr", 0.1}, {"step", 0}}, {"op 'adam_apply'", "'step' >= 1"});
+  expect_rejected<InvalidArgument>(rt, ops::adam_apply(), {a, a, a}, {{"lr", 0.1}, {"step", 0}},
+                                   {"op 'adam_apply'", "'step' >= 1"});
   expect_rejected<InvalidArgument>(rt, ops::adam_apply(), {a, a, a}, {{"lr", 0.1}}, {"'step'", "missing"});
   expect_rejected<InvalidArgument>(rt, ops::adam_apply(), {a, a, a}, {{"step", 1}}, {"'lr'", "missing"});
-  expect_rejected<InvalidArgument>(rt, ops::adam_apply(), {a, a, a}, {{"lr", 0.1}, {"step", 1}, {"eps", -1.0}}, {"'eps'"});
-  expect_rejected<InvalidArgument>(rt, ops::adam_moment1(), {a, a}, {{"beta1", 1.0}}, {"op 'adam_moment1'", "'beta1'", "[0, 1)"});
-  expect_rejected<InvalidArgument>(rt, ops::adam_moment2(), {a, a}, {{"beta2", -0.5}}, {"op 'adam_moment2'", "'beta2'"});
+  expect_rejected<InvalidArgument>(rt, ops::adam_apply(), {a, a, a}, {{"lr", 0.1}, {"step", 1}, {"eps", -1.0}},
+                                   {"'eps'"});
+  expect_rejected<InvalidArgument>(rt, ops::adam_moment1(), {a, a}, {{"beta1", 1.0}},
+                                   {"op 'adam_moment1'", "'beta1'", "[0, 1)"});
+  expect_rejected<InvalidArgument>(rt, ops::adam_moment2(), {a, a}, {{"beta2", -0.5}},
+                                   {"op 'adam_moment2'", "'beta2'"});
   expect_rejected<ShapeError>(rt, ops::adam_moment2(), {a, a}, {{"weight_decay", 0.5}},
                               {"op 'adam_moment2' takes 3 inputs (v, grad, param: when weight_decay is not 0), got 2"});
   expect_rejected<ShapeError>(rt, ops::adam_apply(), {a, a, floats(rt, {1}, {1})}, {{"lr", 0.1}, {"step", 1}},
