@@ -20,7 +20,11 @@ std::span<const OpDef* const> all_ops() {
       &ops::split2(),        &ops::concat2(),
       // convolution and pooling
       &ops::conv2d(), &ops::conv2d_backward_input(), &ops::conv2d_backward_weight(), &ops::max_pool2d(),
-      &ops::max_pool2d_backward(), &ops::avg_pool2d(), &ops::avg_pool2d_backward()};
+      &ops::max_pool2d_backward(), &ops::avg_pool2d(), &ops::avg_pool2d_backward(),
+      // layout, embedding, dropout, optimizer steps
+      &ops::reshape(), &ops::slice(), &ops::slice_backward(), &ops::split(), &ops::concat(), &ops::transpose(),
+      &ops::permute(), &ops::embedding(), &ops::embedding_backward(), &ops::dropout(), &ops::sgd_momentum_buffer(),
+      &ops::sgd_apply(), &ops::adam_moment1(), &ops::adam_moment2(), &ops::adam_apply()};
   return table;
 }
 

@@ -18,6 +18,9 @@ void add_matmul_rules(GradientTable& table);
 void add_reduce_rules(GradientTable& table);
 void add_shape_rules(GradientTable& table);
 void add_conv_rules(GradientTable& table);  // convolution and pooling
+// layout, embedding and dropout
+void add_layout_rules(GradientTable& table);
+void add_embedding_rules(GradientTable& table);
 
 // The output gradient i, or zeros of output i's shape when it is undefined.
 Tensor output_grad(const GradientContext& context, std::size_t i);

@@ -36,6 +36,8 @@ const GradientTable& table() {
     add_reduce_rules(t);
     add_shape_rules(t);
     add_conv_rules(t);
+    add_layout_rules(t);
+    add_embedding_rules(t);
     return t;
   }();
   return rules;

@@ -17,11 +17,20 @@ namespace {
 struct HostTensor {
   TensorMeta meta;
   std::vector<float> data;
+  std::vector<std::int64_t> ints = {};  // the elements instead of `data` when meta.dtype is int64
+
+  const void* buffer() const { return meta.dtype == DType::int64 ? static_cast<const void*>(ints.data()) : data.data(); }
 };
 
 HostTensor tensor(Shape shape, std::vector<float> data) {
   HostTensor t{TensorMeta{std::move(shape)}, std::move(data)};
   EXPECT_EQ(static_cast<std::int64_t>(t.data.size()), t.meta.numel()) << to_string(t.meta.shape);
+  return t;
+}
+
+HostTensor int_tensor(Shape shape, std::vector<std::int64_t> values) {
+  HostTensor t{TensorMeta{std::move(shape), DType::int64}, {}, std::move(values)};
+  EXPECT_EQ(static_cast<std::int64_t>(t.ints.size()), t.meta.numel()) << to_string(t.meta.shape);
   return t;
 }
 
@@ -31,26 +40,39 @@ std::vector<TensorMeta> metas_of(const std::vector<HostTensor>& tensors) {
   return metas;
 }
 
-// Runs `op` on the CPU as the runtime will: infer, allocate, call the kernel. The kernel runs twice, into
-// buffers filled beforehand with different garbage, and must give the same bits both times: that checks
-// determinism and that it writes every output element.
+// Runs `op` on the CPU as the runtime will: infer, check values, allocate the outputs that are not views
+// (OpDef::views; a view's elements are copied here from the input it views), call the kernel. The kernel runs
+// twice, into buffers filled beforehand with different garbage, and must give the same bits both times: that
+// checks determinism and that it writes every output element.
 std::vector<HostTensor> run(const OpDef& op, const std::vector<HostTensor>& inputs, const Attrs& attrs = {},
                             std::uint64_t seed = 0) {
   const std::vector<TensorMeta> input_meta = metas_of(inputs);
   std::vector<const void*> input_data;
-  for (const HostTensor& t : inputs) input_data.push_back(t.data.data());
+  for (const HostTensor& t : inputs) input_data.push_back(t.buffer());
   const TensorMetas output_meta = op.infer(input_meta, attrs);
+  const OutputViews views = op.views ? op.views(input_meta, attrs) : OutputViews(output_meta.size());
+  if (op.check_values) op.check_values(KernelArgs{input_meta, input_data, {}, {}, attrs, seed});
 
   const auto run_once = [&](float fill) {
     std::vector<HostTensor> outputs;
     std::vector<void*> output_data;
-    for (const TensorMeta& meta : output_meta) {
+    std::vector<TensorMeta> written_meta;
+    for (std::size_t k = 0; k < output_meta.size(); ++k) {
+      const TensorMeta& meta = output_meta[k];
       outputs.push_back({meta, std::vector<float>(static_cast<std::size_t>(meta.numel()), fill)});
+      if (views[k]) {
+        const std::vector<float>& base = inputs[views[k]->input].data;
+        std::copy_n(base.begin() + views[k]->offset, meta.numel(), outputs.back().data.begin());
+      } else {
+        written_meta.push_back(meta);
+      }
     }
-    for (HostTensor& t : outputs) output_data.push_back(t.data.data());
+    for (std::size_t k = 0; k < outputs.size(); ++k) {
+      if (!views[k]) output_data.push_back(outputs[k].data.data());
+    }
     op.cpu_kernel(KernelArgs{.input_meta = input_meta,
                              .inputs = input_data,
-                             .output_meta = output_meta,
+                             .output_meta = written_meta,
                              .outputs = output_data,
                              .attrs = attrs,
                              .seed = seed});
@@ -301,6 +323,8 @@ std::vector<Example> examples() {
   const HostTensor x = tensor({2, 3}, {1, -2, 3, -4, 5, -6});
   const HostTensor y = tensor({2, 3}, {0.5F, 0.25F, -0.5F, 0.75F, 0.125F, 0.3F});
   const HostTensor row = tensor({3}, {1, 2, 4});
+  const HostTensor row_matrix = tensor({1, 3}, {1, 2, 4});
+  const HostTensor positive = tensor({2, 3}, {0.5F, 0.25F, 1, 2, 0.125F, 4});
   return {{ops::add(), {x, row}, {}},
           {ops::sub(), {x, x}, {}},
           {ops::mul(), {x, x}, {}},
@@ -344,7 +368,24 @@ std::vector<Example> examples() {
           {ops::avg_pool2d_backward(),
            {tensor({1, 1, 2, 2}, {1, 2, 3, 4})},
            {{"kernel", std::vector<std::int64_t>{2, 2}}, {"padding", std::vector<std::int64_t>{1, 1}},
-            {"input_shape", std::vector<std::int64_t>{1, 1, 2, 3}}}}};
+            {"input_shape", std::vector<std::int64_t>{1, 1, 2, 3}}}},
+          // layout, embedding, dropout, optimizer steps
+          {ops::reshape(), {x}, {{"shape", std::vector<std::int64_t>{3, -1}}}},
+          {ops::slice(), {x}, {{"dim", 1}, {"start", 0}, {"end", 3}, {"step", 2}}},
+          {ops::slice_backward(), {tensor({2, 2}, {1, 2, 3, 4})},
+           {{"dim", 1}, {"start", 0}, {"end", 3}, {"step", 2}, {"input_shape", std::vector<std::int64_t>{2, 3}}}},
+          {ops::split(), {x}, {{"dim", 1}, {"sizes", std::vector<std::int64_t>{1, 2}}}},
+          {ops::concat(), {x, row_matrix, x}, {{"dim", 0}}},
+          {ops::transpose(), {x}, {{"dim0", 0}, {"dim1", -1}}},
+          {ops::permute(), {x}, {{"dims", std::vector<std::int64_t>{1, 0}}}},
+          {ops::embedding(), {tensor({3, 2}, {1, 2, 3, 4, 5, 6}), int_tensor({2}, {2, 0})}, {}},
+          {ops::embedding_backward(), {tensor({2, 2}, {1, 2, 3, 4}), int_tensor({2}, {2, 0})}, {{"num_embeddings", 3}}},
+          {ops::dropout(), {x}, {{"p", 0.5}}},
+          {ops::sgd_momentum_buffer(), {x, y}, {{"momentum", 0.9}}},
+          {ops::sgd_apply(), {x, y}, {{"lr", 0.1}}},
+          {ops::adam_moment1(), {x, y}, {}},
+          {ops::adam_moment2(), {x, y}, {}},
+          {ops::adam_apply(), {x, y, positive}, {{"lr", 0.01}, {"step", 1}}}};
 }
 
 TEST(Ops, EveryOpHasAnExampleHere) {
@@ -358,7 +399,7 @@ TEST(Ops, EveryOpIsDeterministicAndCostsSomething) {
     SCOPED_TRACE(example.op.name);
     run(example.op, example.inputs, example.attrs, 1234);  // runs the kernel twice and compares bits
     EXPECT_GE(example.op.flops(metas_of(example.inputs), example.attrs), 1.0);
-    EXPECT_EQ(example.op.random, example.op.name == "uniform");
+    EXPECT_EQ(example.op.random, example.op.name == "uniform" || example.op.name == "dropout");
   }
 }
 
@@ -366,12 +407,15 @@ TEST(Ops, EveryOpRejectsTheWrongNumberOfInputs) {
   for (const Example& example : examples()) {
     std::vector<HostTensor> one_more = example.inputs;
     one_more.push_back(example.inputs[0]);
-    // linear takes 2 or 3 inputs: its message says which.
+    // linear takes 2 or 3 inputs: its message says which. concat takes any number from 1: one more fits.
     const bool variadic = example.op.name == "linear";
-    const std::string expected =
-        "op '" + example.op.name + "' takes " + (variadic ? "an input" : std::to_string(example.inputs.size()));
+    const bool unbounded = example.op.name == "concat";
+    const std::string expected = "op '" + example.op.name + "' takes " +
+                                 (variadic    ? "an input"
+                                  : unbounded ? "at least 1 input"
+                                              : std::to_string(example.inputs.size()));
     const std::string got = variadic ? "" : ", got " + std::to_string(one_more.size());
-    expect_shape_error(example.op, one_more, {expected, got}, example.attrs);
+    if (!unbounded) expect_shape_error(example.op, one_more, {expected, got}, example.attrs);
     expect_shape_error(example.op, {}, {expected, variadic ? "" : ", got 0"}, example.attrs);
   }
 }

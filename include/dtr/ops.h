@@ -94,6 +94,61 @@ const OpDef& avg_pool2d();
 // "avg_pool2d_backward"(grad_out): avg_pool2d's attributes plus "input_shape" (int list); each output's
 // gradient over KH KW added to the input cells of its window.
 const OpDef& avg_pool2d_backward();
+// ---- layout, embedding, dropout, optimizer steps ----
+// "reshape": the input's elements under attribute "shape" (int list; one -1 stands for what the element count
+// leaves). Always a view (OpDef::views): no buffer, no copy. Any dtype.
+const OpDef& reshape();
+// "slice": along attribute "dim", indices "start" to "end" (exclusive) by "step" (>= 1, default 1); negative
+// indices count from the end and out-of-range ones clamp, as in Python. A view when the result is one
+// contiguous range (the dimensions before "dim" all 1, e.g. dim 0, and step 1), a copy otherwise. Any dtype.
+// "slice_backward"(grad): zeros of attribute "input_shape" with grad where the slice took its elements (the
+// slice's attributes): the gradient of slice.
+const OpDef& slice();
+const OpDef& slice_backward();
+// "split": along attribute "dim" into parts of attribute "sizes" (int list, >= 0, adding up to that
+// dimension): one output per part. Views when the dimensions before "dim" are all 1 (e.g. dim 0), copies
+// otherwise. Any dtype.
+const OpDef& split();
+// "concat": one or more tensors of one dtype and rank, equal but in attribute "dim", joined along it. A copy.
+const OpDef& concat();
+// "transpose": dimensions "dim0" and "dim1" swapped. "permute": output dimension i is input dimension
+// "dims"[i] (a permutation; negative counts from the end). Copies (tensors are contiguous); any dtype.
+const OpDef& transpose();
+const OpDef& permute();
+// "embedding": weight [V, D] (floating) and int64 indices [...] -> weight's rows [..., D]. An index outside
+// [0, V) is a ShapeError naming it, raised before any output is allocated (OpDef::check_values).
+// "embedding_backward"(grad [..., D], indices [...]) with attribute "num_embeddings" V -> [V, D]: row i sums
+// the gradient rows of the positions holding i, in increasing position order (deterministic).
+const OpDef& embedding();
+const OpDef& embedding_backward();
+// "dropout": x and attribute "p" (real in [0, 1); InvalidArgument otherwise) -> y = x · mask / (1 - p) and
+// the mask (1 keeps an element, with probability 1 - p; 0 drops it), of x's dtype. Random: the mask is a
+// function of KernelArgs::seed and the element index only, the same for float32 and float64. p = 0 keeps all.
+// Its gradient is grad · mask / (1 - p), from the saved mask.
+const OpDef& dropout();
+// Optimizer steps (not differentiable), each giving one new value of its first input's shape, meant for
+// Runtime::assign (copy-on-write, so values computed from the old parameter still recompute from it). A
+// training step, after the gradients g of parameters p are computed, for each parameter:
+//   SGD (attributes lr, momentum, optional weight_decay (default 0) and nesterov (0/1), the same for both; the
+//   buffer b starts as zeros):
+//     rt.assign(b, sgd_momentum_buffer(), {b, g}, attrs)      b = momentum·b + g  (+ weight_decay·p)
+//     rt.assign(p, sgd_apply(), {p, b}, attrs)                 p = p - lr·b
+//   With weight_decay not 0, sgd_momentum_buffer takes p as a third input ({b, g, p}); with nesterov = 1,
+//   sgd_apply takes g as a third input ({p, b, g}) and sets p = p - lr·(g + weight_decay·p + momentum·b).
+//   Adam (attributes lr, step (>= 1, the number of this step, counted from 1), optional beta1 (0.9), beta2
+//   (0.999), eps (1e-8), weight_decay (0), the same for all three; m and v start as zeros):
+//     rt.assign(m, adam_moment1(), {m, g}, attrs)   m = beta1·m + (1 - beta1)·g
+//     rt.assign(v, adam_moment2(), {v, g}, attrs)   v = beta2·v + (1 - beta2)·g²
+//     rt.assign(p, adam_apply(), {p, m, v}, attrs)  p = p - lr/(1 - beta1^step) · m / (√v/√(1 - beta2^step) + eps)
+//   With weight_decay not 0 (L2, added to the gradient), both moment ops take p as a third input and use
+//   g + weight_decay·p for g.
+// Bad attribute values (negative lr, a beta outside [0, 1), step < 1) are InvalidArgument; the wrong number of
+// inputs for the attributes, or inputs of different shapes or dtypes, ShapeError.
+const OpDef& sgd_momentum_buffer();
+const OpDef& sgd_apply();
+const OpDef& adam_moment1();
+const OpDef& adam_moment2();
+const OpDef& adam_apply();
 
 }  // namespace dtr::ops
 

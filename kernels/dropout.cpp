@@ -1,0 +1,54 @@
+// Dropout: y = x · mask / (1 - p), mask[i] = 1 with probability 1 - p. Random: mask[i] is a function of the
+// captured seed and i only (counter_random.h), drawn in double whatever x's dtype, so float32 and float64 runs
+// of one seed drop the same elements and a recomputation drops the same ones as the first run. The mask is an
+// output, so the backward needs no randomness.
+#include <cstdint>
+
+#include "counter_random.h"
+#include "dtr/ops.h"
+#include "op_checks.h"
+
+namespace dtr::ops {
+namespace {
+
+double drop_probability(const Attrs& attrs) {
+  const double p = attrs.get_real("p");
+  DTR_CHECK(p >= 0.0 && p < 1.0, InvalidArgument, "op 'dropout' needs attribute 'p' in [0, 1), got ", p);
+  return p;
+}
+
+TensorMetas infer_dropout(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("dropout", inputs, 1);
+  kernels::check_floating("dropout", inputs);
+  static_cast<void>(drop_probability(attrs));
+  return {inputs[0], inputs[0]};
+}
+
+void dropout_cpu(const KernelArgs& args) {
+  const double p = drop_probability(args.attrs);
+  const std::uint64_t key = kernels::stream_key(args.seed);
+  const std::int64_t count = args.input_meta[0].numel();
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const T keep_scale = static_cast<T>(1.0 / (1.0 - p));
+    const T* x = args.input<T>(0);
+    T* y = args.output<T>(0);
+    T* mask = args.output<T>(1);
+    for (std::int64_t i = 0; i < count; ++i) {
+      mask[i] = kernels::unit_uniform<double>(key, i) >= p ? T(1) : T(0);
+      y[i] = x[i] * mask[i] * keep_scale;
+    }
+  });
+}
+
+}  // namespace
+
+const OpDef& dropout() {
+  static const OpDef def{.name = "dropout",
+                         .infer = infer_dropout,
+                         .cpu_kernel = dropout_cpu,
+                         .flops = kernels::numel_flops,
+                         .random = true};
+  return def;
+}
+
+}  // namespace dtr::ops

@@ -1,0 +1,445 @@
+// Ops that move elements without arithmetic, on any dtype: reshape, slice (and its backward), split, concat,
+// transpose, permute. Row-major layout makes some of them views of their input (OpDef::views): a reshape
+// always, a slice or a split when each part is one contiguous range (the dimensions outside the sliced one all
+// 1: slicing dimension 0, for example). The others copy, so every tensor stays contiguous.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtr/ops.h"
+#include "op_checks.h"
+
+namespace dtr::ops {
+namespace {
+
+std::int64_t product(const Shape& shape, std::size_t first, std::size_t last) {
+  std::int64_t p = 1;
+  for (std::size_t d = first; d < last; ++d) p *= shape[d];
+  return p;
+}
+
+// `dim` (negative counts from the end) as an index into a shape of rank `rank`; ShapeError when out of range.
+std::size_t normalize_dim(std::string_view op, std::span<const TensorMeta> inputs, std::int64_t dim, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  DTR_CHECK_SHAPES(dim >= -r && dim < r, op, inputs, "has dim ", dim, " out of range for rank ", rank);
+  return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
+}
+
+// A shape split around dimension d: `outer` blocks of `size` slices of `inner` elements each.
+struct Around {
+  std::int64_t outer = 1;
+  std::int64_t size = 1;
+  std::int64_t inner = 1;
+};
+Around around(const Shape& shape, std::size_t d) {
+  return {product(shape, 0, d), shape[d], product(shape, d + 1, shape.size())};
+}
+
+const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
+std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
+
+// ---- reshape ----
+
+Shape reshaped(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const std::vector<std::int64_t>& wanted = attrs.get_ints("shape");
+  kernels::check_arity("reshape", inputs, 1);
+  Shape shape(wanted.begin(), wanted.end());
+  std::int64_t known = 1;
+  std::size_t inferred = shape.size();
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == -1 && inferred == shape.size()) {
+      inferred = d;
+      continue;
+    }
+    DTR_CHECK_SHAPES(shape[d] >= 0, "reshape", inputs, "needs dimensions >= 0 and at most one -1, got shape ",
+                     to_string(shape));
+    known *= shape[d];
+  }
+  const std::int64_t numel = inputs[0].numel();
+  if (inferred < shape.size()) {
+    DTR_CHECK_SHAPES(known > 0 && numel % known == 0, "reshape", inputs, "cannot infer the -1 in shape ",
+                     to_string(shape));
+    shape[inferred] = numel / known;
+    known *= shape[inferred];
+  }
+  DTR_CHECK_SHAPES(known == numel, "reshape", inputs, "needs shape ", to_string(shape), " to hold ", numel,
+                   " elements");
+  return shape;
+}
+
+// ---- slice ----
+
+// Which elements a slice takes along its dimension: Python's rules (negative indices count from the end,
+// out-of-range indices clamp), step >= 1.
+struct SliceGeometry {
+  std::size_t dim = 0;
+  Around around;
+  std::int64_t start = 0;
+  std::int64_t step = 1;
+  std::int64_t length = 0;
+};
+
+SliceGeometry slice_geometry(std::string_view op, std::span<const TensorMeta> inputs, const Shape& shape,
+                             const Attrs& attrs) {
+  SliceGeometry g;
+  const std::int64_t dim = attrs.get_int("dim");
+  std::int64_t start = attrs.get_int("start");
+  std::int64_t end = attrs.get_int("end");
+  g.step = attrs.has("step") ? attrs.get_int("step") : 1;
+  DTR_CHECK_SHAPES(!shape.empty(), op, inputs, "needs a tensor of rank >= 1 (shape ", to_string(shape), ")");
+  g.dim = normalize_dim(op, inputs, dim, shape.size());
+  DTR_CHECK_SHAPES(g.step >= 1, op, inputs, "needs step >= 1, got step ", g.step);
+  g.around = around(shape, g.dim);
+  const std::int64_t size = g.around.size;
+  const auto clamp_index = [size](std::int64_t i) { return std::clamp(i < 0 ? i + size : i, std::int64_t{0}, size); };
+  start = clamp_index(start);
+  end = clamp_index(end);
+  g.start = start;
+  g.length = end > start ? (end - start + g.step - 1) / g.step : 0;
+  return g;
+}
+
+// A slice is one contiguous range when nothing lies outside the sliced dimension and it takes a run.
+bool slice_is_contiguous(const SliceGeometry& g) { return g.around.outer == 1 && (g.step == 1 || g.length <= 1); }
+
+// Copies the slice out of `full` (or, scattering, into it): block j of each outer block.
+void copy_slice(const SliceGeometry& g, std::size_t element_bytes, const std::byte* from, std::byte* to,
+                bool scatter) {
+  const auto run = static_cast<std::size_t>(g.around.inner) * element_bytes;
+  for (std::int64_t o = 0; o < g.around.outer; ++o) {
+    for (std::int64_t j = 0; j < g.length; ++j) {
+      const auto full = static_cast<std::size_t>(o * g.around.size + g.start + j * g.step) * run;
+      const auto part = static_cast<std::size_t>(o * g.length + j) * run;
+      if (scatter) {
+        std::memcpy(to + full, from + part, run);
+      } else {
+        std::memcpy(to + part, from + full, run);
+      }
+    }
+  }
+}
+
+TensorMetas infer_slice(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("slice", inputs, 1);
+  const SliceGeometry g = slice_geometry("slice", inputs, inputs[0].shape, attrs);
+  TensorMeta out = inputs[0];
+  out.shape[g.dim] = g.length;
+  return {out};
+}
+
+Shape input_shape_attr(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const std::vector<std::int64_t>& dims = attrs.get_ints("input_shape");
+  Shape shape(dims.begin(), dims.end());
+  DTR_CHECK_SHAPES(std::all_of(shape.begin(), shape.end(), [](std::int64_t d) { return d >= 0; }), "slice_backward",
+                   inputs, "needs input_shape of dimensions >= 0, got input_shape ", to_string(shape));
+  return shape;
+}
+
+TensorMetas infer_slice_backward(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("slice_backward", inputs, 1);
+  const Shape full = input_shape_attr(inputs, attrs);
+  const SliceGeometry g = slice_geometry("slice_backward", inputs, full, attrs);
+  Shape expected = full;
+  expected[g.dim] = g.length;
+  DTR_CHECK_SHAPES(inputs[0].shape == expected, "slice_backward", inputs, "needs a gradient of the slice's shape ",
+                   to_string(expected), " (input_shape ", to_string(full), ")");
+  return {TensorMeta{full, inputs[0].dtype}};
+}
+
+// ---- split ----
+
+struct SplitGeometry {
+  std::size_t dim = 0;
+  Around around;
+  std::vector<std::int64_t> sizes;
+};
+
+SplitGeometry split_geometry(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  SplitGeometry g;
+  const std::int64_t dim = attrs.get_int("dim");
+  g.sizes = attrs.get_ints("sizes");
+  kernels::check_arity("split", inputs, 1);
+  const Shape& shape = inputs[0].shape;
+  DTR_CHECK_SHAPES(!shape.empty(), "split", inputs, "needs a tensor of rank >= 1");
+  g.dim = normalize_dim("split", inputs, dim, shape.size());
+  g.around = around(shape, g.dim);
+  const bool valid =
+      !g.sizes.empty() && std::all_of(g.sizes.begin(), g.sizes.end(), [](std::int64_t s) { return s >= 0; });
+  DTR_CHECK_SHAPES(valid && std::accumulate(g.sizes.begin(), g.sizes.end(), std::int64_t{0}) == g.around.size, "split",
+                   inputs, "needs sizes >= 0 adding up to dimension ", g.dim, " (", g.around.size, "), got sizes ",
+                   to_string(Shape(g.sizes.begin(), g.sizes.end())));
+  return g;
+}
+
+TensorMetas infer_split(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const SplitGeometry g = split_geometry(inputs, attrs);
+  TensorMetas outputs;
+  for (const std::int64_t size : g.sizes) {
+    TensorMeta part = inputs[0];
+    part.shape[g.dim] = size;
+    outputs.push_back(part);
+  }
+  return outputs;
+}
+
+OutputViews split_views(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const SplitGeometry g = split_geometry(inputs, attrs);
+  OutputViews views(g.sizes.size());
+  if (g.around.outer != 1) return views;
+  std::int64_t offset = 0;
+  for (std::size_t k = 0; k < g.sizes.size(); ++k) {
+    views[k] = ViewOf{0, offset * g.around.inner};
+    offset += g.sizes[k];
+  }
+  return views;
+}
+
+// The parts copied out of each outer block in turn; nothing to write when the parts are views.
+void split_cpu(const KernelArgs& args) {
+  if (args.outputs.empty()) return;
+  const SplitGeometry g = split_geometry(args.input_meta, args.attrs);
+  const std::size_t element_bytes = element_size(args.input_meta[0].dtype);
+  const std::byte* in = bytes(args.inputs[0]);
+  for (std::int64_t o = 0; o < g.around.outer; ++o) {
+    for (std::size_t k = 0; k < g.sizes.size(); ++k) {
+      const auto run = static_cast<std::size_t>(g.sizes[k] * g.around.inner) * element_bytes;
+      std::memcpy(bytes(args.outputs[k]) + static_cast<std::size_t>(o) * run, in, run);
+      in += run;
+    }
+  }
+}
+
+// ---- concat ----
+
+std::size_t concat_dim(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const std::int64_t dim = attrs.get_int("dim");
+  DTR_CHECK(!inputs.empty(), ShapeError, "op 'concat' takes at least 1 input, got 0");
+  const Shape& first = inputs[0].shape;
+  DTR_CHECK_SHAPES(!first.empty(), "concat", inputs, "needs tensors of rank >= 1");
+  const std::size_t d = normalize_dim("concat", inputs, dim, first.size());
+  for (const TensorMeta& in : inputs) {
+    bool fits = in.dtype == inputs[0].dtype && in.shape.size() == first.size();
+    for (std::size_t k = 0; fits && k < first.size(); ++k) fits = k == d || in.shape[k] == first[k];
+    DTR_CHECK_SHAPES(fits, "concat", inputs, "needs tensors of one dtype and rank that differ only in dimension ", d);
+  }
+  return d;
+}
+
+TensorMetas infer_concat(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const std::size_t d = concat_dim(inputs, attrs);
+  TensorMeta out = inputs[0];
+  out.shape[d] = 0;
+  for (const TensorMeta& in : inputs) out.shape[d] += in.shape[d];
+  return {out};
+}
+
+void concat_cpu(const KernelArgs& args) {
+  const std::size_t d = concat_dim(args.input_meta, args.attrs);
+  const std::size_t element_bytes = element_size(args.input_meta[0].dtype);
+  const std::int64_t outer = product(args.input_meta[0].shape, 0, d);
+  std::byte* out = bytes(args.outputs[0]);
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::size_t k = 0; k < args.inputs.size(); ++k) {
+      const Shape& shape = args.input_meta[k].shape;
+      const auto run = static_cast<std::size_t>(product(shape, d, shape.size())) * element_bytes;
+      std::memcpy(out, bytes(args.inputs[k]) + static_cast<std::size_t>(o) * run, run);
+      out += run;
+    }
+  }
+}
+
+double concat_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  double total = 0;
+  for (const TensorMeta& in : inputs) total += static_cast<double>(in.numel());
+  return kernels::at_least_one(total);
+}
+
+// ---- transpose and permute ----
+
+// Output dimension i is input dimension perm[i].
+std::vector<std::size_t> permutation(std::string_view op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const std::size_t rank = inputs[0].shape.size();
+  std::vector<std::size_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), std::size_t{0});
+  if (op == "transpose") {
+    const std::int64_t dim0 = attrs.get_int("dim0");
+    const std::int64_t dim1 = attrs.get_int("dim1");
+    std::swap(perm[normalize_dim(op, inputs, dim0, rank)], perm[normalize_dim(op, inputs, dim1, rank)]);
+    return perm;
+  }
+  const std::vector<std::int64_t>& dims = attrs.get_ints("dims");
+  DTR_CHECK_SHAPES(dims.size() == rank, op, inputs, "needs dims naming each of the ", rank,
+                   " dimensions once, got dims ", to_string(Shape(dims.begin(), dims.end())));
+  std::vector<bool> seen(rank, false);
+  for (std::size_t i = 0; i < rank; ++i) {
+    perm[i] = normalize_dim(op, inputs, dims[i], rank);
+    DTR_CHECK_SHAPES(!seen[perm[i]], op, inputs, "needs dims naming each of the ", rank,
+                     " dimensions once, got dims ", to_string(Shape(dims.begin(), dims.end())));
+    seen[perm[i]] = true;
+  }
+  return perm;
+}
+
+template <typename Element>
+void permute_elements(const Element* in, Element* out, const Shape& out_shape, const Shape& in_strides) {
+  const std::size_t rank = out_shape.size();
+  const std::int64_t total = product(out_shape, 0, rank);
+  if (total == 0) return;
+  if (rank == 0) {
+    out[0] = in[0];
+    return;
+  }
+  // The last output dimension is the inner loop; an odometer walks the others, `base` its input offset.
+  const std::int64_t inner = out_shape[rank - 1];
+  const std::int64_t inner_stride = in_strides[rank - 1];
+  Shape index(rank, 0);
+  std::int64_t base = 0;
+  for (std::int64_t o = 0; o < total; o += inner) {
+    for (std::int64_t j = 0; j < inner; ++j) out[o + j] = in[base + j * inner_stride];
+    for (std::size_t d = rank - 1; d-- > 0;) {
+      base += in_strides[d];
+      if (++index[d] < out_shape[d]) break;
+      base -= in_strides[d] * out_shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+OpDef permuting(const std::string& name) {
+  OpDef def;
+  def.name = name;
+  def.infer = [name](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+    kernels::check_arity(name, inputs, 1);
+    const std::vector<std::size_t> perm = permutation(name, inputs, attrs);
+    TensorMeta out = inputs[0];
+    for (std::size_t i = 0; i < perm.size(); ++i) out.shape[i] = inputs[0].shape[perm[i]];
+    return TensorMetas{out};
+  };
+  def.cpu_kernel = [name](const KernelArgs& args) {
+    const std::vector<std::size_t> perm = permutation(name, args.input_meta, args.attrs);
+    const Shape& in_shape = args.input_meta[0].shape;
+    Shape contiguous(in_shape.size(), 1);
+    for (std::size_t d = in_shape.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * in_shape[d];
+    Shape strides(perm.size(), 0);
+    for (std::size_t i = 0; i < perm.size(); ++i) strides[i] = contiguous[perm[i]];
+    const Shape& out_shape = args.output_meta[0].shape;
+    // By element size: every dtype is 1, 4 or 8 bytes.
+    switch (element_size(args.input_meta[0].dtype)) {
+      case 1:
+        permute_elements(args.input<std::uint8_t>(0), args.output<std::uint8_t>(0), out_shape, strides);
+        break;
+      case 4:
+        permute_elements(args.input<std::uint32_t>(0), args.output<std::uint32_t>(0), out_shape, strides);
+        break;
+      default:
+        permute_elements(args.input<std::uint64_t>(0), args.output<std::uint64_t>(0), out_shape, strides);
+        break;
+    }
+  };
+  def.flops = kernels::numel_flops;
+  return def;
+}
+
+}  // namespace
+
+const OpDef& reshape() {
+  static const OpDef def{
+      .name = "reshape",
+      .infer = [](std::span<const TensorMeta> inputs,
+                  const Attrs& attrs) { return TensorMetas{TensorMeta{reshaped(inputs, attrs), inputs[0].dtype}}; },
+      // Only ever a view: there is nothing to write unless a caller asks for a copy.
+      .cpu_kernel =
+          [](const KernelArgs& args) {
+            if (!args.outputs.empty()) std::memcpy(args.outputs[0], args.inputs[0], args.input_meta[0].nbytes());
+          },
+      .flops = [](std::span<const TensorMeta>, const Attrs&) { return 1.0; },
+      .views = [](std::span<const TensorMeta>, const Attrs&) { return OutputViews{ViewOf{0, 0}}; },
+  };
+  return def;
+}
+
+const OpDef& slice() {
+  static const OpDef def{
+      .name = "slice",
+      .infer = infer_slice,
+      .cpu_kernel =
+          [](const KernelArgs& args) {
+            if (args.outputs.empty()) return;  // a view
+            const SliceGeometry g = slice_geometry("slice", args.input_meta, args.input_meta[0].shape, args.attrs);
+            copy_slice(g, element_size(args.input_meta[0].dtype), bytes(args.inputs[0]), bytes(args.outputs[0]),
+                       false);
+          },
+      // A copy moves each output element once; a view costs a step.
+      .flops =
+          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+            const SliceGeometry g = slice_geometry("slice", inputs, inputs[0].shape, attrs);
+            return slice_is_contiguous(g) ? 1.0
+                                          : kernels::at_least_one(static_cast<double>(
+                                                g.around.outer * g.length * g.around.inner));
+          },
+      .views =
+          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+            const SliceGeometry g = slice_geometry("slice", inputs, inputs[0].shape, attrs);
+            if (!slice_is_contiguous(g)) return OutputViews{std::nullopt};
+            return OutputViews{ViewOf{0, g.start * g.around.inner}};
+          },
+  };
+  return def;
+}
+
+const OpDef& slice_backward() {
+  static const OpDef def{
+      .name = "slice_backward",
+      .infer = infer_slice_backward,
+      .cpu_kernel =
+          [](const KernelArgs& args) {
+            const TensorMeta& out = args.output_meta[0];
+            std::memset(args.outputs[0], 0, out.nbytes());  // all-zero bytes are 0 in every dtype
+            const SliceGeometry g = slice_geometry("slice_backward", args.input_meta, out.shape, args.attrs);
+            copy_slice(g, element_size(out.dtype), bytes(args.inputs[0]), bytes(args.outputs[0]), true);
+          },
+      .flops =
+          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+            return kernels::at_least_one(static_cast<double>(TensorMeta{input_shape_attr(inputs, attrs)}.numel()));
+          },
+  };
+  return def;
+}
+
+const OpDef& split() {
+  static const OpDef def{
+      .name = "split",
+      .infer = infer_split,
+      .cpu_kernel = split_cpu,
+      .flops =
+          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+            return split_geometry(inputs, attrs).around.outer == 1 ? 1.0 : kernels::numel_flops(inputs, attrs);
+          },
+      .views = split_views,
+  };
+  return def;
+}
+
+const OpDef& concat() {
+  static const OpDef def{.name = "concat", .infer = infer_concat, .cpu_kernel = concat_cpu, .flops = concat_flops};
+  return def;
+}
+
+const OpDef& transpose() {
+  static const OpDef def = permuting("transpose");
+  return def;
+}
+
+const OpDef& permute() {
+  static const OpDef def = permuting("permute");
+  return def;
+}
+
+}  // namespace dtr::ops

@@ -1,0 +1,161 @@
+// The optimizer update steps, SGD with momentum and Adam as PyTorch defines them, split into one op per new
+// value (a momentum buffer, a moment, a parameter) so that each is applied with Runtime::assign, the
+// runtime's copy-on-write in-place update. Not differentiable. Each is elementwise over inputs of one shape
+// and floating dtype; attributes are read and checked in double, then applied in the tensors' dtype.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dtr/ops.h"
+#include "op_checks.h"
+
+namespace dtr::ops {
+namespace {
+
+// An attribute's value when it is valid; InvalidArgument naming the op, the attribute and the requirement.
+double real(std::string_view op, const Attrs& attrs, const char* name, bool valid(double), const char* requirement,
+            std::optional<double> fallback = std::nullopt) {
+  const double value = !attrs.has(name) && fallback ? *fallback : attrs.get_real(name);
+  DTR_CHECK(valid(value), InvalidArgument, "op '", op, "' needs attribute '", name, "' ", requirement, ", got ", value);
+  return value;
+}
+bool non_negative(double v) { return v >= 0.0; }  // false for NaN too
+bool unit_interval(double v) { return v >= 0.0 && v < 1.0; }
+bool positive(double v) { return v > 0.0; }
+
+double weight_decay(std::string_view op, const Attrs& attrs) {
+  return real(op, attrs, "weight_decay", non_negative, ">= 0", 0.0);
+}
+bool takes_param_for_decay(std::string_view op, const Attrs& attrs) { return weight_decay(op, attrs) != 0.0; }
+
+// An update op: `base` inputs named `names`, and one more, `extra`, when `takes_extra(attrs)` (`extra_when`
+// says when, for messages; 0 stands for it otherwise). `make(attrs)` checks the attributes and returns the per-element
+// function f(a, b, c) generic in the element type; infer calls it too, so a bad attribute fails before anything is
+// allocated.
+template <typename Make>
+OpDef update_op(const std::string& name, std::size_t base, const std::string& names, const std::string& extra,
+                const std::string& extra_when, std::function<bool(const Attrs&)> takes_extra, double flops_per_element,
+                Make make) {
+  const auto arity = [=](const Attrs& attrs) { return base + (takes_extra && takes_extra(attrs) ? 1 : 0); };
+  OpDef def;
+  def.name = name;
+  def.infer = [=](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+    static_cast<void>(make(attrs));
+    const std::size_t expected = arity(attrs);
+    const std::string which = extra.empty() ? names
+                              : expected > base ? names + ", " + extra + ": " + extra_when
+                                                : names + "; also " + extra + " " + extra_when;
+    DTR_CHECK(inputs.size() == expected, ShapeError, "op '", name, "' takes ", expected, " inputs (", which, "), got ",
+              inputs.size());
+    kernels::check_floating(name, inputs);
+    for (const TensorMeta& input : inputs) {
+      DTR_CHECK_SHAPES(input.shape == inputs[0].shape, name, inputs, "needs inputs of the same shape");
+    }
+    return TensorMetas{inputs[0]};
+  };
+  def.cpu_kernel = kernels::floating_kernel([=]<typename T>(T /*zero*/, const KernelArgs& args) {
+    const auto f = make(args.attrs);
+    const std::int64_t count = args.output_meta[0].numel();
+    const T* a = args.input<T>(0);
+    const T* b = args.input<T>(1);
+    const T* c = args.inputs.size() > 2 ? args.input<T>(2) : nullptr;
+    T* out = args.output<T>(0);
+    for (std::int64_t i = 0; i < count; ++i) out[i] = f(a[i], b[i], c != nullptr ? c[i] : T(0));
+  });
+  def.flops = [flops_per_element](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+    return kernels::at_least_one(flops_per_element * static_cast<double>(inputs[0].numel()));
+  };
+  return def;
+}
+
+}  // namespace
+
+const OpDef& sgd_momentum_buffer() {
+  static const OpDef def = update_op(
+      "sgd_momentum_buffer", 2, "buf, grad", "param", "when weight_decay is not 0",
+      [](const Attrs& attrs) { return takes_param_for_decay("sgd_momentum_buffer", attrs); }, 4,
+      [](const Attrs& attrs) {
+        const double momentum = real("sgd_momentum_buffer", attrs, "momentum", non_negative, ">= 0");
+        const double decay = weight_decay("sgd_momentum_buffer", attrs);
+        return [=]<typename T>(T buf, T grad, T param) {
+          return static_cast<T>(momentum) * buf + (grad + static_cast<T>(decay) * param);
+        };
+      });
+  return def;
+}
+
+const OpDef& sgd_apply() {
+  static const auto nesterov = [](const Attrs& attrs) {
+    return attrs.has("nesterov") && attrs.get_int("nesterov") != 0;
+  };
+  static const OpDef def = update_op(
+      "sgd_apply", 2, "param, buf", "grad", "with nesterov", nesterov, 6, [](const Attrs& attrs) {
+        const double lr = real("sgd_apply", attrs, "lr", non_negative, ">= 0");
+        const bool is_nesterov = nesterov(attrs);
+        const double momentum = is_nesterov ? real("sgd_apply", attrs, "momentum", positive, "> 0 with nesterov") : 0.0;
+        const double decay = is_nesterov ? weight_decay("sgd_apply", attrs) : 0.0;
+        return [=]<typename T>(T param, T buf, T grad) {
+          if (!is_nesterov) return param - static_cast<T>(lr) * buf;
+          const T step = (grad + static_cast<T>(decay) * param) + static_cast<T>(momentum) * buf;
+          return param - static_cast<T>(lr) * step;
+        };
+      });
+  return def;
+}
+
+const OpDef& adam_moment1() {
+  static const OpDef def = update_op(
+      "adam_moment1", 2, "m, grad", "param", "when weight_decay is not 0",
+      [](const Attrs& attrs) { return takes_param_for_decay("adam_moment1", attrs); }, 5,
+      [](const Attrs& attrs) {
+        const double beta1 = real("adam_moment1", attrs, "beta1", unit_interval, "in [0, 1)", 0.9);
+        const double decay = weight_decay("adam_moment1", attrs);
+        return [=]<typename T>(T m, T grad, T param) {
+          const T g = grad + static_cast<T>(decay) * param;
+          return static_cast<T>(beta1) * m + static_cast<T>(1.0 - beta1) * g;
+        };
+      });
+  return def;
+}
+
+const OpDef& adam_moment2() {
+  static const OpDef def = update_op(
+      "adam_moment2", 2, "v, grad", "param", "when weight_decay is not 0",
+      [](const Attrs& attrs) { return takes_param_for_decay("adam_moment2", attrs); }, 6,
+      [](const Attrs& attrs) {
+        const double beta2 = real("adam_moment2", attrs, "beta2", unit_interval, "in [0, 1)", 0.999);
+        const double decay = weight_decay("adam_moment2", attrs);
+        return [=]<typename T>(T v, T grad, T param) {
+          const T g = grad + static_cast<T>(decay) * param;
+          return static_cast<T>(beta2) * v + static_cast<T>(1.0 - beta2) * g * g;
+        };
+      });
+  return def;
+}
+
+const OpDef& adam_apply() {
+  static const OpDef def = update_op(
+      "adam_apply", 3, "param, m, v", "", "", nullptr, 6, [](const Attrs& attrs) {
+        const double lr = real("adam_apply", attrs, "lr", non_negative, ">= 0");
+        const double beta1 = real("adam_apply", attrs, "beta1", unit_interval, "in [0, 1)", 0.9);
+        const double beta2 = real("adam_apply", attrs, "beta2", unit_interval, "in [0, 1)", 0.999);
+        const double eps = real("adam_apply", attrs, "eps", non_negative, ">= 0", 1e-8);
+        const std::int64_t step = attrs.get_int("step");
+        DTR_CHECK(step >= 1, InvalidArgument, "op 'adam_apply' needs attribute 'step' >= 1, got ", step);
+        // The bias corrections of the moments, which start at zero.
+        const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+        const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+        const double step_size = lr / correction1;
+        const double sqrt_correction2 = std::sqrt(correction2);
+        return [=]<typename T>(T param, T m, T v) {
+          const T denominator = std::sqrt(v) / static_cast<T>(sqrt_correction2) + static_cast<T>(eps);
+          return param - static_cast<T>(step_size) * (m / denominator);
+        };
+      });
+  return def;
+}
+
+}  // namespace dtr::ops
