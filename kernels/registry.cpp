@@ -17,7 +17,12 @@ std::span<const OpDef* const> all_ops() {
       &ops::relu_backward(), &ops::gelu(),    &ops::gelu_backward(), &ops::tanh(),         &ops::tanh_backward(),
       &ops::sigmoid(),       &ops::sigmoid_backward(), &ops::scale(), &ops::matmul(),       &ops::bmm(),
       &ops::linear(),        &ops::sum(),     &ops::mean(),         &ops::sum_to(),        &ops::broadcast_to(),        &ops::uniform(),
-      &ops::split2(),        &ops::concat2()};
+      &ops::split2(),        &ops::concat2(),
+      // softmax, losses and normalization
+      &ops::softmax(), &ops::log_softmax(), &ops::softmax_backward(), &ops::log_softmax_backward(),
+      &ops::cross_entropy(), &ops::cross_entropy_backward(), &ops::layer_norm(), &ops::layer_norm_backward(),
+      &ops::batch_norm(), &ops::batch_norm_backward(), &ops::batch_norm_eval(), &ops::batch_norm_eval_backward(),
+      &ops::running_stat_update()};
   return table;
 }
 

@@ -17,6 +17,8 @@ void add_elementwise_rules(GradientTable& table);
 void add_matmul_rules(GradientTable& table);
 void add_reduce_rules(GradientTable& table);
 void add_shape_rules(GradientTable& table);
+// softmax, losses and normalization
+void add_norm_rules(GradientTable& table);
 
 // The output gradient i, or zeros of output i's shape when it is undefined.
 Tensor output_grad(const GradientContext& context, std::size_t i);

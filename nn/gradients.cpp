@@ -35,6 +35,7 @@ const GradientTable& table() {
     add_matmul_rules(t);
     add_reduce_rules(t);
     add_shape_rules(t);
+    add_norm_rules(t);
     return t;
   }();
   return rules;

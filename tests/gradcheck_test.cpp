@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -43,6 +44,9 @@ std::vector<std::int64_t> ints(const Shape& shape) { return {shape.begin(), shap
 struct Problem {
   std::vector<Shape> inputs;
   Attrs attrs;
+  // Inputs that are int64 (labels, indices): input index -> values are drawn in [0, bound). They get no
+  // gradient and no finite differences.
+  std::map<std::size_t, std::int64_t> int64_inputs = {};
 };
 
 struct GradCase {
@@ -50,6 +54,9 @@ struct GradCase {
   std::function<Problem(Rng&)> make;
   // Moves a random value of input `i` away from where the op is not differentiable (a kink, a pole).
   std::function<double(std::size_t i, double value)> adjust = nullptr;
+  // Outputs after the first this many (saved statistics) are not differentiated: their gradients are
+  // undefined and the loss ignores them.
+  std::size_t outputs_with_gradient = static_cast<std::size_t>(-1);
 };
 
 double away_from_zero(double v, double margin) { return std::abs(v) < margin ? (v < 0 ? -margin : margin) + v : v; }
@@ -93,6 +100,15 @@ Problem reduction(Rng& rng) {
     attrs.set("axes", axes);
   }
   attrs.set("keepdim", std::int64_t(rng() % 2));
+  return Problem{{shape}, attrs};
+}
+
+// softmax and log_softmax: any rank from 1, over a random axis (or the default, the last).
+Problem softmax_problem(Rng& rng) {
+  const Shape shape = random_shape(rng, 1, 4);
+  Attrs attrs;
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  if (rng() % 3 != 0) attrs.set("axis", dim(rng, -rank, rank - 1));
   return Problem{{shape}, attrs};
 }
 
@@ -145,6 +161,45 @@ std::vector<GradCase> cases() {
          b[0] = dim(rng);
          return Problem{{a, b}, {}};
        }},
+      // softmax, losses and normalization
+      {ops::softmax(), softmax_problem},
+      {ops::log_softmax(), softmax_problem},
+      {ops::cross_entropy(),
+       [](Rng& rng) {
+         const std::int64_t n = dim(rng);
+         const std::int64_t classes = dim(rng);
+         return Problem{{Shape{n, classes}, Shape{n}}, {}, {{1, classes}}};
+       }},
+      {ops::layer_norm(),
+       [](Rng& rng) {
+         const std::int64_t d = dim(rng);
+         Shape x = random_shape(rng, 0, 2);
+         x.push_back(d);
+         return Problem{{x, Shape{d}, Shape{d}}, {{"eps", 0.01}}};
+       },
+       nullptr, 1},
+      {ops::batch_norm(),
+       [](Rng& rng) {
+         const Shape x = random_shape(rng, 2, 4);
+         return Problem{{x, Shape{x[1]}, Shape{x[1]}}, {{"eps", 0.01}}};
+       },
+       nullptr, 1},
+      {ops::batch_norm_eval(),
+       [](Rng& rng) {
+         const Shape x = random_shape(rng, 2, 4);
+         const Shape c{x[1]};
+         return Problem{{x, c, c, c, c}, {{"eps", 0.01}}};
+       },
+       [](std::size_t i, double v) { return i == 4 ? std::abs(v) + 0.5 : v; }},  // a positive variance
+      {ops::running_stat_update(),
+       [](Rng& rng) {
+         const Shape shape = random_shape(rng);
+         Attrs attrs{{"momentum", 0.3}};
+         if (rng() % 2 == 0) attrs.set("unbiased_count", dim(rng, 2, 9));
+         if (rng() % 2 == 0) attrs.set("invstd_eps", 0.01);
+         return Problem{{shape, shape}, attrs};
+       },
+       [](std::size_t i, double v) { return i == 1 ? away_from_zero(v, 0.5) : v; }},  // an invstd is not 0
   };
 }
 
@@ -160,13 +215,33 @@ std::vector<double> random_values(Rng& rng, std::int64_t count, const GradCase& 
   return values;
 }
 
+bool is_int64(const Problem& p, std::size_t input) { return p.int64_inputs.contains(input); }
+
+// Input `input`'s random values: integers in range for an int64 input (held as doubles, exactly).
+std::vector<double> input_values(Rng& rng, const Problem& p, const GradCase& c, std::size_t input) {
+  const std::int64_t count = TensorMeta{p.inputs[input]}.numel();
+  if (!is_int64(p, input)) return random_values(rng, count, c, input);
+  std::uniform_int_distribution<std::int64_t> pick(0, p.int64_inputs.at(input) - 1);
+  std::vector<double> values(static_cast<std::size_t>(count));
+  for (double& v : values) v = static_cast<double>(pick(rng));
+  return values;
+}
+
+// A constant for input `input`: int64 whatever `dtype` is when the problem says so.
+Tensor make_input(Runtime& rt, const Problem& p, std::size_t input, const std::vector<double>& values, DType dtype) {
+  if (is_int64(p, input)) {
+    return rt.constant(TensorMeta{p.inputs[input], DType::int64}, std::vector<std::int64_t>(values.begin(), values.end()));
+  }
+  const TensorMeta meta{p.inputs[input], dtype};
+  if (dtype == DType::float64) return rt.constant(meta, values);
+  return rt.constant(meta, std::vector<float>(values.begin(), values.end()));
+}
+
 // Σ_o Σ_e weights[o][e] · op(inputs)[o][e], in float64 through the runtime.
 double loss(Runtime& rt, const GradCase& c, const Problem& p, const std::vector<std::vector<double>>& values,
             const std::vector<std::vector<double>>& weights) {
   std::vector<Tensor> inputs;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    inputs.push_back(rt.constant(TensorMeta{p.inputs[i], DType::float64}, values[i]));
-  }
+  for (std::size_t i = 0; i < values.size(); ++i) inputs.push_back(make_input(rt, p, i, values[i], DType::float64));
   const std::vector<Tensor> outputs = rt.call(c.op, inputs, p.attrs);
   double total = 0.0;
   for (std::size_t o = 0; o < outputs.size(); ++o) {
@@ -194,13 +269,19 @@ TEST(GradientCheck, EveryRuleMatchesFiniteDifferencesInFloat64) {
       std::vector<std::vector<double>> values;
       std::vector<Tensor> inputs;
       for (std::size_t i = 0; i < p.inputs.size(); ++i) {
-        values.push_back(random_values(rng, TensorMeta{p.inputs[i]}.numel(), c, i));
-        inputs.push_back(rt.constant(TensorMeta{p.inputs[i], DType::float64}, values.back()));
+        values.push_back(input_values(rng, p, c, i));
+        inputs.push_back(make_input(rt, p, i, values.back(), DType::float64));
       }
       const std::vector<Tensor> outputs = rt.call(c.op, inputs, p.attrs);
       std::vector<std::vector<double>> weights;
       std::vector<Tensor> output_grads;
-      for (const Tensor& out : outputs) {
+      for (std::size_t o = 0; o < outputs.size(); ++o) {
+        const Tensor& out = outputs[o];
+        if (o >= c.outputs_with_gradient) {
+          weights.emplace_back(static_cast<std::size_t>(out.numel()), 0.0);
+          output_grads.emplace_back();
+          continue;
+        }
         weights.push_back(random_values(rng, out.numel(), GradCase{c.op, c.make}, 0));
         output_grads.push_back(rt.constant(out.meta(), weights.back()));
       }
@@ -208,7 +289,9 @@ TEST(GradientCheck, EveryRuleMatchesFiniteDifferencesInFloat64) {
       ASSERT_EQ(grads.size(), inputs.size());
       const double h = 1e-6;
       for (std::size_t i = 0; i < inputs.size(); ++i) {
-        ASSERT_TRUE(grads[i].defined()) << "input " << i;
+        // Exactly the non-floating inputs get no gradient.
+        ASSERT_EQ(grads[i].defined(), !is_int64(p, i)) << "input " << i;
+        if (is_int64(p, i)) continue;
         ASSERT_EQ(grads[i].meta(), inputs[i].meta()) << "input " << i;
         const std::vector<double> analytic = grads[i].to_host_as<double>();
         // Every element of small inputs, a sample of larger ones.
@@ -237,20 +320,13 @@ TEST(GradientCheck, Float32KernelsAgreeWithTheFloat64Reference) {
       SCOPED_TRACE(::testing::Message() << c.op.name << " trial " << trial);
       std::vector<std::vector<double>> values;
       for (std::size_t i = 0; i < p.inputs.size(); ++i) {
-        values.push_back(random_values(rng, TensorMeta{p.inputs[i]}.numel(), c, i));
+        values.push_back(input_values(rng, p, c, i));
         for (double& v : values.back()) v = static_cast<double>(static_cast<float>(v));
       }
       const auto run = [&](DType dtype) {
         Runtime rt(deterministic_config());
         std::vector<Tensor> inputs;
-        for (std::size_t i = 0; i < values.size(); ++i) {
-          const TensorMeta meta{p.inputs[i], dtype};
-          if (dtype == DType::float64) {
-            inputs.push_back(rt.constant(meta, values[i]));
-          } else {
-            inputs.push_back(rt.constant(meta, std::vector<float>(values[i].begin(), values[i].end())));
-          }
-        }
+        for (std::size_t i = 0; i < values.size(); ++i) inputs.push_back(make_input(rt, p, i, values[i], dtype));
         const std::vector<Tensor> outputs = rt.call(c.op, inputs, p.attrs);
         std::vector<Tensor> ones;
         for (const Tensor& out : outputs) {
@@ -266,7 +342,9 @@ TEST(GradientCheck, Float32KernelsAgreeWithTheFloat64Reference) {
           return std::vector<double>(f.begin(), f.end());
         };
         for (const Tensor& out : outputs) results.push_back(read(out));
-        for (const Tensor& g : vjp(rt, c.op, inputs, outputs, ones, p.attrs)) results.push_back(read(g));
+        for (const Tensor& g : vjp(rt, c.op, inputs, outputs, ones, p.attrs)) {
+          results.push_back(g.defined() ? read(g) : std::vector<double>{});  // int64 inputs: no gradient
+        }
         return results;
       };
       const auto single = run(DType::float32);

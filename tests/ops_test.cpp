@@ -17,11 +17,19 @@ namespace {
 struct HostTensor {
   TensorMeta meta;
   std::vector<float> data;
+  std::vector<std::int64_t> ints = {};  // the elements of an int64 tensor (labels); `data` is then empty
+  const void* buffer() const { return meta.dtype == DType::int64 ? static_cast<const void*>(ints.data()) : data.data(); }
 };
 
 HostTensor tensor(Shape shape, std::vector<float> data) {
   HostTensor t{TensorMeta{std::move(shape)}, std::move(data)};
   EXPECT_EQ(static_cast<std::int64_t>(t.data.size()), t.meta.numel()) << to_string(t.meta.shape);
+  return t;
+}
+
+HostTensor int64_tensor(Shape shape, std::vector<std::int64_t> ints) {
+  HostTensor t{TensorMeta{std::move(shape), DType::int64}, {}, std::move(ints)};
+  EXPECT_EQ(static_cast<std::int64_t>(t.ints.size()), t.meta.numel()) << to_string(t.meta.shape);
   return t;
 }
 
@@ -38,7 +46,7 @@ std::vector<HostTensor> run(const OpDef& op, const std::vector<HostTensor>& inpu
                             std::uint64_t seed = 0) {
   const std::vector<TensorMeta> input_meta = metas_of(inputs);
   std::vector<const void*> input_data;
-  for (const HostTensor& t : inputs) input_data.push_back(t.data.data());
+  for (const HostTensor& t : inputs) input_data.push_back(t.buffer());
   const TensorMetas output_meta = op.infer(input_meta, attrs);
 
   const auto run_once = [&](float fill) {
@@ -323,7 +331,21 @@ std::vector<Example> examples() {
           {ops::broadcast_to(), {row}, {{"shape", std::vector<std::int64_t>{2, 3}}}},
           {ops::uniform(), {x}, {}},
           {ops::split2(), {x}, {}},
-          {ops::concat2(), {x, x}, {}}};
+          {ops::concat2(), {x, x}, {}},
+          // softmax, losses and normalization
+          {ops::softmax(), {x}, {{"axis", std::int64_t{0}}}},
+          {ops::log_softmax(), {x}, {}},
+          {ops::softmax_backward(), {x, y}, {}},
+          {ops::log_softmax_backward(), {x, y}, {{"axis", std::int64_t{-2}}}},
+          {ops::cross_entropy(), {x, int64_tensor({2}, {2, 0})}, {}},
+          {ops::cross_entropy_backward(), {tensor({}, {1}), x, int64_tensor({2}, {2, 0})}, {}},
+          {ops::layer_norm(), {x, row, row}, {}},
+          {ops::layer_norm_backward(), {y, x, row, tensor({2}, {0, 1}), tensor({2}, {1, 2})}, {}},
+          {ops::batch_norm(), {x, row, row}, {{"eps", 0.1}}},
+          {ops::batch_norm_backward(), {y, x, row, row, row}, {}},
+          {ops::batch_norm_eval(), {x, row, row, row, row}, {}},
+          {ops::batch_norm_eval_backward(), {y, x, row, row, row}, {}},
+          {ops::running_stat_update(), {row, row}, {{"momentum", 0.5}}}};
 }
 
 TEST(Ops, EveryOpHasAnExampleHere) {
