@@ -29,32 +29,44 @@ double backward_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/
   return kernels::at_least_one(10.0 * static_cast<double>(inputs[1].numel()));
 }
 
-// ---- layer norm: rows of the last dimension D ----
+// ---- layer norm: rows of the trailing "normalized_rank" dimensions ----
 
-// x [..., D] with D >= 1: the shape of the per-row statistics ([...]).
-Shape row_shape(const std::string& op, std::span<const TensorMeta> inputs) {
-  const Shape& x = inputs[0].shape;
-  DTR_CHECK_SHAPES(!x.empty() && x.back() >= 1, op, inputs, "needs x [..., D] with D >= 1");
-  return Shape(x.begin(), x.end() - 1);
+// x [..., D...] split at its last `normalized_rank` dimensions (attribute, default 1): the statistics' shape
+// [...] and the normalized shape [D...], of `size` >= 1 elements per row.
+struct RowLayout {
+  Shape rows;
+  Shape normalized;
+  std::int64_t size = 1;
+};
+
+// `x` is the input the layout is of; `all` the op's inputs, for messages.
+RowLayout row_layout(const std::string& op, const TensorMeta& x, std::span<const TensorMeta> all, const Attrs& attrs) {
+  const std::int64_t k = attrs.has("normalized_rank") ? attrs.get_int("normalized_rank") : 1;
+  const auto rank = static_cast<std::int64_t>(x.shape.size());
+  DTR_CHECK_SHAPES(k >= 1 && k <= rank, op, all, "needs x of rank >= normalized_rank ", k, " >= 1");
+  const auto split = static_cast<std::size_t>(rank - k);
+  RowLayout l{Shape(x.shape.begin(), x.shape.begin() + split), Shape(x.shape.begin() + split, x.shape.end()), 1};
+  for (const std::int64_t d : l.normalized) l.size *= d;
+  DTR_CHECK_SHAPES(l.size >= 1, op, all, "needs normalized dimensions [D...] of at least one element");
+  return l;
 }
 
-// layer_norm(x [..., D], weight [D], bias [D]) -> y [..., D], mean [...], invstd [...].
+// layer_norm(x [..., D...], weight [D...], bias [D...]) -> y [..., D...], mean [...], invstd [...].
 TensorMetas infer_layer_norm(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   kernels::check_arity("layer_norm", inputs, 3);
   kernels::check_floating("layer_norm", inputs);
-  const Shape rows = row_shape("layer_norm", inputs);
-  const Shape d{inputs[0].shape.back()};
-  DTR_CHECK_SHAPES(inputs[1].shape == d && inputs[2].shape == d, "layer_norm", inputs,
-                   "needs weight [D] and bias [D] for x [..., D]");
+  const RowLayout l = row_layout("layer_norm", inputs[0], inputs, attrs);
+  DTR_CHECK_SHAPES(inputs[1].shape == l.normalized && inputs[2].shape == l.normalized, "layer_norm", inputs,
+                   "needs weight and bias of the normalized shape ", to_string(l.normalized));
   static_cast<void>(eps_of("layer_norm", attrs));
   const DType dtype = inputs[0].dtype;
-  return {inputs[0], TensorMeta{rows, dtype}, TensorMeta{rows, dtype}};
+  return {inputs[0], TensorMeta{l.rows, dtype}, TensorMeta{l.rows, dtype}};
 }
 
 void layer_norm_cpu(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
     const double eps = eps_of("layer_norm", args.attrs);
-    const std::int64_t d = args.input_meta[0].shape.back();
+    const std::int64_t d = args.input_meta[1].numel();
     const std::int64_t rows = args.output_meta[1].numel();
     const T* x = args.input<T>(0);
     const T* w = args.input<T>(1);
@@ -76,17 +88,17 @@ void layer_norm_cpu(const KernelArgs& args) {
   });
 }
 
-// layer_norm_backward(grad_y, x, weight, mean, invstd) -> grad x, grad weight, grad bias.
-TensorMetas infer_layer_norm_backward(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+// layer_norm_backward(grad_y, x, weight, mean, invstd) -> grad x, grad weight, grad bias; "normalized_rank" as
+// the forward call's.
+TensorMetas infer_layer_norm_backward(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const char* op = "layer_norm_backward";
   kernels::check_arity(op, inputs, 5);
   kernels::check_floating(op, inputs);
-  const std::span<const TensorMeta> from_x = inputs.subspan(1);
-  const Shape rows = row_shape(op, from_x);
-  const Shape d{inputs[1].shape.back()};
-  DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape && inputs[2].shape == d && inputs[3].shape == rows &&
-                       inputs[4].shape == rows,
-                   op, inputs, "needs grad_y and x [..., D], weight [D], mean and invstd [...]");
+  const RowLayout l = row_layout(op, inputs[1], inputs, attrs);
+  DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape && inputs[2].shape == l.normalized &&
+                       inputs[3].shape == l.rows && inputs[4].shape == l.rows,
+                   op, inputs, "needs grad_y and x [..., D...], weight [D...], mean and invstd [...] with [D...] = ",
+                   to_string(l.normalized));
   return {inputs[1], inputs[2], inputs[2]};
 }
 
@@ -94,7 +106,7 @@ TensorMetas infer_layer_norm_backward(std::span<const TensorMeta> inputs, const 
 // dweight = Σ_rows grad_y x̂, dbias = Σ_rows grad_y.
 void layer_norm_backward_cpu(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const std::int64_t d = args.input_meta[1].shape.back();
+    const std::int64_t d = args.input_meta[2].numel();
     const std::int64_t rows = args.input_meta[3].numel();
     const T* g = args.input<T>(0);
     const T* x = args.input<T>(1);

@@ -172,10 +172,10 @@ std::vector<GradCase> cases() {
        }},
       {ops::layer_norm(),
        [](Rng& rng) {
-         const std::int64_t d = dim(rng);
-         Shape x = random_shape(rng, 0, 2);
-         x.push_back(d);
-         return Problem{{x, Shape{d}, Shape{d}}, {{"eps", 0.01}}};
+         const Shape x = random_shape(rng, 1, 4);
+         const std::int64_t normalized_rank = dim(rng, 1, static_cast<std::int64_t>(x.size()));
+         const Shape normalized(x.end() - normalized_rank, x.end());
+         return Problem{{x, normalized, normalized}, {{"eps", 0.01}, {"normalized_rank", normalized_rank}}};
        },
        nullptr, 1},
       {ops::batch_norm(),

@@ -212,6 +212,34 @@ TEST(LayerNorm, KnownValues) {
   expect_values(cube[0], {-2, 11, -2, 11});
 }
 
+TEST(LayerNorm, KnownValuesOverTwoTrailingDimensions) {
+  Runtime rt(deterministic_config());
+  // normalized_rank 2 on [2, 2, 2]: rows [1, 3, 1, 3] (mean 2, variance 1) and [0, 4, 4, 0] (mean 2,
+  // variance 4); weight and bias [2, 2].
+  const Tensor x = f64(rt, {2, 2, 2}, {1, 3, 1, 3, 0, 4, 4, 0});
+  const Tensor w = f64(rt, {2, 2}, {1, 2, 3, 4});
+  const Tensor b = f64(rt, {2, 2}, {0, 0, 0, 10});
+  const Attrs attrs{{"eps", 0.0}, {"normalized_rank", std::int64_t{2}}};
+  const std::vector<Tensor> out = rt.call(ops::layer_norm(), std::vector<Tensor>{x, w, b}, attrs);
+  EXPECT_EQ(out[1].shape(), Shape{2});
+  expect_values(out[0], {-1, 2, -3, 14, -1, 2, 3, 6});
+  expect_values(out[1], {2, 2});
+  expect_values(out[2], {1, 0.5});
+  // Backward with grad 1 on the first row only: dweight = x̂ of row 0, dbias = 1 + 0; row 1 gets dx = 0.
+  // Row 0: h = weight, mean(h) = 5/2, mean(h x̂) = (-1 + 2 - 3 + 4) / 4 = 1/2, dx = h - 5/2 - x̂ / 2.
+  const Tensor g = f64(rt, {2, 2, 2}, {1, 1, 1, 1, 0, 0, 0, 0});
+  const std::vector<Tensor> grads =
+      rt.call(ops::layer_norm_backward(), std::vector<Tensor>{g, x, w, out[1], out[2]}, attrs);
+  expect_values(grads[0], {-1, -1, 1, 1, 0, 0, 0, 0});
+  expect_values(grads[1], {-1, 1, -1, 1});
+  expect_values(grads[2], {1, 1, 1, 1});
+  // The rule passes the attributes on.
+  const std::vector<Tensor> rule = vjp(rt, ops::layer_norm(), std::vector<Tensor>{x, w, b}, out,
+                                       std::vector<Tensor>{g, Tensor(), Tensor()}, attrs);
+  expect_values(rule[0], {-1, -1, 1, 1, 0, 0, 0, 0});
+  expect_values(rule[2], {1, 1, 1, 1});
+}
+
 TEST(LayerNorm, BackwardKnownValues) {
   Runtime rt(deterministic_config());
   // x = [-1, 0, 1] with eps 1/3: mean 0, variance 2/3, invstd 1, x̂ = x. weight [1, 2, 3], grad 1: h = [1, 2, 3],
@@ -235,10 +263,16 @@ TEST(LayerNorm, BackwardKnownValues) {
 
 TEST(LayerNorm, ShapeDtypeAndAttributeErrors) {
   const OpDef& ln = ops::layer_norm();
-  expect_shape_error(ln, {meta({2, 3}), meta({2}), meta({3})}, {"op 'layer_norm'", "weight [D] and bias [D]", "[2, 3], [2] and [3]"});
-  expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3, 1})}, {"weight [D] and bias [D]"});
-  expect_shape_error(ln, {meta({}), meta({1}), meta({1})}, {"x [..., D] with D >= 1", "[]"});
-  expect_shape_error(ln, {meta({2, 0}), meta({0}), meta({0})}, {"D >= 1", "[2, 0]"});
+  expect_shape_error(ln, {meta({2, 3}), meta({2}), meta({3})},
+                     {"op 'layer_norm'", "weight and bias of the normalized shape [3]", "[2, 3], [2] and [3]"});
+  expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3, 1})}, {"normalized shape [3]"});
+  expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3})}, {"normalized shape [2, 3]"}, {{"normalized_rank", std::int64_t{2}}});
+  expect_shape_error(ln, {meta({}), meta({1}), meta({1})}, {"rank >= normalized_rank 1 >= 1", "[]"});
+  expect_shape_error(ln, {meta({2, 3}), meta({2, 3}), meta({2, 3})}, {"normalized_rank 3"}, {{"normalized_rank", std::int64_t{3}}});
+  expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3})}, {"normalized_rank 0"}, {{"normalized_rank", std::int64_t{0}}});
+  expect_shape_error(ln, {meta({2, 0}), meta({0}), meta({0})}, {"at least one element", "[2, 0]"});
+  expect_error<InvalidArgument>([&] { ln.infer(std::vector<TensorMeta>{meta({3}), meta({3}), meta({3})}, {{"normalized_rank", 1.0}}); },
+                                {"'normalized_rank'"});
   expect_shape_error(ln, {meta({2, 3}), meta({3}, DType::float64), meta({3})}, {"one dtype"});
   expect_error<InvalidArgument>([&] { ln.infer(std::vector<TensorMeta>{meta({3}), meta({3}), meta({3})}, {{"eps", -1.0}}); },
                                 {"op 'layer_norm'", "'eps'", "-1"});
@@ -247,8 +281,10 @@ TEST(LayerNorm, ShapeDtypeAndAttributeErrors) {
   const OpDef& back = ops::layer_norm_backward();
   const TensorMeta x = meta({2, 3});
   expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({3})}, {"op 'layer_norm_backward'", "mean and invstd [...]"});
-  expect_shape_error(back, {meta({3, 2}), x, meta({3}), meta({2}), meta({2})}, {"grad_y and x [..., D]"});
-  expect_shape_error(back, {x, x, meta({2}), meta({2}), meta({2})}, {"weight [D]"});
+  expect_shape_error(back, {meta({3, 2}), x, meta({3}), meta({2}), meta({2})}, {"grad_y and x [..., D...]"});
+  expect_shape_error(back, {x, x, meta({2}), meta({2}), meta({2})}, {"weight [D...]", "= [3]"});
+  expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({2})}, {"= [2, 3]"}, {{"normalized_rank", std::int64_t{2}}});
+  expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({2})}, {"normalized_rank 4"}, {{"normalized_rank", std::int64_t{4}}});
 }
 
 // ---- batch norm -------------------------------------------------------------------------------------------

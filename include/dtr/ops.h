@@ -81,9 +81,11 @@ const OpDef& log_softmax_backward();
 // logits, labels) -> grad logits. Labels get no gradient.
 const OpDef& cross_entropy();
 const OpDef& cross_entropy_backward();
-// "layer_norm": x [..., D], weight [D], bias [D] -> y [..., D], mean [...], invstd [...]: each row of the last
-// dimension normalized by its mean and biased variance, invstd = (var + eps)^-1/2; attribute "eps" (real,
-// default 1e-5). "layer_norm_backward"(grad_y, x, weight, mean, invstd) -> grad x, grad weight, grad bias.
+// "layer_norm": x [..., D...], weight [D...], bias [D...] -> y [..., D...], mean [...], invstd [...]: each row
+// of the trailing "normalized_rank" dimensions (int >= 1, default 1) normalized by its mean and biased
+// variance, invstd = (var + eps)^-1/2, then scaled by weight and shifted by bias; attribute "eps" (real >= 0,
+// default 1e-5). "layer_norm_backward"(grad_y, x, weight, mean, invstd), same "normalized_rank" -> grad x,
+// grad weight, grad bias.
 const OpDef& layer_norm();
 const OpDef& layer_norm_backward();
 // "batch_norm" (training): x [N, C, ...], weight [C], bias [C] -> y, batch mean [C], invstd [C], statistics
