@@ -95,8 +95,8 @@ TensorMetas infer_layer_norm_backward(std::span<const TensorMeta> inputs, const 
   kernels::check_arity(op, inputs, 5);
   kernels::check_floating(op, inputs);
   const RowLayout l = row_layout(op, inputs[1], inputs, attrs);
-  DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape && inputs[2].shape == l.normalized &&
-                       inputs[3].shape == l.rows && inputs[4].shape == l.rows,
+  DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape && inputs[2].shape == l.normalized && inputs[3].shape == l.rows &&
+                       inputs[4].shape == l.rows,
                    op, inputs, "needs grad_y and x [..., D...], weight [D...], mean and invstd [...] with [D...] = ",
                    to_string(l.normalized));
   return {inputs[1], inputs[2], inputs[2]};
@@ -198,7 +198,8 @@ void batch_norm_cpu(const KernelArgs& args) {
       const double invstd = 1.0 / std::sqrt(squares / static_cast<double>(l.count()) + eps);
       const double w = args.input<T>(1)[c];
       const double b = args.input<T>(2)[c];
-      l.for_each_in_channel(c, [&](std::int64_t e) { args.output<T>(0)[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
+      l.for_each_in_channel(
+          c, [&](std::int64_t e) { args.output<T>(0)[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
       args.output<T>(1)[c] = static_cast<T>(mean);
       args.output<T>(2)[c] = static_cast<T>(invstd);
     }
@@ -262,7 +263,8 @@ void batch_norm_eval_cpu(const KernelArgs& args) {
       const double b = args.input<T>(2)[c];
       const double mean = args.input<T>(3)[c];
       const double invstd = 1.0 / std::sqrt(static_cast<double>(args.input<T>(4)[c]) + eps);
-      l.for_each_in_channel(c, [&](std::int64_t e) { args.output<T>(0)[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
+      l.for_each_in_channel(
+          c, [&](std::int64_t e) { args.output<T>(0)[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
     }
   });
 }
@@ -313,8 +315,8 @@ void batch_norm_eval_backward_cpu(const KernelArgs& args) {
 // invstd_eps >= 0 when given.
 struct RunningUpdate {
   double momentum = 0.1;
-  double correction = 1.0;                 // n / (n - 1) with unbiased_count n
-  std::optional<double> invstd_eps;        // the batch stat is an invstd: use 1/stat² - eps
+  double correction = 1.0;           // n / (n - 1) with unbiased_count n
+  std::optional<double> invstd_eps;  // the batch stat is an invstd: use 1/stat² - eps
 
   static RunningUpdate from(const Attrs& attrs) {
     RunningUpdate u;
@@ -323,8 +325,7 @@ struct RunningUpdate {
               "op 'running_stat_update': attribute 'momentum' is ", u.momentum, ", not in [0, 1]");
     if (attrs.has("unbiased_count")) {
       const std::int64_t n = attrs.get_int("unbiased_count");
-      DTR_CHECK(n >= 2, InvalidArgument, "op 'running_stat_update': attribute 'unbiased_count' is ", n,
-                ", not >= 2");
+      DTR_CHECK(n >= 2, InvalidArgument, "op 'running_stat_update': attribute 'unbiased_count' is ", n, ", not >= 2");
       u.correction = static_cast<double>(n) / static_cast<double>(n - 1);
     }
     if (attrs.has("invstd_eps")) u.invstd_eps = eps_of("running_stat_update", attrs, "invstd_eps");

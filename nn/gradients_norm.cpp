@@ -30,8 +30,12 @@ void add_norm_rules(GradientTable& table) {
   table[&ops::cross_entropy()] = [](const GradientContext& c) {
     return Grads{call(c, ops::cross_entropy_backward(), {output_grad(c, 0), c.inputs[0], c.inputs[1]}), Tensor()};
   };
-  table[&ops::layer_norm()] = [](const GradientContext& c) { return from_saved_statistics(c, ops::layer_norm_backward()); };
-  table[&ops::batch_norm()] = [](const GradientContext& c) { return from_saved_statistics(c, ops::batch_norm_backward()); };
+  table[&ops::layer_norm()] = [](const GradientContext& c) {
+    return from_saved_statistics(c, ops::layer_norm_backward());
+  };
+  table[&ops::batch_norm()] = [](const GradientContext& c) {
+    return from_saved_statistics(c, ops::batch_norm_backward());
+  };
   table[&ops::batch_norm_eval()] = [](const GradientContext& c) {
     const std::vector<Tensor> inputs{output_grad(c, 0), c.inputs[0], c.inputs[1], c.inputs[3], c.inputs[4]};
     return c.runtime.call(ops::batch_norm_eval_backward(), inputs, c.attrs);

@@ -16,7 +16,9 @@
 namespace dtr::test {
 namespace {
 
-Tensor f32(Runtime& rt, Shape shape, std::vector<float> values) { return rt.constant(TensorMeta{std::move(shape)}, values); }
+Tensor f32(Runtime& rt, Shape shape, std::vector<float> values) {
+  return rt.constant(TensorMeta{std::move(shape)}, values);
+}
 Tensor f64(Runtime& rt, Shape shape, std::vector<double> values) {
   return rt.constant(TensorMeta{std::move(shape), DType::float64}, values);
 }
@@ -104,7 +106,8 @@ TEST(Softmax, GradientRulesReadTheOutput) {
     const std::vector<Tensor> y = rt.call(*op, x);
     const std::vector<Tensor> g{f64(rt, {2}, {1.0, 0.0})};
     const std::vector<Tensor> dx = vjp(rt, *op, x, y, g);
-    expect_values(dx[0], op == &ops::softmax() ? std::vector<double>{0.1875, -0.1875} : std::vector<double>{0.75, -0.75});
+    expect_values(dx[0],
+                  op == &ops::softmax() ? std::vector<double>{0.1875, -0.1875} : std::vector<double>{0.75, -0.75});
   }
 }
 
@@ -179,10 +182,16 @@ TEST(CrossEntropy, ALabelOutOfRangeIsAShapeErrorBeforeAnyAllocation) {
     const Tensor labels = i64(rt, {2}, {0, bad});
     const auto before = rt.allocator().stats().num_allocations;
     const std::string label = "label " + std::to_string(bad) + " at position 1 outside [0, 3)";
-    expect_error<ShapeError>([&] { rt.call1(ops::cross_entropy(), {logits, labels}); },
-                             {"op 'cross_entropy'", label, "[2, 3] and int64 [2]"});
-    expect_error<ShapeError>([&] { rt.call1(ops::cross_entropy_backward(), {grad, logits, labels}); },
-                             {"op 'cross_entropy_backward'", label, "[], [2, 3] and int64 [2]"});
+    expect_error<ShapeError>(
+        [&] {
+          rt.call1(ops::cross_entropy(), {logits, labels});
+        },
+        {"op 'cross_entropy'", label, "[2, 3] and int64 [2]"});
+    expect_error<ShapeError>(
+        [&] {
+          rt.call1(ops::cross_entropy_backward(), {grad, logits, labels});
+        },
+        {"op 'cross_entropy_backward'", label, "[], [2, 3] and int64 [2]"});
     EXPECT_EQ(rt.allocator().stats().num_allocations, before) << "an output was allocated";
   }
   // The same call with labels in range runs.
@@ -203,11 +212,13 @@ TEST(LayerNorm, KnownValues) {
   expect_values(out[1], {2, 2});
   expect_values(out[2], {1, 0.5});
   // The default eps, 1e-5: invstd of a row of variance 1 is (1 + 1e-5)^-1/2.
-  const std::vector<Tensor> defaulted = rt.call(ops::layer_norm(), std::vector<Tensor>{x, f64(rt, {2}, {1, 1}), f64(rt, {2}, {0, 0})});
+  const std::vector<Tensor> defaulted =
+      rt.call(ops::layer_norm(), std::vector<Tensor>{x, f64(rt, {2}, {1, 1}), f64(rt, {2}, {0, 0})});
   expect_values(defaulted[2], {1.0 / std::sqrt(1.0 + 1e-5), 1.0 / std::sqrt(4.0 + 1e-5)});
   // A 3-D input: statistics per row of the last dimension, of shape [1, 2].
-  const std::vector<Tensor> cube = rt.call(ops::layer_norm(), std::vector<Tensor>{rt.view(x, {1, 2, 2}), f64(rt, {2}, {2, 1}), f64(rt, {2}, {0, 10})},
-                                           {{"eps", 0.0}});
+  const std::vector<Tensor> cube =
+      rt.call(ops::layer_norm(),
+              std::vector<Tensor>{rt.view(x, {1, 2, 2}), f64(rt, {2}, {2, 1}), f64(rt, {2}, {0, 10})}, {{"eps", 0.0}});
   EXPECT_EQ(cube[1].shape(), (Shape{1, 2}));
   expect_values(cube[0], {-2, 11, -2, 11});
 }
@@ -234,8 +245,8 @@ TEST(LayerNorm, KnownValuesOverTwoTrailingDimensions) {
   expect_values(grads[1], {-1, 1, -1, 1});
   expect_values(grads[2], {1, 1, 1, 1});
   // The rule passes the attributes on.
-  const std::vector<Tensor> rule = vjp(rt, ops::layer_norm(), std::vector<Tensor>{x, w, b}, out,
-                                       std::vector<Tensor>{g, Tensor(), Tensor()}, attrs);
+  const std::vector<Tensor> rule =
+      vjp(rt, ops::layer_norm(), std::vector<Tensor>{x, w, b}, out, std::vector<Tensor>{g, Tensor(), Tensor()}, attrs);
   expect_values(rule[0], {-1, -1, 1, 1, 0, 0, 0, 0});
   expect_values(rule[2], {1, 1, 1, 1});
 }
@@ -248,8 +259,8 @@ TEST(LayerNorm, BackwardKnownValues) {
   const std::vector<Tensor> out = rt.call(ops::layer_norm(), in, {{"eps", 1.0 / 3}});
   expect_values(out[0], {-1, 0, 3});
   expect_values(out[2], {1});
-  const std::vector<Tensor> grads = rt.call(ops::layer_norm_backward(),
-                                            std::vector<Tensor>{f64(rt, {1, 3}, {1, 1, 1}), in[0], in[1], out[1], out[2]});
+  const std::vector<Tensor> grads = rt.call(
+      ops::layer_norm_backward(), std::vector<Tensor>{f64(rt, {1, 3}, {1, 1, 1}), in[0], in[1], out[1], out[2]});
   ASSERT_EQ(grads.size(), 3U);
   expect_values(grads[0], {-1.0 / 3, 0, 1.0 / 3});
   expect_values(grads[1], {-1, 0, 1});
@@ -266,25 +277,40 @@ TEST(LayerNorm, ShapeDtypeAndAttributeErrors) {
   expect_shape_error(ln, {meta({2, 3}), meta({2}), meta({3})},
                      {"op 'layer_norm'", "weight and bias of the normalized shape [3]", "[2, 3], [2] and [3]"});
   expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3, 1})}, {"normalized shape [3]"});
-  expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3})}, {"normalized shape [2, 3]"}, {{"normalized_rank", std::int64_t{2}}});
+  expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3})}, {"normalized shape [2, 3]"},
+                     {{"normalized_rank", std::int64_t{2}}});
   expect_shape_error(ln, {meta({}), meta({1}), meta({1})}, {"rank >= normalized_rank 1 >= 1", "[]"});
-  expect_shape_error(ln, {meta({2, 3}), meta({2, 3}), meta({2, 3})}, {"normalized_rank 3"}, {{"normalized_rank", std::int64_t{3}}});
-  expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3})}, {"normalized_rank 0"}, {{"normalized_rank", std::int64_t{0}}});
+  expect_shape_error(ln, {meta({2, 3}), meta({2, 3}), meta({2, 3})}, {"normalized_rank 3"},
+                     {{"normalized_rank", std::int64_t{3}}});
+  expect_shape_error(ln, {meta({2, 3}), meta({3}), meta({3})}, {"normalized_rank 0"},
+                     {{"normalized_rank", std::int64_t{0}}});
   expect_shape_error(ln, {meta({2, 0}), meta({0}), meta({0})}, {"at least one element", "[2, 0]"});
-  expect_error<InvalidArgument>([&] { ln.infer(std::vector<TensorMeta>{meta({3}), meta({3}), meta({3})}, {{"normalized_rank", 1.0}}); },
-                                {"'normalized_rank'"});
+  expect_error<InvalidArgument>(
+      [&] {
+        ln.infer(std::vector<TensorMeta>{meta({3}), meta({3}), meta({3})}, {{"normalized_rank", 1.0}});
+      },
+      {"'normalized_rank'"});
   expect_shape_error(ln, {meta({2, 3}), meta({3}, DType::float64), meta({3})}, {"one dtype"});
-  expect_error<InvalidArgument>([&] { ln.infer(std::vector<TensorMeta>{meta({3}), meta({3}), meta({3})}, {{"eps", -1.0}}); },
-                                {"op 'layer_norm'", "'eps'", "-1"});
-  expect_error<InvalidArgument>([&] { ln.infer(std::vector<TensorMeta>{meta({3}), meta({3}), meta({3})}, {{"eps", std::int64_t{1}}}); },
-                                {"'eps'"});
+  expect_error<InvalidArgument>(
+      [&] {
+        ln.infer(std::vector<TensorMeta>{meta({3}), meta({3}), meta({3})}, {{"eps", -1.0}});
+      },
+      {"op 'layer_norm'", "'eps'", "-1"});
+  expect_error<InvalidArgument>(
+      [&] {
+        ln.infer(std::vector<TensorMeta>{meta({3}), meta({3}), meta({3})}, {{"eps", std::int64_t{1}}});
+      },
+      {"'eps'"});
   const OpDef& back = ops::layer_norm_backward();
   const TensorMeta x = meta({2, 3});
-  expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({3})}, {"op 'layer_norm_backward'", "mean and invstd [...]"});
+  expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({3})},
+                     {"op 'layer_norm_backward'", "mean and invstd [...]"});
   expect_shape_error(back, {meta({3, 2}), x, meta({3}), meta({2}), meta({2})}, {"grad_y and x [..., D...]"});
   expect_shape_error(back, {x, x, meta({2}), meta({2}), meta({2})}, {"weight [D...]", "= [3]"});
-  expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({2})}, {"= [2, 3]"}, {{"normalized_rank", std::int64_t{2}}});
-  expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({2})}, {"normalized_rank 4"}, {{"normalized_rank", std::int64_t{4}}});
+  expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({2})}, {"= [2, 3]"},
+                     {{"normalized_rank", std::int64_t{2}}});
+  expect_shape_error(back, {x, x, meta({3}), meta({2}), meta({2})}, {"normalized_rank 4"},
+                     {{"normalized_rank", std::int64_t{4}}});
 }
 
 // ---- batch norm -------------------------------------------------------------------------------------------
@@ -319,7 +345,8 @@ TEST(BatchNorm, BackwardKnownValues) {
   expect_values(grads[0], {-2.0 / 3, 0, 2.0 / 3});
   expect_values(grads[1], {2});
   expect_values(grads[2], {6});
-  const std::vector<Tensor> rule = vjp(rt, ops::batch_norm(), in, out, std::vector<Tensor>{g, Tensor(), Tensor()}, {{"eps", 1.0 / 3}});
+  const std::vector<Tensor> rule =
+      vjp(rt, ops::batch_norm(), in, out, std::vector<Tensor>{g, Tensor(), Tensor()}, {{"eps", 1.0 / 3}});
   expect_values(rule[0], {-2.0 / 3, 0, 2.0 / 3});
   expect_values(rule[2], {6});
 }
@@ -345,17 +372,23 @@ TEST(BatchNorm, EvalAndItsBackwardKnownValues) {
 TEST(BatchNorm, ShapeDtypeAndAttributeErrors) {
   const TensorMeta c = meta({3});
   expect_shape_error(ops::batch_norm(), {meta({3}), c, c}, {"op 'batch_norm'", "x [N, C, ...]", "[3], [3] and [3]"});
-  expect_shape_error(ops::batch_norm(), {meta({2, 3, 4}), meta({4}), c}, {"per-channel inputs of shape [3]", "[2, 3, 4], [4] and [3]"});
+  expect_shape_error(ops::batch_norm(), {meta({2, 3, 4}), meta({4}), c},
+                     {"per-channel inputs of shape [3]", "[2, 3, 4], [4] and [3]"});
   expect_shape_error(ops::batch_norm(), {meta({0, 3}), c, c}, {"at least one element per channel", "[0, 3]"});
   expect_shape_error(ops::batch_norm(), {meta({2, 3}), c, meta({3}, DType::float64)}, {"one dtype"});
-  expect_error<InvalidArgument>([] { ops::batch_norm().infer(std::vector<TensorMeta>{meta({2, 3}), meta({3}), meta({3})}, {{"eps", -0.5}}); },
-                                {"'eps'"});
+  expect_error<InvalidArgument>(
+      [] {
+        ops::batch_norm().infer(std::vector<TensorMeta>{meta({2, 3}), meta({3}), meta({3})}, {{"eps", -0.5}});
+      },
+      {"'eps'"});
   const TensorMeta x = meta({2, 3});
-  expect_shape_error(ops::batch_norm_backward(), {meta({3, 2}), x, c, c, c}, {"op 'batch_norm_backward'", "grad_y of x's shape"});
+  expect_shape_error(ops::batch_norm_backward(), {meta({3, 2}), x, c, c, c},
+                     {"op 'batch_norm_backward'", "grad_y of x's shape"});
   expect_shape_error(ops::batch_norm_backward(), {x, x, c, meta({2}), c}, {"per-channel inputs of shape [3]"});
   expect_shape_error(ops::batch_norm_eval(), {x, c, c, c, meta({1})}, {"op 'batch_norm_eval'", "per-channel", "[1]"});
   expect_shape_error(ops::batch_norm_eval(), {meta({3}), c, c, c, c}, {"x [N, C, ...]"});
-  expect_shape_error(ops::batch_norm_eval_backward(), {x, x, c, c, meta({4})}, {"op 'batch_norm_eval_backward'", "[4]"});
+  expect_shape_error(ops::batch_norm_eval_backward(), {x, x, c, c, meta({4})},
+                     {"op 'batch_norm_eval_backward'", "[4]"});
   expect_shape_error(ops::batch_norm_eval_backward(), {meta({2, 4}), x, c, c, c}, {"grad_y of x's shape"});
   // Eval mode reads no batch statistics: an empty batch is fine.
   EXPECT_EQ(ops::batch_norm_eval().infer(std::vector<TensorMeta>{meta({0, 3}), c, c, c, c}, {})[0], meta({0, 3}));
@@ -370,12 +403,15 @@ TEST(RunningStatUpdate, KnownValues) {
   expect_values(rt.call1(ops::running_stat_update(), {running, stat}), {0.9 * 1 + 0.3, 0.9 * 2 + 0.4});  // momentum 0.1
   expect_values(rt.call1(ops::running_stat_update(), {running, stat}, {{"momentum", 0.5}}), {2, 3});
   // unbiased_count 3: the stat times 3/2.
-  expect_values(rt.call1(ops::running_stat_update(), {running, stat}, {{"momentum", 0.5}, {"unbiased_count", std::int64_t{3}}}),
-                {2.75, 4});
+  expect_values(
+      rt.call1(ops::running_stat_update(), {running, stat}, {{"momentum", 0.5}, {"unbiased_count", std::int64_t{3}}}),
+      {2.75, 4});
   // invstd_eps: the stat is an invstd, the variance 1/invstd² - eps: [4 - 0, 1 - 0].
   const Tensor invstd = f64(rt, {2}, {0.5, 1});
-  expect_values(rt.call1(ops::running_stat_update(), {running, invstd}, {{"momentum", 0.5}, {"invstd_eps", 0.0}}), {2.5, 1.5});
-  expect_values(rt.call1(ops::running_stat_update(), {running, invstd}, {{"momentum", 1.0}, {"invstd_eps", 0.5}, {"unbiased_count", std::int64_t{2}}}),
+  expect_values(rt.call1(ops::running_stat_update(), {running, invstd}, {{"momentum", 0.5}, {"invstd_eps", 0.0}}),
+                {2.5, 1.5});
+  expect_values(rt.call1(ops::running_stat_update(), {running, invstd},
+                         {{"momentum", 1.0}, {"invstd_eps", 0.5}, {"unbiased_count", std::int64_t{2}}}),
                 {7, 1});
 }
 
@@ -386,7 +422,11 @@ TEST(RunningStatUpdate, ShapeAndAttributeErrors) {
   expect_shape_error(op, {meta({2}), meta({2}, DType::int64)}, {"float32 or float64"});
   expect_error<InvalidArgument>([&] { op.infer(two, {{"momentum", 1.5}}); }, {"'momentum'", "1.5", "[0, 1]"});
   expect_error<InvalidArgument>([&] { op.infer(two, {{"momentum", std::int64_t{1}}}); }, {"'momentum'"});
-  expect_error<InvalidArgument>([&] { op.infer(two, {{"unbiased_count", std::int64_t{1}}}); }, {"'unbiased_count'", ">= 2"});
+  expect_error<InvalidArgument>(
+      [&] {
+        op.infer(two, {{"unbiased_count", std::int64_t{1}}});
+      },
+      {"'unbiased_count'", ">= 2"});
   expect_error<InvalidArgument>([&] { op.infer(two, {{"invstd_eps", -1.0}}); }, {"'invstd_eps'", "-1"});
 }
 
@@ -399,7 +439,7 @@ TEST(BatchNorm, TrainingStepUpdatesRunningStatisticsInPlace) {
   const Tensor x = f32(rt, {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
   const Tensor w = f32(rt, {2}, {1, 1});
   const Tensor b = f32(rt, {2}, {0, 0});
-  Tensor running_mean = f32(rt, {2}, {0.5F, -1.0F});  // a constant target
+  Tensor running_mean = f32(rt, {2}, {0.5F, -1.0F});                                       // a constant target
   Tensor running_var = rt.call1(ops::scale(), {f32(rt, {2}, {1, 2})}, {{"factor", 1.0}});  // a computed target
   const double eps = 1e-5;
   const Tensor eval_before = rt.call1(ops::batch_norm_eval(), {x, w, b, running_mean, running_var}, {{"eps", eps}});
