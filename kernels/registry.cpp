@@ -24,7 +24,12 @@ std::span<const OpDef* const> all_ops() {
       // layout, embedding, dropout, optimizer steps
       &ops::reshape(), &ops::slice(), &ops::slice_backward(), &ops::split(), &ops::concat(), &ops::transpose(),
       &ops::permute(), &ops::embedding(), &ops::embedding_backward(), &ops::dropout(), &ops::sgd_momentum_buffer(),
-      &ops::sgd_apply(), &ops::adam_moment1(), &ops::adam_moment2(), &ops::adam_apply()};
+      &ops::sgd_apply(), &ops::adam_moment1(), &ops::adam_moment2(), &ops::adam_apply(),
+      // softmax, losses and normalization
+      &ops::softmax(), &ops::log_softmax(), &ops::softmax_backward(), &ops::log_softmax_backward(),
+      &ops::cross_entropy(), &ops::cross_entropy_backward(), &ops::layer_norm(), &ops::layer_norm_backward(),
+      &ops::batch_norm(), &ops::batch_norm_backward(), &ops::batch_norm_eval(), &ops::batch_norm_eval_backward(),
+      &ops::running_stat_update()};
   return table;
 }
 

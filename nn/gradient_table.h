@@ -21,6 +21,8 @@ void add_conv_rules(GradientTable& table);  // convolution and pooling
 // layout, embedding and dropout
 void add_layout_rules(GradientTable& table);
 void add_embedding_rules(GradientTable& table);
+// softmax, losses and normalization
+void add_norm_rules(GradientTable& table);
 
 // The output gradient i, or zeros of output i's shape when it is undefined.
 Tensor output_grad(const GradientContext& context, std::size_t i);

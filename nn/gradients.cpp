@@ -38,6 +38,7 @@ const GradientTable& table() {
     add_conv_rules(t);
     add_layout_rules(t);
     add_embedding_rules(t);
+    add_norm_rules(t);
     return t;
   }();
   return rules;

@@ -385,7 +385,21 @@ std::vector<Example> examples() {
           {ops::sgd_apply(), {x, y}, {{"lr", 0.1}}},
           {ops::adam_moment1(), {x, y}, {}},
           {ops::adam_moment2(), {x, y}, {}},
-          {ops::adam_apply(), {x, y, positive}, {{"lr", 0.01}, {"step", 1}}}};
+          {ops::adam_apply(), {x, y, positive}, {{"lr", 0.01}, {"step", 1}}},
+          // softmax, losses and normalization
+          {ops::softmax(), {x}, {{"axis", std::int64_t{0}}}},
+          {ops::log_softmax(), {x}, {}},
+          {ops::softmax_backward(), {x, y}, {}},
+          {ops::log_softmax_backward(), {x, y}, {{"axis", std::int64_t{-2}}}},
+          {ops::cross_entropy(), {x, int_tensor({2}, {2, 0})}, {}},
+          {ops::cross_entropy_backward(), {tensor({}, {1}), x, int_tensor({2}, {2, 0})}, {}},
+          {ops::layer_norm(), {x, row, row}, {}},
+          {ops::layer_norm_backward(), {y, x, row, tensor({2}, {0, 1}), tensor({2}, {1, 2})}, {}},
+          {ops::batch_norm(), {x, row, row}, {{"eps", 0.1}}},
+          {ops::batch_norm_backward(), {y, x, row, row, row}, {}},
+          {ops::batch_norm_eval(), {x, row, row, row, row}, {}},
+          {ops::batch_norm_eval_backward(), {y, x, row, row, row}, {}},
+          {ops::running_stat_update(), {row, row}, {{"momentum", 0.5}}}};
 }
 
 TEST(Ops, EveryOpHasAnExampleHere) {

@@ -149,6 +149,44 @@ const OpDef& sgd_apply();
 const OpDef& adam_moment1();
 const OpDef& adam_moment2();
 const OpDef& adam_apply();
+// ---- softmax, losses and normalization (kernels/softmax.cpp, kernels/normalization.cpp) ----
+// "softmax", "log_softmax": over attribute "axis" (int, default -1), numerically stable (the row max is
+// subtracted; sums in double). "softmax_backward"(grad, y) and "log_softmax_backward"(grad, y), y the
+// forward output, same "axis".
+const OpDef& softmax();
+const OpDef& log_softmax();
+const OpDef& softmax_backward();
+const OpDef& log_softmax_backward();
+// "cross_entropy": logits [N, C] (floating, N, C >= 1) and int64 labels [N] -> the scalar mean over rows of
+// -log_softmax(logits)[i, labels[i]]. A label outside [0, C) is a dtr::ShapeError naming the label and its
+// position, raised before any output is allocated (OpDef::check_values). "cross_entropy_backward"(grad [],
+// logits, labels) -> grad logits. Labels get no gradient.
+const OpDef& cross_entropy();
+const OpDef& cross_entropy_backward();
+// "layer_norm": x [..., D...], weight [D...], bias [D...] -> y [..., D...], mean [...], invstd [...]: each row
+// of the trailing "normalized_rank" dimensions (int >= 1, default 1) normalized by its mean and biased
+// variance, invstd = (var + eps)^-1/2, then scaled by weight and shifted by bias; attribute "eps" (real >= 0,
+// default 1e-5). "layer_norm_backward"(grad_y, x, weight, mean, invstd), same "normalized_rank" -> grad x,
+// grad weight, grad bias.
+const OpDef& layer_norm();
+const OpDef& layer_norm_backward();
+// "batch_norm" (training): x [N, C, ...], weight [C], bias [C] -> y, batch mean [C], invstd [C], statistics
+// over every dimension but 1 (biased variance); attribute "eps" (default 1e-5). "batch_norm_backward"(grad_y,
+// x, weight, mean, invstd) -> grad x, grad weight, grad bias.
+const OpDef& batch_norm();
+const OpDef& batch_norm_backward();
+// "batch_norm_eval": x [N, C, ...], weight, bias, running_mean, running_var (all [C]) -> y, normalized by the
+// running statistics; "eps" as batch_norm. "batch_norm_eval_backward"(grad_y, x, weight, running_mean,
+// running_var) -> the gradients of all five inputs.
+const OpDef& batch_norm_eval();
+const OpDef& batch_norm_eval_backward();
+// "running_stat_update"(running, batch_stat) -> (1 - momentum) running + momentum stat, to be applied with
+// Runtime::assign (an in-place, copy-on-write update of the running statistic). Attributes: "momentum" (real
+// in [0, 1], default 0.1); "invstd_eps" (real, optional): batch_stat is batch_norm's invstd output and
+// stat = 1/invstd² - invstd_eps, the biased batch variance (pass batch_norm's eps); "unbiased_count" (int
+// n >= 2, optional): stat is multiplied by n / (n - 1), turning a biased variance over n elements into the
+// unbiased one.
+const OpDef& running_stat_update();
 
 }  // namespace dtr::ops
 

@@ -1,0 +1,411 @@
+// Layer norm, batch norm (training and eval) with their backward ops, and the running-statistic update.
+// Statistics are two-pass (mean, then the mean of squared deviations: no cancellation), accumulated in double
+// in increasing index order and rounded once: reproducible. Variances are biased (divided by the count).
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtr/ops.h"
+#include "op_checks.h"
+
+namespace dtr::ops {
+namespace {
+
+// Attribute `name` (default 1e-5), added to the variance before the square root; must be >= 0.
+double eps_of(const std::string& op, const Attrs& attrs, const std::string& name = "eps") {
+  const double eps = attrs.has(name) ? attrs.get_real(name) : 1e-5;
+  DTR_CHECK(eps >= 0.0 && std::isfinite(eps), InvalidArgument, "op '", op, "': attribute '", name, "' is ", eps,
+            ", not a finite value >= 0");
+  return eps;
+}
+
+double normalize_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  return kernels::at_least_one(8.0 * static_cast<double>(inputs[0].numel()));
+}
+
+double backward_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  return kernels::at_least_one(10.0 * static_cast<double>(inputs[1].numel()));
+}
+
+// ---- layer norm: rows of the trailing "normalized_rank" dimensions ----
+
+// x [..., D...] split at its last `normalized_rank` dimensions (attribute, default 1): the statistics' shape
+// [...] and the normalized shape [D...], of `size` >= 1 elements per row.
+struct RowLayout {
+  Shape rows;
+  Shape normalized;
+  std::int64_t size = 1;
+};
+
+// `x` is the input the layout is of; `all` the op's inputs, for messages.
+RowLayout row_layout(const std::string& op, const TensorMeta& x, std::span<const TensorMeta> all, const Attrs& attrs) {
+  const std::int64_t k = attrs.has("normalized_rank") ? attrs.get_int("normalized_rank") : 1;
+  const auto rank = static_cast<std::int64_t>(x.shape.size());
+  DTR_CHECK_SHAPES(k >= 1 && k <= rank, op, all, "needs x of rank >= normalized_rank ", k, " >= 1");
+  const auto split = static_cast<std::size_t>(rank - k);
+  RowLayout l{Shape(x.shape.begin(), x.shape.begin() + split), Shape(x.shape.begin() + split, x.shape.end()), 1};
+  for (const std::int64_t d : l.normalized) l.size *= d;
+  DTR_CHECK_SHAPES(l.size >= 1, op, all, "needs normalized dimensions [D...] of at least one element");
+  return l;
+}
+
+// layer_norm(x [..., D...], weight [D...], bias [D...]) -> y [..., D...], mean [...], invstd [...].
+TensorMetas infer_layer_norm(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("layer_norm", inputs, 3);
+  kernels::check_floating("layer_norm", inputs);
+  const RowLayout l = row_layout("layer_norm", inputs[0], inputs, attrs);
+  DTR_CHECK_SHAPES(inputs[1].shape == l.normalized && inputs[2].shape == l.normalized, "layer_norm", inputs,
+                   "needs weight and bias of the normalized shape ", to_string(l.normalized));
+  static_cast<void>(eps_of("layer_norm", attrs));
+  const DType dtype = inputs[0].dtype;
+  return {inputs[0], TensorMeta{l.rows, dtype}, TensorMeta{l.rows, dtype}};
+}
+
+void layer_norm_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const double eps = eps_of("layer_norm", args.attrs);
+    const std::int64_t d = args.input_meta[1].numel();
+    const std::int64_t rows = args.output_meta[1].numel();
+    const T* x = args.input<T>(0);
+    const T* w = args.input<T>(1);
+    const T* b = args.input<T>(2);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* row = x + r * d;
+      double sum = 0.0;
+      for (std::int64_t k = 0; k < d; ++k) sum += static_cast<double>(row[k]);
+      const double mean = sum / static_cast<double>(d);
+      double squares = 0.0;
+      for (std::int64_t k = 0; k < d; ++k) squares += (row[k] - mean) * (row[k] - mean);
+      const double invstd = 1.0 / std::sqrt(squares / static_cast<double>(d) + eps);
+      for (std::int64_t k = 0; k < d; ++k) {
+        args.output<T>(0)[r * d + k] = static_cast<T>((row[k] - mean) * invstd * w[k] + b[k]);
+      }
+      args.output<T>(1)[r] = static_cast<T>(mean);
+      args.output<T>(2)[r] = static_cast<T>(invstd);
+    }
+  });
+}
+
+// layer_norm_backward(grad_y, x, weight, mean, invstd) -> grad x, grad weight, grad bias; "normalized_rank" as
+// the forward call's.
+TensorMetas infer_layer_norm_backward(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const char* op = "layer_norm_backward";
+  kernels::check_arity(op, inputs, 5);
+  kernels::check_floating(op, inputs);
+  const RowLayout l = row_layout(op, inputs[1], inputs, attrs);
+  DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape && inputs[2].shape == l.normalized && inputs[3].shape == l.rows &&
+                       inputs[4].shape == l.rows,
+                   op, inputs, "needs grad_y and x [..., D...], weight [D...], mean and invstd [...] with [D...] = ",
+                   to_string(l.normalized));
+  return {inputs[1], inputs[2], inputs[2]};
+}
+
+// With x̂ = (x - mean) invstd and h = grad_y weight per row: dx = invstd (h - mean(h) - x̂ mean(h x̂)),
+// dweight = Σ_rows grad_y x̂, dbias = Σ_rows grad_y.
+void layer_norm_backward_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const std::int64_t d = args.input_meta[2].numel();
+    const std::int64_t rows = args.input_meta[3].numel();
+    const T* g = args.input<T>(0);
+    const T* x = args.input<T>(1);
+    const T* w = args.input<T>(2);
+    std::vector<double> dw(static_cast<std::size_t>(d), 0.0);
+    std::vector<double> db(static_cast<std::size_t>(d), 0.0);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double mean = args.input<T>(3)[r];
+      const double invstd = args.input<T>(4)[r];
+      double h_sum = 0.0;
+      double hx_sum = 0.0;
+      for (std::int64_t k = 0; k < d; ++k) {
+        const std::int64_t e = r * d + k;
+        const double xhat = (x[e] - mean) * invstd;
+        const double h = static_cast<double>(g[e]) * w[k];
+        h_sum += h;
+        hx_sum += h * xhat;
+        dw[static_cast<std::size_t>(k)] += g[e] * xhat;
+        db[static_cast<std::size_t>(k)] += g[e];
+      }
+      const double h_mean = h_sum / static_cast<double>(d);
+      const double hx_mean = hx_sum / static_cast<double>(d);
+      for (std::int64_t k = 0; k < d; ++k) {
+        const std::int64_t e = r * d + k;
+        const double xhat = (x[e] - mean) * invstd;
+        args.output<T>(0)[e] = static_cast<T>(invstd * (static_cast<double>(g[e]) * w[k] - h_mean - xhat * hx_mean));
+      }
+    }
+    for (std::int64_t k = 0; k < d; ++k) {
+      args.output<T>(1)[k] = static_cast<T>(dw[static_cast<std::size_t>(k)]);
+      args.output<T>(2)[k] = static_cast<T>(db[static_cast<std::size_t>(k)]);
+    }
+  });
+}
+
+// ---- batch norm: channels of dimension 1 ----
+
+// x [N, C, ...] seen as [N, C, S]: element (n, c, s) at (n C + c) S + s.
+struct ChannelLayout {
+  std::int64_t n = 1;
+  std::int64_t c = 1;
+  std::int64_t s = 1;
+  std::int64_t count() const { return n * s; }  // elements per channel
+  template <typename Fn>
+  void for_each_in_channel(std::int64_t channel, Fn fn) const {
+    for (std::int64_t i = 0; i < n; ++i) {
+      for (std::int64_t j = 0; j < s; ++j) fn((i * c + channel) * s + j);
+    }
+  }
+};
+
+// Checks x [N, C, ...] at inputs[0] (at least one element per channel when `need_elements`) and that every
+// input in [first_channel, last) is [C].
+ChannelLayout channel_layout(const std::string& op, std::span<const TensorMeta> inputs, std::span<const TensorMeta> all,
+                             std::size_t first_channel, bool need_elements) {
+  const Shape& x = inputs[0].shape;
+  DTR_CHECK_SHAPES(x.size() >= 2, op, all, "needs x [N, C, ...]");
+  ChannelLayout l{x[0], x[1], 1};
+  for (std::size_t d = 2; d < x.size(); ++d) l.s *= x[d];
+  DTR_CHECK_SHAPES(!need_elements || l.count() >= 1, op, all, "needs at least one element per channel");
+  for (std::size_t i = first_channel; i < inputs.size(); ++i) {
+    DTR_CHECK_SHAPES(inputs[i].shape == Shape{l.c}, op, all, "needs per-channel inputs of shape [", l.c,
+                     "] for x [N, C, ...]");
+  }
+  return l;
+}
+
+// batch_norm(x [N, C, ...], weight [C], bias [C]) -> y, batch mean [C], invstd [C].
+TensorMetas infer_batch_norm(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("batch_norm", inputs, 3);
+  kernels::check_floating("batch_norm", inputs);
+  const ChannelLayout l = channel_layout("batch_norm", inputs, inputs, 1, true);
+  static_cast<void>(eps_of("batch_norm", attrs));
+  const TensorMeta channel{{l.c}, inputs[0].dtype};
+  return {inputs[0], channel, channel};
+}
+
+void batch_norm_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const double eps = eps_of("batch_norm", args.attrs);
+    const ChannelLayout l = channel_layout("batch_norm", args.input_meta, args.input_meta, 1, true);
+    const T* x = args.input<T>(0);
+    for (std::int64_t c = 0; c < l.c; ++c) {
+      double sum = 0.0;
+      l.for_each_in_channel(c, [&](std::int64_t e) { sum += static_cast<double>(x[e]); });
+      const double mean = sum / static_cast<double>(l.count());
+      double squares = 0.0;
+      l.for_each_in_channel(c, [&](std::int64_t e) { squares += (x[e] - mean) * (x[e] - mean); });
+      const double invstd = 1.0 / std::sqrt(squares / static_cast<double>(l.count()) + eps);
+      const double w = args.input<T>(1)[c];
+      const double b = args.input<T>(2)[c];
+      l.for_each_in_channel(
+          c, [&](std::int64_t e) { args.output<T>(0)[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
+      args.output<T>(1)[c] = static_cast<T>(mean);
+      args.output<T>(2)[c] = static_cast<T>(invstd);
+    }
+  });
+}
+
+// batch_norm_backward(grad_y, x, weight, mean, invstd) -> grad x, grad weight, grad bias.
+TensorMetas infer_batch_norm_backward(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  const char* op = "batch_norm_backward";
+  kernels::check_arity(op, inputs, 5);
+  kernels::check_floating(op, inputs);
+  DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape, op, inputs, "needs grad_y of x's shape");
+  static_cast<void>(channel_layout(op, inputs.subspan(1), inputs, 1, true));
+  return {inputs[1], inputs[2], inputs[2]};
+}
+
+// Per channel, with M elements, x̂ = (x - mean) invstd: dweight = Σ g x̂, dbias = Σ g and
+// dx = weight invstd (g - dbias / M - x̂ dweight / M).
+void batch_norm_backward_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const ChannelLayout l = channel_layout("batch_norm_backward", args.input_meta.subspan(1), args.input_meta, 1, true);
+    const T* g = args.input<T>(0);
+    const T* x = args.input<T>(1);
+    const double m = static_cast<double>(l.count());
+    for (std::int64_t c = 0; c < l.c; ++c) {
+      const double w = args.input<T>(2)[c];
+      const double mean = args.input<T>(3)[c];
+      const double invstd = args.input<T>(4)[c];
+      double dw = 0.0;
+      double db = 0.0;
+      l.for_each_in_channel(c, [&](std::int64_t e) {
+        dw += g[e] * ((x[e] - mean) * invstd);
+        db += g[e];
+      });
+      l.for_each_in_channel(c, [&](std::int64_t e) {
+        const double xhat = (x[e] - mean) * invstd;
+        args.output<T>(0)[e] = static_cast<T>(w * invstd * (g[e] - db / m - xhat * dw / m));
+      });
+      args.output<T>(1)[c] = static_cast<T>(dw);
+      args.output<T>(2)[c] = static_cast<T>(db);
+    }
+  });
+}
+
+// batch_norm_eval(x, weight, bias, running_mean, running_var) -> y.
+TensorMetas infer_batch_norm_eval(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("batch_norm_eval", inputs, 5);
+  kernels::check_floating("batch_norm_eval", inputs);
+  static_cast<void>(channel_layout("batch_norm_eval", inputs, inputs, 1, false));
+  static_cast<void>(eps_of("batch_norm_eval", attrs));
+  return {inputs[0]};
+}
+
+void batch_norm_eval_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const double eps = eps_of("batch_norm_eval", args.attrs);
+    const ChannelLayout l = channel_layout("batch_norm_eval", args.input_meta, args.input_meta, 1, false);
+    const T* x = args.input<T>(0);
+    for (std::int64_t c = 0; c < l.c; ++c) {
+      const double w = args.input<T>(1)[c];
+      const double b = args.input<T>(2)[c];
+      const double mean = args.input<T>(3)[c];
+      const double invstd = 1.0 / std::sqrt(static_cast<double>(args.input<T>(4)[c]) + eps);
+      l.for_each_in_channel(
+          c, [&](std::int64_t e) { args.output<T>(0)[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
+    }
+  });
+}
+
+// batch_norm_eval_backward(grad_y, x, weight, running_mean, running_var) -> the gradients of x, weight,
+// bias, running_mean and running_var (all five inputs are differentiable in eval mode).
+TensorMetas infer_batch_norm_eval_backward(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const char* op = "batch_norm_eval_backward";
+  kernels::check_arity(op, inputs, 5);
+  kernels::check_floating(op, inputs);
+  DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape, op, inputs, "needs grad_y of x's shape");
+  static_cast<void>(channel_layout(op, inputs.subspan(1), inputs, 1, false));
+  static_cast<void>(eps_of(op, attrs));
+  return {inputs[1], inputs[2], inputs[2], inputs[2], inputs[2]};
+}
+
+// With s = (var + eps)^-1/2 and x̂ = (x - mean) s: dx = g weight s, dweight = Σ g x̂, dbias = Σ g,
+// dmean = -weight s Σ g, dvar = -weight s² dweight / 2.
+void batch_norm_eval_backward_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const double eps = eps_of("batch_norm_eval_backward", args.attrs);
+    const ChannelLayout l =
+        channel_layout("batch_norm_eval_backward", args.input_meta.subspan(1), args.input_meta, 1, false);
+    const T* g = args.input<T>(0);
+    const T* x = args.input<T>(1);
+    for (std::int64_t c = 0; c < l.c; ++c) {
+      const double w = args.input<T>(2)[c];
+      const double mean = args.input<T>(3)[c];
+      const double s = 1.0 / std::sqrt(static_cast<double>(args.input<T>(4)[c]) + eps);
+      double dw = 0.0;
+      double db = 0.0;
+      l.for_each_in_channel(c, [&](std::int64_t e) {
+        dw += g[e] * ((x[e] - mean) * s);
+        db += g[e];
+        args.output<T>(0)[e] = static_cast<T>(g[e] * w * s);
+      });
+      args.output<T>(1)[c] = static_cast<T>(dw);
+      args.output<T>(2)[c] = static_cast<T>(db);
+      args.output<T>(3)[c] = static_cast<T>(-w * s * db);
+      args.output<T>(4)[c] = static_cast<T>(-0.5 * w * s * s * dw);
+    }
+  });
+}
+
+// ---- running statistics ----
+
+// running_stat_update's attributes, checked: momentum in [0, 1]; unbiased_count n >= 2 when given;
+// invstd_eps >= 0 when given.
+struct RunningUpdate {
+  double momentum = 0.1;
+  double correction = 1.0;           // n / (n - 1) with unbiased_count n
+  std::optional<double> invstd_eps;  // the batch stat is an invstd: use 1/stat² - eps
+
+  static RunningUpdate from(const Attrs& attrs) {
+    RunningUpdate u;
+    if (attrs.has("momentum")) u.momentum = attrs.get_real("momentum");
+    DTR_CHECK(u.momentum >= 0.0 && u.momentum <= 1.0, InvalidArgument,
+              "op 'running_stat_update': attribute 'momentum' is ", u.momentum, ", not in [0, 1]");
+    if (attrs.has("unbiased_count")) {
+      const std::int64_t n = attrs.get_int("unbiased_count");
+      DTR_CHECK(n >= 2, InvalidArgument, "op 'running_stat_update': attribute 'unbiased_count' is ", n, ", not >= 2");
+      u.correction = static_cast<double>(n) / static_cast<double>(n - 1);
+    }
+    if (attrs.has("invstd_eps")) u.invstd_eps = eps_of("running_stat_update", attrs, "invstd_eps");
+    return u;
+  }
+  double stat(double batch) const { return (invstd_eps ? 1.0 / (batch * batch) - *invstd_eps : batch) * correction; }
+};
+
+TensorMetas infer_running_stat_update(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("running_stat_update", inputs, 2);
+  kernels::check_floating("running_stat_update", inputs);
+  DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape, "running_stat_update", inputs,
+                   "needs running and batch statistics of the same shape");
+  static_cast<void>(RunningUpdate::from(attrs));
+  return {inputs[0]};
+}
+
+void running_stat_update_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const RunningUpdate u = RunningUpdate::from(args.attrs);
+    const std::int64_t count = args.output_meta[0].numel();
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double running = args.input<T>(0)[i];
+      args.output<T>(0)[i] = static_cast<T>((1.0 - u.momentum) * running + u.momentum * u.stat(args.input<T>(1)[i]));
+    }
+  });
+}
+
+}  // namespace
+
+const OpDef& layer_norm() {
+  static const OpDef def{
+      .name = "layer_norm", .infer = infer_layer_norm, .cpu_kernel = layer_norm_cpu, .flops = normalize_flops};
+  return def;
+}
+
+const OpDef& layer_norm_backward() {
+  static const OpDef def{.name = "layer_norm_backward",
+                         .infer = infer_layer_norm_backward,
+                         .cpu_kernel = layer_norm_backward_cpu,
+                         .flops = backward_flops};
+  return def;
+}
+
+const OpDef& batch_norm() {
+  static const OpDef def{
+      .name = "batch_norm", .infer = infer_batch_norm, .cpu_kernel = batch_norm_cpu, .flops = normalize_flops};
+  return def;
+}
+
+const OpDef& batch_norm_backward() {
+  static const OpDef def{.name = "batch_norm_backward",
+                         .infer = infer_batch_norm_backward,
+                         .cpu_kernel = batch_norm_backward_cpu,
+                         .flops = backward_flops};
+  return def;
+}
+
+const OpDef& batch_norm_eval() {
+  static const OpDef def{.name = "batch_norm_eval",
+                         .infer = infer_batch_norm_eval,
+                         .cpu_kernel = batch_norm_eval_cpu,
+                         .flops = normalize_flops};
+  return def;
+}
+
+const OpDef& batch_norm_eval_backward() {
+  static const OpDef def{.name = "batch_norm_eval_backward",
+                         .infer = infer_batch_norm_eval_backward,
+                         .cpu_kernel = batch_norm_eval_backward_cpu,
+                         .flops = backward_flops};
+  return def;
+}
+
+const OpDef& running_stat_update() {
+  static const OpDef def{.name = "running_stat_update",
+                         .infer = infer_running_stat_update,
+                         .cpu_kernel = running_stat_update_cpu,
+                         .flops = kernels::numel_flops};
+  return def;
+}
+
+}  // namespace dtr::ops

@@ -1,0 +1,64 @@
+// Gradient rules of softmax, the losses and the normalizations. The forward statistics (mean, invstd) are
+// saved outputs for the backward ops, not values a loss reads: their output gradients are taken as zero.
+#include <vector>
+
+#include "nn/gradient_table.h"
+
+namespace dtr::nn {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+// The backward op of a normalization, called on (grad_y, x, weight, saved mean, saved invstd): its outputs
+// are the gradients of the forward inputs in order.
+Grads from_saved_statistics(const GradientContext& c, const OpDef& backward) {
+  const std::vector<Tensor> inputs{output_grad(c, 0), c.inputs[0], c.inputs[1], c.outputs[1], c.outputs[2]};
+  return c.runtime.call(backward, inputs, c.attrs);
+}
+
+}  // namespace
+
+void add_norm_rules(GradientTable& table) {
+  // Softmax and log-softmax read their output, not their input.
+  table[&ops::softmax()] = [](const GradientContext& c) {
+    return Grads{call(c, ops::softmax_backward(), {output_grad(c, 0), c.outputs[0]}, c.attrs)};
+  };
+  table[&ops::log_softmax()] = [](const GradientContext& c) {
+    return Grads{call(c, ops::log_softmax_backward(), {output_grad(c, 0), c.outputs[0]}, c.attrs)};
+  };
+  // Integer labels get no gradient.
+  table[&ops::cross_entropy()] = [](const GradientContext& c) {
+    return Grads{call(c, ops::cross_entropy_backward(), {output_grad(c, 0), c.inputs[0], c.inputs[1]}), Tensor()};
+  };
+  table[&ops::layer_norm()] = [](const GradientContext& c) {
+    return from_saved_statistics(c, ops::layer_norm_backward());
+  };
+  table[&ops::batch_norm()] = [](const GradientContext& c) {
+    return from_saved_statistics(c, ops::batch_norm_backward());
+  };
+  table[&ops::batch_norm_eval()] = [](const GradientContext& c) {
+    const std::vector<Tensor> inputs{output_grad(c, 0), c.inputs[0], c.inputs[1], c.inputs[3], c.inputs[4]};
+    return c.runtime.call(ops::batch_norm_eval_backward(), inputs, c.attrs);
+  };
+  // out = (1 - m) running + m f(stat) with f(s) = k s, or k (1/s² - eps) for an invstd (f'(s) = -2k / s³).
+  table[&ops::running_stat_update()] = [](const GradientContext& c) {
+    const double momentum = c.attrs.has("momentum") ? c.attrs.get_real("momentum") : 0.1;
+    double factor = momentum;
+    if (c.attrs.has("unbiased_count")) {
+      const auto n = static_cast<double>(c.attrs.get_int("unbiased_count"));
+      factor *= n / (n - 1.0);
+    }
+    const Tensor g = output_grad(c, 0);
+    Tensor g_stat;
+    if (c.attrs.has("invstd_eps")) {
+      const Tensor& s = c.inputs[1];
+      const Tensor cube = call(c, ops::mul(), {call(c, ops::mul(), {s, s}), s});
+      g_stat = call(c, ops::scale(), {call(c, ops::div(), {g, cube})}, {{"factor", -2.0 * factor}});
+    } else {
+      g_stat = call(c, ops::scale(), {g}, {{"factor", factor}});
+    }
+    return Grads{call(c, ops::scale(), {g}, {{"factor", 1.0 - momentum}}), g_stat};
+  };
+}
+
+}  // namespace dtr::nn
