@@ -11,6 +11,7 @@
 
 #include "dtr/gradients.h"
 #include "dtr/ops.h"
+#include "test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -34,17 +35,6 @@ void expect_values(const Tensor& actual, const std::vector<double>& expected, do
   if (actual.meta().dtype == DType::float64) return expect_values(actual.to_host_as<double>(), expected, tolerance);
   const std::vector<float> values = actual.to_host();
   expect_values(std::vector<double>(values.begin(), values.end()), expected, tolerance);
-}
-
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string_view> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "nothing was thrown";
-  } catch (const E& e) {
-    const std::string_view message = e.what();
-    for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
-  }
 }
 
 void expect_shape_error(const OpDef& op, std::vector<TensorMeta> inputs, std::initializer_list<std::string_view> parts,

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "test_helpers.h"
 #include "dtr/check.h"
 #include "dtr/ops.h"
 
@@ -86,18 +87,6 @@ std::vector<HostTensor> run(const OpDef& op, const std::vector<HostTensor>& inpu
         << op.name << " output " << k << " differs between two runs on the same inputs";
   }
   return first;
-}
-
-// Expects `fn` to throw an `E` whose message contains every one of `parts`.
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string_view> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "nothing was thrown";
-  } catch (const E& e) {
-    const std::string_view message = e.what();
-    for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
-  }
 }
 
 void expect_shape_error(const OpDef& op, const std::vector<HostTensor>& inputs,

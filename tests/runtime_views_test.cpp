@@ -6,21 +6,11 @@
 #include <filesystem>
 
 #include "dtr/sim.h"
+#include "test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
 namespace {
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-Tensor constant(Runtime& rt, Shape shape, float start) {
-  TensorMeta meta{std::move(shape)};
-  std::vector<float> values(static_cast<std::size_t>(meta.numel()));
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = start + 0.25f * static_cast<float>(i);
-  return rt.constant(meta, values);
-}
 
 // "rows": rows [first, first + count) of a matrix, as a view; costs 1 under the flops model.
 const OpDef& rows_view() {

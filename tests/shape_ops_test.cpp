@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -21,19 +22,6 @@ Tensor iota(Runtime& rt, Shape shape) {
   std::vector<float> values(static_cast<std::size_t>(meta.numel()));
   std::iota(values.begin(), values.end(), 0.0F);
   return rt.constant(meta, values);
-}
-
-std::uint64_t allocations(Runtime& rt) { return rt.allocator().stats().num_allocations; }
-
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string_view> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "nothing was thrown";
-  } catch (const E& e) {
-    const std::string_view message = e.what();
-    for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
-  }
 }
 
 // A ShapeError from calling `op` on inputs of `shapes` (float32), with nothing allocated.

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "dtr/gradients.h"
+#include "test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -23,23 +24,6 @@ Tensor floats(Runtime& rt, Shape shape, const Floats& values) {
 }
 Tensor indices(Runtime& rt, Shape shape, const Indices& values) {
   return rt.constant(TensorMeta{std::move(shape), DType::int64}, values);
-}
-
-std::uint64_t allocations(Runtime& rt) { return rt.allocator().stats().num_allocations; }
-
-bool bitwise_equal(const Floats& a, const Floats& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, std::initializer_list<std::string_view> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "nothing was thrown";
-  } catch (const E& e) {
-    const std::string_view message = e.what();
-    for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
-  }
 }
 
 // Calling `op` throws an `E` with every one of `parts` and allocates nothing.

@@ -1,0 +1,43 @@
+// Assertions and small builders the test files share.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string_view>
+#include <vector>
+
+#include "dtr/dtr.h"
+
+namespace dtr::test {
+
+// Expects `fn` to throw an `E` whose message contains every one of `parts`.
+template <typename E, typename Fn>
+void expect_error(Fn&& fn, std::initializer_list<std::string_view> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "nothing was thrown";
+  } catch (const E& e) {
+    const std::string_view message = e.what();
+    for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
+  }
+}
+
+// Bit for bit, not within a tolerance: recomputations must reproduce the first run exactly.
+inline bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A float32 constant of `shape` holding start, start + 0.25, start + 0.5, ...
+inline Tensor constant(Runtime& rt, Shape shape, float start) {
+  TensorMeta meta{std::move(shape)};
+  std::vector<float> values(static_cast<std::size_t>(meta.numel()));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = start + 0.25f * static_cast<float>(i);
+  return rt.constant(meta, values);
+}
+
+inline std::uint64_t allocations(Runtime& rt) { return rt.allocator().stats().num_allocations; }
+
+}  // namespace dtr::test
