@@ -59,77 +59,84 @@ std::vector<float> values(std::size_t count, std::uint64_t seed) {
   return v;
 }
 
-struct Buffers {
-  explicit Buffers(const Gemm& g)
-      : a(values(static_cast<std::size_t>(g.m * g.k), 1)),
-        b(values(static_cast<std::size_t>(g.k * g.n), 2)),
-        c(static_cast<std::size_t>(g.m * g.n)) {}
-  std::vector<float> a, b, c;
+// One GEMM problem set up the three ways, on the same values: each method runs one product.
+class Product {
+ public:
+  explicit Product(const Gemm& g)
+      : g_(g),
+        a_(values(static_cast<std::size_t>(g.m * g.k), 1)),
+        b_(values(static_cast<std::size_t>(g.k * g.n), 2)),
+        c_(static_cast<std::size_t>(g.m * g.n)),
+        in_meta_{dtr::TensorMeta{{g.m, g.k}}, dtr::TensorMeta{{g.k, g.n}}},
+        out_meta_(op().infer(in_meta_, attrs_)),
+        inputs_{a_.data(), b_.data()},
+        outputs_{c_.data()},
+        a_tensor_(rt_.constant(in_meta_[0], a_)),
+        b_tensor_(rt_.constant(in_meta_[1], b_)) {}
+
+  void blas() {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g_.m), static_cast<int>(g_.n),
+                static_cast<int>(g_.k), 1.0F, a_.data(), static_cast<int>(g_.k), b_.data(), static_cast<int>(g_.n),
+                0.0F, c_.data(), static_cast<int>(g_.n));
+    benchmark::DoNotOptimize(c_.data());
+    benchmark::ClobberMemory();
+  }
+
+  void op_table() {
+    op().cpu_kernel(dtr::KernelArgs{in_meta_, inputs_, out_meta_, outputs_, attrs_, 0});
+    benchmark::DoNotOptimize(c_.data());
+    benchmark::ClobberMemory();
+  }
+
+  // The output is a temporary: allocated, recorded and freed.
+  void runtime() {
+    const dtr::Tensor c = rt_.call1(op(), {a_tensor_, b_tensor_});
+    benchmark::DoNotOptimize(&c);
+  }
+
+ private:
+  static const dtr::OpDef& op() { return dtr::ops::matmul(); }
+
+  const Gemm g_;
+  std::vector<float> a_, b_, c_;
+  const dtr::Attrs attrs_;
+  const std::vector<dtr::TensorMeta> in_meta_;
+  const dtr::TensorMetas out_meta_;
+  const std::vector<const void*> inputs_;
+  const std::vector<void*> outputs_;
+  dtr::Runtime rt_{dtr::Config{}};  // no budget
+  const dtr::Tensor a_tensor_;
+  const dtr::Tensor b_tensor_;
 };
 
 void BM_blas(benchmark::State& state, const Gemm* g) {
-  Buffers buf(*g);
-  for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g->m), static_cast<int>(g->n),
-                static_cast<int>(g->k), 1.0F, buf.a.data(), static_cast<int>(g->k), buf.b.data(),
-                static_cast<int>(g->n), 0.0F, buf.c.data(), static_cast<int>(g->n));
-    benchmark::DoNotOptimize(buf.c.data());
-    benchmark::ClobberMemory();
-  }
+  Product product(*g);
+  for (auto _ : state) product.blas();
 }
 
 void BM_op_table(benchmark::State& state, const Gemm* g) {
-  Buffers buf(*g);
-  const dtr::OpDef& op = dtr::ops::matmul();
-  const std::vector<dtr::TensorMeta> in_meta{dtr::TensorMeta{{g->m, g->k}}, dtr::TensorMeta{{g->k, g->n}}};
-  const dtr::Attrs attrs;
-  const dtr::TensorMetas out_meta = op.infer(in_meta, attrs);
-  const std::vector<const void*> inputs{buf.a.data(), buf.b.data()};
-  const std::vector<void*> outputs{buf.c.data()};
-  for (auto _ : state) {
-    op.cpu_kernel(dtr::KernelArgs{in_meta, inputs, out_meta, outputs, attrs, 0});
-    benchmark::DoNotOptimize(buf.c.data());
-    benchmark::ClobberMemory();
-  }
+  Product product(*g);
+  for (auto _ : state) product.op_table();
 }
 
 void BM_runtime(benchmark::State& state, const Gemm* g) {
-  dtr::Runtime rt{dtr::Config{}};  // no budget
-  const dtr::Tensor a = rt.constant(dtr::TensorMeta{{g->m, g->k}}, values(static_cast<std::size_t>(g->m * g->k), 1));
-  const dtr::Tensor b = rt.constant(dtr::TensorMeta{{g->k, g->n}}, values(static_cast<std::size_t>(g->k * g->n), 2));
-  for (auto _ : state) {
-    const dtr::Tensor c = rt.call1(dtr::ops::matmul(), {a, b});
-    benchmark::DoNotOptimize(&c);
-  }
+  Product product(*g);
+  for (auto _ : state) product.runtime();
 }
 
 // One round: blas, op table, runtime, each timed. Counters: the medians over rounds of the two ratios.
 void BM_paired(benchmark::State& state, const Gemm* g) {
   using Clock = std::chrono::steady_clock;
-  Buffers buf(*g);
-  const dtr::OpDef& op = dtr::ops::matmul();
-  const std::vector<dtr::TensorMeta> in_meta{dtr::TensorMeta{{g->m, g->k}}, dtr::TensorMeta{{g->k, g->n}}};
-  const dtr::Attrs attrs;
-  const dtr::TensorMetas out_meta = op.infer(in_meta, attrs);
-  const std::vector<const void*> inputs{buf.a.data(), buf.b.data()};
-  const std::vector<void*> outputs{buf.c.data()};
-  dtr::Runtime rt{dtr::Config{}};
-  const dtr::Tensor a = rt.constant(in_meta[0], buf.a);
-  const dtr::Tensor b = rt.constant(in_meta[1], buf.b);
+  Product product(*g);
   std::vector<double> table_ratio;
   std::vector<double> runtime_ratio;
   for (auto _ : state) {
     const Clock::time_point t0 = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g->m), static_cast<int>(g->n),
-                static_cast<int>(g->k), 1.0F, buf.a.data(), static_cast<int>(g->k), buf.b.data(),
-                static_cast<int>(g->n), 0.0F, buf.c.data(), static_cast<int>(g->n));
+    product.blas();
     const Clock::time_point t1 = Clock::now();
-    op.cpu_kernel(dtr::KernelArgs{in_meta, inputs, out_meta, outputs, attrs, 0});
+    product.op_table();
     const Clock::time_point t2 = Clock::now();
-    {
-      const dtr::Tensor c = rt.call1(op, {a, b});
-      benchmark::DoNotOptimize(&c);
-    }
+    product.runtime();
     const Clock::time_point t3 = Clock::now();
     const double blas = std::chrono::duration<double>(t1 - t0).count();
     table_ratio.push_back(std::chrono::duration<double>(t2 - t1).count() / blas);
