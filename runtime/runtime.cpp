@@ -450,6 +450,14 @@ struct Runtime::Impl final : Reclaimer {
     }
   }
 
+  // Makes `s` resident with its op-made view `view` made, as a program reading that view does: a view that
+  // must be made again stamps its storage first, before the storage is recomputed.
+  void materialize_view(Storage& s, std::uint32_t view) {
+    if (view != 0 && !view_made(s, view)) touch(s);
+    materialize(s);
+    make_view(s, view);
+  }
+
   // Whether each input of an op is resident, its view made: such inputs need no recomputation.
   using InputsReady = SmallVector<bool, 4>;
 
@@ -853,10 +861,7 @@ void Runtime::materialize(const Tensor& tensor) {
   DTR_CHECK(tensor.defined(), InvalidArgument, "materialize: the tensor is undefined");
   Storage& s = *tensor.handle_->storage;
   DTR_CHECK(&s.runtime == impl_.get(), InvalidArgument, "materialize: the tensor belongs to another runtime");
-  const std::uint32_t view = tensor.handle_->view;
-  if (view != 0 && !Impl::view_made(s, view)) impl_->touch(s);
-  impl_->materialize(s);
-  impl_->make_view(s, view);
+  impl_->materialize_view(s, tensor.handle_->view);
 }
 
 namespace {
@@ -931,10 +936,7 @@ std::vector<T> Tensor::to_host_as() const {
   DTR_CHECK(s.runtime.host_memory, InvalidArgument, "to_host: the tensor lives in simulated memory");
   DTR_CHECK(handle_->meta.dtype == DTypeOf<T>::value, InvalidArgument, "to_host: the tensor is ",
             to_string(handle_->meta.dtype), ", not ", to_string(DTypeOf<T>::value));
-  Runtime::Impl& runtime = s.runtime;
-  if (handle_->view != 0 && !Runtime::Impl::view_made(s, handle_->view)) runtime.touch(s);
-  runtime.materialize(s);
-  runtime.make_view(s, handle_->view);
+  s.runtime.materialize_view(s, handle_->view);
   const T* begin = reinterpret_cast<const T*>(s.data) + handle_->offset;  // NOLINT: the storage holds Ts
   return std::vector<T>(begin, begin + handle_->meta.numel());
 }
