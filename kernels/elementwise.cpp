@@ -57,20 +57,6 @@ T normal_pdf(T x) {
 
 // ---- broadcasting ----
 
-// The strides (in elements) with which `in`, right-aligned against `out` as NumPy broadcasts, is walked
-// while walking `out`: 0 along the dimensions it is broadcast over.
-Shape broadcast_strides(const Shape& in, const Shape& out) {
-  Shape strides(out.size(), 0);
-  std::int64_t stride = 1;
-  for (std::size_t k = 0; k < in.size(); ++k) {
-    const std::size_t d_in = in.size() - 1 - k;
-    const std::size_t d_out = out.size() - 1 - k;
-    strides[d_out] = in[d_in] == 1 ? 0 : stride;
-    stride *= in[d_in];
-  }
-  return strides;
-}
-
 // out[i] = fn(a[ia(i)], b[ib(i)]) over the broadcast shape: the last dimension is the inner loop, an odometer
 // walks the others.
 template <typename T, typename Fn>
@@ -85,8 +71,8 @@ void broadcast_binary(const KernelArgs& args, Fn fn) {
     return;
   }
   if (count == 0) return;
-  const Shape sa = broadcast_strides(args.input_meta[0].shape, shape);
-  const Shape sb = broadcast_strides(args.input_meta[1].shape, shape);
+  const Shape sa = kernels::broadcast_strides(args.input_meta[0].shape, shape);
+  const Shape sb = kernels::broadcast_strides(args.input_meta[1].shape, shape);
   const std::size_t rank = shape.size();
   const std::int64_t inner = rank > 0 ? shape[rank - 1] : 1;
   const std::int64_t step_a = rank > 0 ? sa[rank - 1] : 0;

@@ -34,6 +34,16 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
+Shape broadcast_strides(const Shape& in, const Shape& out) {
+  Shape strides(out.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    strides[out.size() - 1 - k] = in[in.size() - 1 - k] == 1 ? 0 : stride;
+    stride *= in[in.size() - 1 - k];
+  }
+  return strides;
+}
+
 void check_floating(std::string_view op, std::span<const TensorMeta> inputs, std::size_t first, std::size_t last) {
   last = std::min(last, inputs.size());
   for (std::size_t i = first; i < last; ++i) {

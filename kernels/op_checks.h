@@ -29,6 +29,10 @@ void check_arity(std::string_view op, std::span<const TensorMeta> inputs, std::s
 // them 1); nullopt when they do not.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
+// The strides (in elements) with which `in`, right-aligned against `out` as NumPy broadcasts, is walked
+// while walking `out`: 0 along the dimensions it is broadcast over.
+Shape broadcast_strides(const Shape& in, const Shape& out);
+
 // Throws dtr::ShapeError unless inputs [first, last) all have one floating dtype (float32 or float64).
 void check_floating(std::string_view op, std::span<const TensorMeta> inputs, std::size_t first = 0,
                     std::size_t last = static_cast<std::size_t>(-1));

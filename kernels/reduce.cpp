@@ -145,14 +145,7 @@ void broadcast_to_cpu(const KernelArgs& args) {
     const Shape& shape = args.output_meta[0].shape;
     const Shape& in = args.input_meta[0].shape;
     const std::size_t rank = shape.size();
-    // The input's stride along each output dimension: 0 where it is broadcast.
-    Shape strides(rank, 0);
-    std::int64_t stride = 1;
-    for (std::size_t k = 0; k < in.size(); ++k) {
-      const std::size_t d = in.size() - 1 - k;
-      strides[rank - 1 - k] = in[d] == 1 ? 0 : stride;
-      stride *= in[d];
-    }
+    const Shape strides = kernels::broadcast_strides(in, shape);
     const T* x = args.input<T>(0);
     T* out = args.output<T>(0);
     const std::int64_t count = args.output_meta[0].numel();
