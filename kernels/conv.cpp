@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "gemm.h"
 #include "op_checks.h"
@@ -269,28 +270,28 @@ double conv2d_backward_weight_flops(std::span<const TensorMeta> inputs, const At
 }  // namespace
 
 const OpDef& conv2d() {
-  static const OpDef def{.name = "conv2d",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "conv2d",
                          .infer = infer_conv2d,
                          .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { conv2d_cpu(zero, args); }),
-                         .flops = conv2d_flops};
+                         .flops = conv2d_flops});
   return def;
 }
 
 const OpDef& conv2d_backward_input() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "conv2d_backward_input",
       .infer = infer_conv2d_backward_input,
       .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { conv2d_backward_input_cpu(zero, args); }),
-      .flops = conv2d_backward_input_flops};
+      .flops = conv2d_backward_input_flops});
   return def;
 }
 
 const OpDef& conv2d_backward_weight() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "conv2d_backward_weight",
       .infer = infer_conv2d_backward_weight,
       .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { conv2d_backward_weight_cpu(zero, args); }),
-      .flops = conv2d_backward_weight_flops};
+      .flops = conv2d_backward_weight_flops});
   return def;
 }
 

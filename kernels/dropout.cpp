@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "counter_random.h"
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -43,11 +44,11 @@ void dropout_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& dropout() {
-  static const OpDef def{.name = "dropout",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "dropout",
                          .infer = infer_dropout,
                          .cpu_kernel = dropout_cpu,
                          .flops = kernels::numel_flops,
-                         .random = true};
+                         .random = true});
   return def;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -117,81 +118,81 @@ OpDef broadcasting(const std::string& name, Fn fn) {
 }  // namespace
 
 const OpDef& add() {
-  static const OpDef def = broadcasting("add", [](auto a, auto b) { return a + b; });
+  static const OpDef def = kernels::with_cuda_kernel(broadcasting("add", [](auto a, auto b) { return a + b; }));
   return def;
 }
 
 const OpDef& sub() {
-  static const OpDef def = broadcasting("sub", [](auto a, auto b) { return a - b; });
+  static const OpDef def = kernels::with_cuda_kernel(broadcasting("sub", [](auto a, auto b) { return a - b; }));
   return def;
 }
 
 const OpDef& mul() {
-  static const OpDef def = broadcasting("mul", [](auto a, auto b) { return a * b; });
+  static const OpDef def = kernels::with_cuda_kernel(broadcasting("mul", [](auto a, auto b) { return a * b; }));
   return def;
 }
 
 const OpDef& div() {
-  static const OpDef def = broadcasting("div", [](auto a, auto b) { return a / b; });
+  static const OpDef def = kernels::with_cuda_kernel(broadcasting("div", [](auto a, auto b) { return a / b; }));
   return def;
 }
 
 const OpDef& relu() {
   // Written as a comparison with 0 being false for NaN, so NaN passes through as in PyTorch.
-  static const OpDef def = same_shape<1>("relu", without_attrs([](auto x) { return x < 0 ? decltype(x)(0) : x; }));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("relu", without_attrs([](auto x) { return x < 0 ? decltype(x)(0) : x; })));
   return def;
 }
 
 const OpDef& relu_backward() {
-  static const OpDef def = same_shape<2>(
-      "relu_backward", without_attrs([](auto grad, auto x) { return x > 0 ? grad : decltype(grad)(0); }));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<2>(
+      "relu_backward", without_attrs([](auto grad, auto x) { return x > 0 ? grad : decltype(grad)(0); })));
   return def;
 }
 
 const OpDef& gelu() {
-  static const OpDef def = same_shape<1>("gelu", without_attrs([](auto x) { return x * normal_cdf(x); }));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("gelu", without_attrs([](auto x) { return x * normal_cdf(x); })));
   return def;
 }
 
 const OpDef& gelu_backward() {
-  static const OpDef def = same_shape<2>("gelu_backward", without_attrs([](auto grad, auto x) {
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<2>("gelu_backward", without_attrs([](auto grad, auto x) {
                                            return grad * (normal_cdf(x) + x * normal_pdf(x));
-                                         }));
+                                         })));
   return def;
 }
 
 const OpDef& tanh() {
-  static const OpDef def = same_shape<1>("tanh", without_attrs([](auto x) { return std::tanh(x); }));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("tanh", without_attrs([](auto x) { return std::tanh(x); })));
   return def;
 }
 
 const OpDef& tanh_backward() {
-  static const OpDef def = same_shape<2>(
-      "tanh_backward", without_attrs([](auto grad, auto y) { return grad * (decltype(y)(1) - y * y); }));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<2>(
+      "tanh_backward", without_attrs([](auto grad, auto y) { return grad * (decltype(y)(1) - y * y); })));
   return def;
 }
 
 const OpDef& sigmoid() {
   // Either branch exponentiates a non-positive number: no overflow for large |x|.
-  static const OpDef def = same_shape<1>("sigmoid", without_attrs([](auto x) {
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("sigmoid", without_attrs([](auto x) {
                                            using T = decltype(x);
                                            if (x >= 0) return T(1) / (T(1) + std::exp(-x));
                                            const T e = std::exp(x);
                                            return e / (T(1) + e);
-                                         }));
+                                         })));
   return def;
 }
 
 const OpDef& sigmoid_backward() {
-  static const OpDef def = same_shape<2>(
-      "sigmoid_backward", without_attrs([](auto grad, auto y) { return grad * y * (decltype(y)(1) - y); }));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<2>(
+      "sigmoid_backward", without_attrs([](auto grad, auto y) { return grad * y * (decltype(y)(1) - y); })));
   return def;
 }
 
 const OpDef& scale() {
-  static const OpDef def = same_shape<1>("scale", [](const Attrs& attrs) {
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("scale", [](const Attrs& attrs) {
     return [factor = attrs.get_real("factor")](auto x) { return x * static_cast<decltype(x)>(factor); };
-  });
+  }));
   return def;
 }
 

@@ -5,6 +5,7 @@
 #include <span>
 #include <string_view>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -76,7 +77,7 @@ void embedding_backward_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& embedding() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "embedding",
       .infer = infer_embedding,
       .cpu_kernel = embedding_cpu,
@@ -85,12 +86,12 @@ const OpDef& embedding() {
             return kernels::at_least_one(static_cast<double>(inputs[1].numel() * inputs[0].shape[1]));
           },
       .check_values = [](const KernelArgs& args) { check_indices("embedding", args, 1, args.input_meta[0].shape[0]); },
-  };
+  });
   return def;
 }
 
 const OpDef& embedding_backward() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "embedding_backward",
       .infer = infer_embedding_backward,
       .cpu_kernel = embedding_backward_cpu,
@@ -99,7 +100,7 @@ const OpDef& embedding_backward() {
           [](const KernelArgs& args) {
             check_indices("embedding_backward", args, 1, args.attrs.get_int("num_embeddings"));
           },
-  };
+  });
   return def;
 }
 

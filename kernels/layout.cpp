@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -350,7 +351,7 @@ OpDef permuting(const std::string& name) {
 }  // namespace
 
 const OpDef& reshape() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "reshape",
       .infer = [](std::span<const TensorMeta> inputs,
                   const Attrs& attrs) { return TensorMetas{TensorMeta{reshaped(inputs, attrs), inputs[0].dtype}}; },
@@ -361,12 +362,12 @@ const OpDef& reshape() {
           },
       .flops = [](std::span<const TensorMeta>, const Attrs&) { return 1.0; },
       .views = [](std::span<const TensorMeta>, const Attrs&) { return OutputViews{ViewOf{0, 0}}; },
-  };
+  });
   return def;
 }
 
 const OpDef& slice() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "slice",
       .infer = infer_slice,
       .cpu_kernel =
@@ -390,12 +391,12 @@ const OpDef& slice() {
             if (!slice_is_contiguous(g)) return OutputViews{std::nullopt};
             return OutputViews{ViewOf{0, g.start * g.around.inner}};
           },
-  };
+  });
   return def;
 }
 
 const OpDef& slice_backward() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "slice_backward",
       .infer = infer_slice_backward,
       .cpu_kernel =
@@ -409,12 +410,12 @@ const OpDef& slice_backward() {
           [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
             return kernels::at_least_one(static_cast<double>(TensorMeta{input_shape_attr(inputs, attrs)}.numel()));
           },
-  };
+  });
   return def;
 }
 
 const OpDef& split() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "split",
       .infer = infer_split,
       .cpu_kernel = split_cpu,
@@ -423,22 +424,22 @@ const OpDef& split() {
             return split_geometry(inputs, attrs).around.outer == 1 ? 1.0 : kernels::numel_flops(inputs, attrs);
           },
       .views = split_views,
-  };
+  });
   return def;
 }
 
 const OpDef& concat() {
-  static const OpDef def{.name = "concat", .infer = infer_concat, .cpu_kernel = concat_cpu, .flops = concat_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "concat", .infer = infer_concat, .cpu_kernel = concat_cpu, .flops = concat_flops});
   return def;
 }
 
 const OpDef& transpose() {
-  static const OpDef def = permuting("transpose");
+  static const OpDef def = kernels::with_cuda_kernel(permuting("transpose"));
   return def;
 }
 
 const OpDef& permute() {
-  static const OpDef def = permuting("permute");
+  static const OpDef def = kernels::with_cuda_kernel(permuting("permute"));
   return def;
 }
 

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "gemm.h"
 #include "op_checks.h"
@@ -132,17 +133,17 @@ double linear_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) 
 }  // namespace
 
 const OpDef& matmul() {
-  static const OpDef def{.name = "matmul", .infer = infer_matmul, .cpu_kernel = matmul_cpu, .flops = matmul_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "matmul", .infer = infer_matmul, .cpu_kernel = matmul_cpu, .flops = matmul_flops});
   return def;
 }
 
 const OpDef& bmm() {
-  static const OpDef def{.name = "bmm", .infer = infer_bmm, .cpu_kernel = bmm_cpu, .flops = bmm_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "bmm", .infer = infer_bmm, .cpu_kernel = bmm_cpu, .flops = bmm_flops});
   return def;
 }
 
 const OpDef& linear() {
-  static const OpDef def{.name = "linear", .infer = infer_linear, .cpu_kernel = linear_cpu, .flops = linear_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "linear", .infer = infer_linear, .cpu_kernel = linear_cpu, .flops = linear_flops});
   return def;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -357,54 +358,54 @@ void running_stat_update_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& layer_norm() {
-  static const OpDef def{
-      .name = "layer_norm", .infer = infer_layer_norm, .cpu_kernel = layer_norm_cpu, .flops = normalize_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
+      .name = "layer_norm", .infer = infer_layer_norm, .cpu_kernel = layer_norm_cpu, .flops = normalize_flops});
   return def;
 }
 
 const OpDef& layer_norm_backward() {
-  static const OpDef def{.name = "layer_norm_backward",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "layer_norm_backward",
                          .infer = infer_layer_norm_backward,
                          .cpu_kernel = layer_norm_backward_cpu,
-                         .flops = backward_flops};
+                         .flops = backward_flops});
   return def;
 }
 
 const OpDef& batch_norm() {
-  static const OpDef def{
-      .name = "batch_norm", .infer = infer_batch_norm, .cpu_kernel = batch_norm_cpu, .flops = normalize_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
+      .name = "batch_norm", .infer = infer_batch_norm, .cpu_kernel = batch_norm_cpu, .flops = normalize_flops});
   return def;
 }
 
 const OpDef& batch_norm_backward() {
-  static const OpDef def{.name = "batch_norm_backward",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "batch_norm_backward",
                          .infer = infer_batch_norm_backward,
                          .cpu_kernel = batch_norm_backward_cpu,
-                         .flops = backward_flops};
+                         .flops = backward_flops});
   return def;
 }
 
 const OpDef& batch_norm_eval() {
-  static const OpDef def{.name = "batch_norm_eval",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "batch_norm_eval",
                          .infer = infer_batch_norm_eval,
                          .cpu_kernel = batch_norm_eval_cpu,
-                         .flops = normalize_flops};
+                         .flops = normalize_flops});
   return def;
 }
 
 const OpDef& batch_norm_eval_backward() {
-  static const OpDef def{.name = "batch_norm_eval_backward",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "batch_norm_eval_backward",
                          .infer = infer_batch_norm_eval_backward,
                          .cpu_kernel = batch_norm_eval_backward_cpu,
-                         .flops = backward_flops};
+                         .flops = backward_flops});
   return def;
 }
 
 const OpDef& running_stat_update() {
-  static const OpDef def{.name = "running_stat_update",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "running_stat_update",
                          .infer = infer_running_stat_update,
                          .cpu_kernel = running_stat_update_cpu,
-                         .flops = kernels::numel_flops};
+                         .flops = kernels::numel_flops});
   return def;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -74,7 +75,7 @@ OpDef update_op(const std::string& name, std::size_t base, const std::string& na
 }  // namespace
 
 const OpDef& sgd_momentum_buffer() {
-  static const OpDef def = update_op(
+  static const OpDef def = kernels::with_cuda_kernel(update_op(
       "sgd_momentum_buffer", 2, "buf, grad", "param", "when weight_decay is not 0",
       [](const Attrs& attrs) { return takes_param_for_decay("sgd_momentum_buffer", attrs); }, 4,
       [](const Attrs& attrs) {
@@ -83,7 +84,7 @@ const OpDef& sgd_momentum_buffer() {
         return [=]<typename T>(T buf, T grad, T param) {
           return static_cast<T>(momentum) * buf + (grad + static_cast<T>(decay) * param);
         };
-      });
+      }));
   return def;
 }
 
@@ -91,7 +92,7 @@ const OpDef& sgd_apply() {
   static const auto nesterov = [](const Attrs& attrs) {
     return attrs.has("nesterov") && attrs.get_int("nesterov") != 0;
   };
-  static const OpDef def = update_op(
+  static const OpDef def = kernels::with_cuda_kernel(update_op(
       "sgd_apply", 2, "param, buf", "grad", "with nesterov", nesterov, 6, [](const Attrs& attrs) {
         const double lr = real("sgd_apply", attrs, "lr", non_negative, ">= 0");
         const bool is_nesterov = nesterov(attrs);
@@ -102,12 +103,12 @@ const OpDef& sgd_apply() {
           const T step = (grad + static_cast<T>(decay) * param) + static_cast<T>(momentum) * buf;
           return param - static_cast<T>(lr) * step;
         };
-      });
+      }));
   return def;
 }
 
 const OpDef& adam_moment1() {
-  static const OpDef def = update_op(
+  static const OpDef def = kernels::with_cuda_kernel(update_op(
       "adam_moment1", 2, "m, grad", "param", "when weight_decay is not 0",
       [](const Attrs& attrs) { return takes_param_for_decay("adam_moment1", attrs); }, 5,
       [](const Attrs& attrs) {
@@ -117,12 +118,12 @@ const OpDef& adam_moment1() {
           const T g = grad + static_cast<T>(decay) * param;
           return static_cast<T>(beta1) * m + static_cast<T>(1.0 - beta1) * g;
         };
-      });
+      }));
   return def;
 }
 
 const OpDef& adam_moment2() {
-  static const OpDef def = update_op(
+  static const OpDef def = kernels::with_cuda_kernel(update_op(
       "adam_moment2", 2, "v, grad", "param", "when weight_decay is not 0",
       [](const Attrs& attrs) { return takes_param_for_decay("adam_moment2", attrs); }, 6,
       [](const Attrs& attrs) {
@@ -132,12 +133,12 @@ const OpDef& adam_moment2() {
           const T g = grad + static_cast<T>(decay) * param;
           return static_cast<T>(beta2) * v + static_cast<T>(1.0 - beta2) * g * g;
         };
-      });
+      }));
   return def;
 }
 
 const OpDef& adam_apply() {
-  static const OpDef def = update_op(
+  static const OpDef def = kernels::with_cuda_kernel(update_op(
       "adam_apply", 3, "param, m, v", "", "", nullptr, 6, [](const Attrs& attrs) {
         const double lr = real("adam_apply", attrs, "lr", non_negative, ">= 0");
         const double beta1 = real("adam_apply", attrs, "beta1", unit_interval, "in [0, 1)", 0.9);
@@ -154,7 +155,7 @@ const OpDef& adam_apply() {
           const T denominator = std::sqrt(v) / static_cast<T>(sqrt_correction2) + static_cast<T>(eps);
           return param - static_cast<T>(step_size) * (m / denominator);
         };
-      });
+      }));
   return def;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -231,38 +232,38 @@ double avg_pool2d_backward_flops(std::span<const TensorMeta> inputs, const Attrs
 }  // namespace
 
 const OpDef& max_pool2d() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "max_pool2d",
       .infer = infer_max_pool2d,
       .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { max_pool2d_cpu(zero, args); }),
-      .flops = max_pool2d_flops};
+      .flops = max_pool2d_flops});
   return def;
 }
 
 const OpDef& max_pool2d_backward() {
-  static const OpDef def{.name = "max_pool2d_backward",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "max_pool2d_backward",
                          .infer = infer_max_pool2d_backward,
                          .cpu_kernel = kernels::floating_kernel(
                              [](auto zero, const KernelArgs& args) { max_pool2d_backward_cpu(zero, args); }),
-                         .flops = max_pool2d_backward_flops};
+                         .flops = max_pool2d_backward_flops});
   return def;
 }
 
 const OpDef& avg_pool2d() {
-  static const OpDef def{
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
       .name = "avg_pool2d",
       .infer = infer_avg_pool2d,
       .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { avg_pool2d_cpu(zero, args); }),
-      .flops = avg_pool2d_flops};
+      .flops = avg_pool2d_flops});
   return def;
 }
 
 const OpDef& avg_pool2d_backward() {
-  static const OpDef def{.name = "avg_pool2d_backward",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "avg_pool2d_backward",
                          .infer = infer_avg_pool2d_backward,
                          .cpu_kernel = kernels::floating_kernel(
                              [](auto zero, const KernelArgs& args) { avg_pool2d_backward_cpu(zero, args); }),
-                         .flops = avg_pool2d_backward_flops};
+                         .flops = avg_pool2d_backward_flops});
   return def;
 }
 

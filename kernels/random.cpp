@@ -2,6 +2,7 @@
 // that replays the captured seed reproduces the first run's bits exactly.
 #include <cstdint>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "counter_random.h"
 #include "op_checks.h"
@@ -29,11 +30,11 @@ void uniform_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& uniform() {
-  static const OpDef def{.name = "uniform",
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "uniform",
                          .infer = infer_uniform,
                          .cpu_kernel = uniform_cpu,
                          .flops = kernels::numel_flops,
-                         .random = true};
+                         .random = true});
   return def;
 }
 

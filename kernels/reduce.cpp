@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -171,23 +172,23 @@ double output_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
 }  // namespace
 
 const OpDef& broadcast_to() {
-  static const OpDef def{
-      .name = "broadcast_to", .infer = infer_broadcast_to, .cpu_kernel = broadcast_to_cpu, .flops = output_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
+      .name = "broadcast_to", .infer = infer_broadcast_to, .cpu_kernel = broadcast_to_cpu, .flops = output_flops});
   return def;
 }
 
 const OpDef& sum() {
-  static const OpDef def = reduction("sum", false);
+  static const OpDef def = kernels::with_cuda_kernel(reduction("sum", false));
   return def;
 }
 
 const OpDef& mean() {
-  static const OpDef def = reduction("mean", true);
+  static const OpDef def = kernels::with_cuda_kernel(reduction("mean", true));
   return def;
 }
 
 const OpDef& sum_to() {
-  static const OpDef def{.name = "sum_to", .infer = infer_sum_to, .cpu_kernel = sum_to_cpu, .flops = kernels::numel_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "sum_to", .infer = infer_sum_to, .cpu_kernel = sum_to_cpu, .flops = kernels::numel_flops});
   return def;
 }
 

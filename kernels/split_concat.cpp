@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "op_checks.h"
 
@@ -55,14 +56,14 @@ double concat2_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/)
 }  // namespace
 
 const OpDef& split2() {
-  static const OpDef def{
-      .name = "split2", .infer = infer_split2, .cpu_kernel = split2_cpu, .flops = kernels::numel_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
+      .name = "split2", .infer = infer_split2, .cpu_kernel = split2_cpu, .flops = kernels::numel_flops});
   return def;
 }
 
 const OpDef& concat2() {
-  static const OpDef def{
-      .name = "concat2", .infer = infer_concat2, .cpu_kernel = concat2_cpu, .flops = concat2_flops};
+  static const OpDef def = kernels::with_cuda_kernel(OpDef{
+      .name = "concat2", .infer = infer_concat2, .cpu_kernel = concat2_cpu, .flops = concat2_flops});
   return def;
 }
 

@@ -87,6 +87,17 @@ class Attrs {
   std::vector<std::pair<std::string, Value>> values_;
 };
 
+// Scratch memory a kernel may ask for while it runs (a cuDNN convolution's workspace): on the kernel's
+// device, from the runtime's allocator and within its budget, released when the kernel returns. A CUDA
+// kernel's work is ordered on the device's stream, so the memory may be reused by whatever is enqueued after.
+class Workspace {
+ public:
+  virtual ~Workspace() = default;
+  // `bytes` of scratch, aligned for any element type; valid until the kernel returns. Throws
+  // dtr::OutOfMemory when it does not fit in the budget. Each call replaces the previous call's memory.
+  virtual void* get(std::size_t bytes) = 0;
+};
+
 // What a kernel gets: contiguous buffers with their shapes and dtypes. `seed` is the op's captured random
 // state (0 for deterministic ops): the same seed must give the same bits.
 struct KernelArgs {
@@ -96,6 +107,9 @@ struct KernelArgs {
   std::span<void* const> outputs;
   const Attrs& attrs;
   std::uint64_t seed = 0;
+  // Scratch memory on the kernel's device; nullptr where none can be had (a kernel called outside a runtime),
+  // and then a kernel that needs scratch throws dtr::InvalidArgument.
+  Workspace* workspace = nullptr;
 
   // Buffer i as elements of T, which must be the C++ type of its dtype.
   template <typename T>
@@ -122,6 +136,12 @@ struct OpDef {
   // Output shapes from input shapes; throws dtr::ShapeError naming the op and the shapes when they do not fit.
   std::function<TensorMetas(std::span<const TensorMeta> inputs, const Attrs& attrs)> infer;
   std::function<void(const KernelArgs& args)> cpu_kernel;
+  // The same computation on a CUDA device, or nullptr when the op has none (a runtime on a CUDA device then
+  // refuses the op with dtr::DeviceError). The buffers are device memory of the current device; the kernel
+  // enqueues its work on that device's default stream, where the runtime orders every kernel and copy, and
+  // may return before the work is done. It must be deterministic as the CPU kernel is (no atomics on floats),
+  // but need not give the CPU kernel's bits: backend parity is checked to a tolerance.
+  std::function<void(const KernelArgs& args)> cuda_kernel = nullptr;
   // Floating-point operations, for DTR_COST_MODEL=flops.
   std::function<double(std::span<const TensorMeta> inputs, const Attrs& attrs)> flops;
   // True when the op draws random numbers: the runtime captures a seed in its closure.

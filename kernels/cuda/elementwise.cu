@@ -1,0 +1,1 @@
+// Device code of the elementwise ops (elementwise, reductions, broadcast, random, optimizers).

@@ -1,0 +1,1 @@
+// Device code of the layout ops (reshape, slice, split, concat, transpose, permute).

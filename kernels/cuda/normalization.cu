@@ -1,0 +1,1 @@
+// Device code of the normalization ops (softmax, losses, layer and batch norm, embedding).
