@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <mutex>
 
 #include "dtr/check.h"
 #include "log.h"
@@ -39,7 +40,11 @@ Device default_device() {
   }
   if (cuda::device_count() > 0) return {DeviceKind::cuda, 0};
   if (cuda::is_compiled()) {
-    detail::logger().warn("no usable GPU ({}); using the CPU", cuda::unavailable_reason());
+    static std::once_flag logged;  // once a process: the answer cannot change
+    std::call_once(logged, [] {
+      detail::logger().warn("DTR_DEVICE is unset and no GPU is usable ({}); running on the CPU",
+                            cuda::unavailable_reason());
+    });
   }
   return {DeviceKind::cpu, 0};
 }

@@ -4,6 +4,14 @@
 
 namespace dtr {
 
+std::optional<Device> MemoryResource::device() const {
+  return host_accessible() ? std::optional<Device>(Device{DeviceKind::cpu, 0}) : std::nullopt;
+}
+
+std::unique_ptr<MemoryResource> make_device_resource(const Device& device) {
+  return device.kind == DeviceKind::cpu ? make_host_resource() : make_cuda_resource(device.index);
+}
+
 void MemoryResource::throw_bad_alignment(std::size_t alignment) const {
   DTR_THROW(InvalidArgument, name(), ": alignment ", alignment, " is not a power of two of at most ", kMaxAlignment);
 }

@@ -90,7 +90,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_INPLACE")) config.inplace = parse_inplace_mode(v);
   if (const char* v = env("DTR_SEARCH")) config.search = parse_search(v);
   if (const char* v = env("DTR_SIZE_FLOOR")) config.size_floor = parse_size_floor(v);
-  if (const char* v = env("DTR_DEVICE")) config.device = parse_device(v);
+  config.device = default_device();  // DTR_DEVICE, or the GPU when there is one (else the CPU, logged)
   if (const char* v = env("DTR_STATS")) config.stats_path = v;
   if (const char* v = env("DTR_TRACE")) config.trace_path = v;
   return config;

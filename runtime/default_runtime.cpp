@@ -15,8 +15,12 @@ Runtime& default_runtime() {
   static std::unique_ptr<Runtime> instance;
   std::lock_guard lock(mutex);
   if (instance == nullptr) {
-    const std::uint64_t capacity = make_host_resource()->capacity();  // what DTR_MEMORY_BUDGET=N% is of
-    instance = std::make_unique<Runtime>(Config::from_env(capacity));
+    // DTR_MEMORY_BUDGET=N% is of the memory of the device the runtime will use.
+    const Device device = default_device();
+    std::unique_ptr<MemoryResource> memory = make_device_resource(device);
+    Config config = Config::from_env(memory->capacity());
+    config.device = device;
+    instance = std::make_unique<Runtime>(std::move(config), std::move(memory));
   }
   return *instance;
 }

@@ -14,6 +14,7 @@
 #include "heuristics/eviction_index.h"
 #include "heuristics/heuristic.h"
 #include "heuristics/window.h"
+#include "runtime/backend.h"
 #include "runtime/lineage.h"
 #include "runtime/object_pool.h"
 #include "runtime/trace_writer.h"
@@ -44,8 +45,6 @@ std::uint64_t mix(std::uint64_t x) {
 
 struct Runtime::Impl final : Reclaimer {
   Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config(std::move(cfg)) {
-    DTR_CHECK(config.device.kind == DeviceKind::cpu, DeviceError, "the runtime's kernels run on the CPU only so far; ",
-              "DTR_DEVICE=", config.device.to_string(), " is not supported yet");
     heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
     windows = heuristic->fragmentation_aware();
     DTR_CHECK(std::isfinite(config.size_floor) && config.size_floor >= 0, ConfigError, "Config::size_floor ",
@@ -57,7 +56,15 @@ struct Runtime::Impl final : Reclaimer {
     }
     CachingAllocatorOptions options = config.allocator;
     options.budget_bytes = config.budget_mode == BudgetMode::device ? config.memory_budget : std::nullopt;
-    host_memory = memory->host_accessible();
+    // Kernels run where the memory is; over simulated memory only replayed ops run, and they touch nothing.
+    const std::optional<Device> memory_device = memory->device();
+    kernel_memory = memory_device.has_value();
+    if (memory_device) {
+      DTR_CHECK(*memory_device == config.device, InvalidArgument, "Runtime: Config::device is ",
+                config.device.to_string(), " but the memory resource (", memory->name(), ") is on ",
+                memory_device->to_string());
+    }
+    backend = kernel_memory ? detail::make_backend(config.device) : detail::make_cpu_backend();
     allocator = std::make_unique<CachingAllocator>(std::move(memory), options);
     allocator->set_reclaimer(this);
     if (!config.trace_path.empty()) trace = std::make_unique<detail::TraceWriter>(config.trace_path);
@@ -93,7 +100,8 @@ struct Runtime::Impl final : Reclaimer {
   std::uint64_t op_clock = 0;
   std::uint64_t candidate_arrivals = 0;  // Storage::candidate_since
   double compute_clock = 0;  // ClockKind::compute: the cost of every kernel run so far
-  bool host_memory = true;   // whether kernels can touch the buffers (false over simulated memory)
+  bool kernel_memory = true;  // whether kernels can touch the buffers (false over simulated memory)
+  std::unique_ptr<detail::Backend> backend;  // where kernels run: the CPU, or the GPU that holds the memory
   std::uint64_t random_calls = 0;
   std::uint64_t start_ns = 0;
   std::int64_t live_storages = 0;
@@ -380,6 +388,32 @@ struct Runtime::Impl final : Reclaimer {
   // scratch memory, and records the cost.
   // `requested` is the output the caller needs (the first when it is a new call): the others become
   // candidates before it, as in the DTR authors' runtime.
+  // A storage nobody holds, for the length of one kernel run: an output no tensor wants any more, or the
+  // kernel's workspace. Kept in `scratch`, which frees it.
+  Storage& new_scratch(const TensorMeta& meta, std::vector<std::unique_ptr<Storage>>& scratch) {
+    scratch.push_back(std::make_unique<Storage>(*this, 0, meta));
+    live_storages += 1;  // balanced by ~Storage
+    allocate(*scratch.back());
+    return *scratch.back();
+  }
+
+  // KernelArgs::workspace for one kernel run: pinned scratch storages, under the budget like any other.
+  class ScratchWorkspace final : public Workspace {
+   public:
+    ScratchWorkspace(Impl& runtime, Pins& pins, std::vector<std::unique_ptr<Storage>>& scratch)
+        : runtime_(runtime), pins_(pins), scratch_(scratch) {}
+    void* get(std::size_t bytes) override {
+      Storage& s = runtime_.new_scratch(TensorMeta{Shape{static_cast<std::int64_t>(bytes)}, DType::uint8}, scratch_);
+      pins_.add(s);
+      return s.data;
+    }
+
+   private:
+    Impl& runtime_;
+    Pins& pins_;
+    std::vector<std::unique_ptr<Storage>>& scratch_;
+  };
+
   void run(Closure& c, bool rematerializing, const Storage* requested = nullptr) {
     // Declared before the pins, so destroyed after them: the pins release scratch storages too.
     std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
@@ -389,10 +423,7 @@ struct Runtime::Impl final : Reclaimer {
     for (std::size_t i = 0; i < c.outputs.size(); ++i) {
       Storage* out = c.outputs[i];
       if (out == nullptr) {
-        scratch.push_back(std::make_unique<Storage>(*this, 0, c.output_meta[i]));
-        out = scratch.back().get();
-        live_storages += 1;  // balanced by ~Storage
-        allocate(*out);
+        out = &new_scratch(c.output_meta[i], scratch);
       } else if (!out->in_memory) {
         allocate(*out);
         if (rematerializing) restored.push_back(out);
@@ -402,10 +433,15 @@ struct Runtime::Impl final : Reclaimer {
     }
     const SmallVector<const void*, 4> in_buffers = input_buffers(c);
     pins.release_last(requested != nullptr ? requested : c.outputs.empty() ? nullptr : c.outputs.front());
-    const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed};
+    ScratchWorkspace workspace(*this, pins, scratch);
+    const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed, &workspace};
     op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
+    // A GPU runs kernels asynchronously: a measured time waits for the work before it and for the kernel.
+    const bool measured = config.cost_model == CostModel::measured && !c.op->known_cost;
+    if (measured) backend->synchronize();
     const std::uint64_t started = now_ns();
-    c.op->cpu_kernel(args);
+    backend->run(*c.op, args);
+    if (measured) backend->synchronize();
     const double cost = cost_of(c, now_ns() - started);
     compute_clock += cost;
     if (rematerializing) {
@@ -531,8 +567,9 @@ struct Runtime::Impl final : Reclaimer {
 
   Results call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
     DTR_CHECK(op.infer && op.cpu_kernel, InvalidArgument, "op '", op.name, "' has no shape rule or CPU kernel");
-    DTR_CHECK(host_memory || !op.touches_memory, InvalidArgument, "op '", op.name, "' runs a kernel, but this "
+    DTR_CHECK(kernel_memory || !op.touches_memory, InvalidArgument, "op '", op.name, "' runs a kernel, but this "
               "runtime's memory (", allocator->upstream().name(), ") is simulated: only replayed ops can run");
+    backend->check_supported(op);
     SmallVector<TensorMeta, 4> in_meta;
     for (const Tensor& t : inputs) {
       DTR_CHECK(t.defined(), InvalidArgument, "op '", op.name, "': an input tensor is undefined");
@@ -565,7 +602,7 @@ struct Runtime::Impl final : Reclaimer {
       make_view(s, closure->input_view[i]);
       input_pins.add(s);
     }
-    if (op.check_values && host_memory) check_values(*closure);
+    if (op.check_values && kernel_memory) check_values(*closure);
     SmallVector<std::shared_ptr<Storage>, 2> outputs;  // per output; nullptr for a view
     for (std::size_t i = 0; i < out_meta.size(); ++i) {
       if (!views.empty() && views[i]) {
@@ -606,9 +643,22 @@ struct Runtime::Impl final : Reclaimer {
     return result;
   }
 
-  // OpDef::check_values on the resident inputs of `c`, before its outputs exist.
-  static void check_values(const Closure& c) {
-    const SmallVector<const void*, 4> in_buffers = input_buffers(c);
+  // OpDef::check_values on the resident inputs of `c`, before its outputs exist. Values the host cannot read
+  // are copied to it: the int64 inputs only, which are all a check reads (the others are passed as null).
+  void check_values(const Closure& c) {
+    SmallVector<const void*, 4> in_buffers = input_buffers(c);
+    std::vector<std::vector<std::int64_t>> copies;
+    if (!backend->host_readable()) {
+      for (std::size_t i = 0; i < in_buffers.size(); ++i) {
+        if (c.input_meta[i].dtype != DType::int64) {
+          in_buffers[i] = nullptr;
+          continue;
+        }
+        copies.emplace_back(static_cast<std::size_t>(c.input_meta[i].numel()));
+        backend->copy_to_host(copies.back().data(), in_buffers[i], c.input_meta[i].nbytes());
+        in_buffers[i] = copies.back().data();
+      }
+    }
     c.op->check_values(KernelArgs{c.input_meta, in_buffers, {}, {}, c.attrs, c.seed});
   }
 
@@ -665,10 +715,10 @@ struct Runtime::Impl final : Reclaimer {
               to_string(meta.shape), " needs ", meta.numel(), " values, got ", values.size());
     DTR_CHECK(meta.dtype == DTypeOf<T>::value, InvalidArgument, "constant: the values are ",
               to_string(DTypeOf<T>::value), ", the meta says ", to_string(meta.dtype));
-    DTR_CHECK(host_memory, InvalidArgument, "constant: this runtime's memory (", allocator->upstream().name(),
+    DTR_CHECK(kernel_memory, InvalidArgument, "constant: this runtime's memory (", allocator->upstream().name(),
               ") is simulated and cannot hold values; use constant(meta)");
     Tensor t = constant(std::move(meta));
-    std::copy(values.begin(), values.end(), reinterpret_cast<T*>(t.handle_->storage->data));  // NOLINT
+    backend->copy_from_host(t.handle_->storage->data, values.data(), values.size_bytes());
     return t;
   }
 
@@ -676,7 +726,7 @@ struct Runtime::Impl final : Reclaimer {
     auto s = make<Storage>(*this, next_id++, std::move(meta));
     live_storages += 1;
     allocate(*s);
-    if (host_memory) std::memset(s->data, 0, s->nbytes);
+    if (kernel_memory) backend->fill_zero(s->data, s->nbytes);
     touch(*s);
     if (trace) trace->constant(s->id, s->nbytes);
     return Tensor(make<TensorHandle>(std::move(s)));
@@ -843,7 +893,10 @@ TensorHandle::~TensorHandle() { storage->runtime.release_handle(*storage, id, st
 
 // ---- public API ----
 
-Runtime::Runtime(Config config) : Runtime(std::move(config), make_host_resource()) {}
+Runtime::Runtime(Config config) {
+  std::unique_ptr<MemoryResource> memory = make_device_resource(config.device);
+  impl_ = std::make_unique<Impl>(std::move(config), std::move(memory));
+}
 Runtime::Runtime(Config config, std::unique_ptr<MemoryResource> memory) {
   DTR_CHECK(memory != nullptr, InvalidArgument, "Runtime: the memory resource is null");
   impl_ = std::make_unique<Impl>(std::move(config), std::move(memory));
@@ -933,12 +986,13 @@ template <typename T>
 std::vector<T> Tensor::to_host_as() const {
   DTR_CHECK(defined(), InvalidArgument, "the tensor is undefined");
   Storage& s = *handle_->storage;
-  DTR_CHECK(s.runtime.host_memory, InvalidArgument, "to_host: the tensor lives in simulated memory");
+  DTR_CHECK(s.runtime.kernel_memory, InvalidArgument, "to_host: the tensor lives in simulated memory");
   DTR_CHECK(handle_->meta.dtype == DTypeOf<T>::value, InvalidArgument, "to_host: the tensor is ",
             to_string(handle_->meta.dtype), ", not ", to_string(DTypeOf<T>::value));
   s.runtime.materialize_view(s, handle_->view);
-  const T* begin = reinterpret_cast<const T*>(s.data) + handle_->offset;  // NOLINT: the storage holds Ts
-  return std::vector<T>(begin, begin + handle_->meta.numel());
+  std::vector<T> values(static_cast<std::size_t>(handle_->meta.numel()));
+  s.runtime.backend->copy_to_host(values.data(), s.data + handle_->offset * sizeof(T), handle_->meta.nbytes());
+  return values;
 }
 
 template std::vector<float> Tensor::to_host_as<float>() const;

@@ -65,6 +65,7 @@ class CountingResource final : public MemoryResource {
   std::size_t capacity() const override { return upstream_.capacity(); }
   std::string name() const override { return "counting(" + upstream_.name() + ")"; }
   bool host_accessible() const override { return upstream_.host_accessible(); }
+  std::optional<Device> device() const override { return upstream_.device(); }
 
   int allocations = 0;
   int deallocations = 0;

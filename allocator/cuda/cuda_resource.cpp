@@ -3,36 +3,18 @@
 
 #include "../allocation_registry.h"
 #include "cuda_check.h"
+#include "current_device.h"
 #include "dtr/device.h"
 #include "dtr/memory_resource.h"
 
 namespace dtr {
 namespace {
 
-// Makes `device` current for a scope and restores the caller's device after.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    DTR_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) DTR_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 class CudaResource final : public MemoryResource {
  public:
   explicit CudaResource(int device) : device_(device) {
-    const int count = cuda::device_count();
-    DTR_CHECK(count > 0, DeviceError, "cuda:", device, " was requested but no CUDA device is usable (",
-              cuda::unavailable_reason(), ")");
-    DTR_CHECK(device >= 0 && device < count, DeviceError, "cuda:", device, " was requested but only ", count,
-              " CUDA device(s) exist");
-    DeviceGuard guard(device_);
+    detail::check_usable_device(device);
+    detail::CurrentDevice guard(device_);
     std::size_t free_bytes = 0;
     DTR_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &capacity_));
   }
@@ -40,10 +22,11 @@ class CudaResource final : public MemoryResource {
   std::size_t capacity() const override { return capacity_; }
   std::string name() const override { return "cuda:" + std::to_string(device_); }
   bool host_accessible() const override { return false; }
+  std::optional<Device> device() const override { return Device{DeviceKind::cuda, device_}; }
 
  protected:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override {
-    DeviceGuard guard(device_);
+    detail::CurrentDevice guard(device_);
     void* ptr = nullptr;
     const cudaError_t status = bytes > capacity_ ? cudaErrorMemoryAllocation : cudaMalloc(&ptr, bytes);
     if (status == cudaErrorMemoryAllocation) {
@@ -68,7 +51,7 @@ class CudaResource final : public MemoryResource {
 
   void do_deallocate(void* ptr, std::size_t bytes) override {
     registry_.remove(ptr, bytes, name());
-    DeviceGuard guard(device_);
+    detail::CurrentDevice guard(device_);
     DTR_CUDA_CHECK(cudaFree(ptr));
   }
 

@@ -40,7 +40,9 @@ struct Config {
   // is), as the DTR prototype did to shorten its scans; 0 (the default) considers every candidate. Choosing
   // under a floor scans the candidates, and windows ignore it.
   double size_floor = 0;
-  Device device;                               // DTR_DEVICE: cpu (the runtime's kernels are CPU-only so far)
+  // DTR_DEVICE: cpu, cuda, cuda:N. from_env: when unset, the GPU if this build has CUDA and one is present,
+  // else the CPU (logged); naming cuda without a usable GPU throws dtr::DeviceError. In code: cpu by default.
+  Device device;
   std::string stats_path;                      // DTR_STATS: JSON stats written when the runtime is destroyed
   std::string trace_path;                      // DTR_TRACE: the run as the DTR prototype's JSON-lines log
   // The runtime's caching allocator: rounding and segment sizes (in code only). Its budget_bytes is ignored:

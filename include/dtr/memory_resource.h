@@ -16,7 +16,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include "dtr/device.h"
 
 namespace dtr {
 
@@ -51,6 +54,9 @@ class MemoryResource {
   virtual std::string name() const = 0;
   // True when the CPU may read and write the memory this resource hands out.
   virtual bool host_accessible() const = 0;
+  // The device whose kernels can work in this memory: cpu for host memory, cuda:N for a GPU's, nullopt for
+  // memory no kernel may touch (simulated). By default: cpu when host_accessible(), else nullopt.
+  virtual std::optional<Device> device() const;
 
  protected:
   // Called with bytes > 0 and a valid alignment.
@@ -74,5 +80,8 @@ std::unique_ptr<MemoryResource> make_simulated_resource(std::size_t capacity);
 // cudaMalloc/cudaFree on one CUDA device: the only code in dtr that calls them. Throws dtr::DeviceError when
 // dtr was built without CUDA or the device does not exist.
 std::unique_ptr<MemoryResource> make_cuda_resource(int device = 0);
+
+// The memory kernels on `device` work in: make_host_resource() for cpu, make_cuda_resource(N) for cuda:N.
+std::unique_ptr<MemoryResource> make_device_resource(const Device& device);
 
 }  // namespace dtr

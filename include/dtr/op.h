@@ -94,7 +94,7 @@ class Workspace {
  public:
   virtual ~Workspace() = default;
   // `bytes` of scratch, aligned for any element type; valid until the kernel returns. Throws
-  // dtr::OutOfMemory when it does not fit in the budget. Each call replaces the previous call's memory.
+  // dtr::OutOfMemory when it does not fit in the budget (after evicting what the budget needs).
   virtual void* get(std::size_t bytes) = 0;
 };
 
