@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "env_guard.h"
+#include "test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -26,7 +27,8 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EXPECT_EQ(c.budget_mode, BudgetMode::device);
   EXPECT_EQ(c.inplace, InplaceMode::copy_on_write);
   EXPECT_EQ(c.search, EvictionSearch::index);
-  EXPECT_EQ(c.device, (Device{DeviceKind::cpu, 0}));
+  // The GPU when there is one, else the CPU.
+  EXPECT_EQ(c.device, cuda::device_count() > 0 ? (Device{DeviceKind::cuda, 0}) : (Device{DeviceKind::cpu, 0}));
   EXPECT_TRUE(c.stats_path.empty());
   EXPECT_TRUE(c.trace_path.empty());
 }
@@ -104,6 +106,14 @@ TEST(Config, DefaultRuntimeIsBuiltOnceFromTheEnvironment) {
   EXPECT_EQ(rt.call1(ops::relu(), {a}).to_host(), (std::vector<float>{0, 2}));
   const Stats counted = rt.stats();
   EXPECT_GE(counted.ops, 1u);
+}
+
+TEST(Config, AskingForAMissingGpuIsAClearError) {
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  EnvGuard device("DTR_DEVICE", "cuda");
+  expect_error<DeviceError>([] { Config::from_env(1 << 30); }, {"DTR_DEVICE=cuda", cuda::unavailable_reason()});
+  EnvGuard other("DTR_DEVICE", "cuda:3");
+  expect_error<DeviceError>([] { Config::from_env(1 << 30); }, {"DTR_DEVICE=cuda:3"});
 }
 
 TEST(Config, RuntimeRejectsDevicesItCannotRunOn) {

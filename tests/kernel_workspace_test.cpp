@@ -1,0 +1,89 @@
+// KernelArgs::workspace: scratch memory a kernel asks the runtime for, under the budget, freed after.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "test_helpers.h"
+#include "test_resources.h"
+
+namespace dtr::test {
+namespace {
+
+// y = x + 1, staged through `bytes` of workspace (as a cuDNN convolution stages through its own).
+OpDef staged_increment(std::size_t bytes) {
+  OpDef def;
+  def.name = "staged_increment";
+  def.infer = [](std::span<const TensorMeta> inputs, const Attrs&) { return TensorMetas{inputs[0]}; };
+  def.cpu_kernel = [bytes](const KernelArgs& args) {
+    DTR_CHECK(args.workspace != nullptr, InvalidArgument, "staged_increment needs a workspace");
+    auto* scratch = static_cast<float*>(args.workspace->get(bytes));
+    const std::int64_t n = args.output_meta[0].numel();
+    for (std::int64_t i = 0; i < n; ++i) scratch[i % 4] = args.input<float>(0)[i] + 1;
+    for (std::int64_t i = 0; i < n; ++i) args.output<float>(0)[i] = args.input<float>(0)[i] + 1;
+    std::memset(scratch, 0xFF, bytes);  // the whole of it is writable
+  };
+  def.flops = [](std::span<const TensorMeta>, const Attrs&) { return 1.0; };
+  return def;
+}
+
+TEST(KernelWorkspace, IsGivenDuringTheKernelAndFreedAfter) {
+  const std::size_t bytes = std::size_t{1} << 20;
+  const OpDef op = staged_increment(bytes);
+  Runtime rt(deterministic_config());
+  Tensor x = rt.constant(TensorMeta{{3}}, std::vector<float>{1, 2, 3});
+  const std::uint64_t before = rt.allocator().stats().allocated_bytes.current;
+  Tensor y = rt.call1(op, {x});
+  EXPECT_EQ(y.to_host(), (std::vector<float>{2, 3, 4}));
+  // The workspace was allocated (the peak saw it) and is gone: only y's buffer remains.
+  EXPECT_GE(rt.allocator().stats().allocated_bytes.peak, before + bytes);
+  EXPECT_LT(rt.allocator().stats().allocated_bytes.current, before + bytes);
+}
+
+TEST(KernelWorkspace, EvictsUnderTheBudgetAndRecomputationsGetOneToo) {
+  const std::size_t bytes = 64 * 1024;
+  const OpDef op = staged_increment(bytes);
+  const auto run = [&](std::optional<std::uint64_t> budget) {
+    Config config = deterministic_config(budget);
+    config.budget_mode = BudgetMode::bytes;
+    Runtime rt(config);
+    Tensor x = rt.constant(TensorMeta{{4096}}, std::vector<float>(4096, 0.5F));
+    std::vector<Tensor> chain{x};
+    for (int i = 0; i < 12; ++i) chain.push_back(rt.call1(op, {chain.back()}));
+    std::vector<float> all;
+    for (const Tensor& t : chain) {
+      const std::vector<float> v = t.to_host();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return std::pair{all, rt.stats().rematerializations};
+  };
+  const auto [reference, none] = run(std::nullopt);
+  // Room for a few 16 KiB tensors and one workspace: most of the chain is evicted and recomputed.
+  const auto [budgeted, recomputed] = run(std::uint64_t{6} * 16384 + bytes);
+  EXPECT_EQ(none, 0u);
+  EXPECT_GT(recomputed, 0u);
+  EXPECT_TRUE(bitwise_equal(budgeted, reference));
+}
+
+TEST(KernelWorkspace, ThatDoesNotFitIsOutOfMemory) {
+  const OpDef op = staged_increment(std::size_t{1} << 20);
+  Config config = deterministic_config(std::uint64_t{64} * 1024);
+  config.budget_mode = BudgetMode::bytes;
+  Runtime rt(config);
+  Tensor x = rt.constant(TensorMeta{{4}}, std::vector<float>{1, 2, 3, 4});
+  EXPECT_THROW(rt.call1(op, {x}), OutOfMemory);
+}
+
+TEST(KernelWorkspace, AKernelCalledOutsideARuntimeHasNone) {
+  const OpDef op = staged_increment(16);
+  const TensorMeta meta{{1}};
+  const float in = 1;
+  float out = 0;
+  const void* inputs[] = {&in};
+  void* outputs[] = {&out};
+  const Attrs attrs;
+  const KernelArgs args{{&meta, 1}, inputs, {&meta, 1}, outputs, attrs};
+  EXPECT_THROW(op.cpu_kernel(args), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace dtr::test
