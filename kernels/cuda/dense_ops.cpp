@@ -1,8 +1,373 @@
-// CUDA kernels of the dense ops (matmul, bmm, linear (cuBLAS); conv2d (cuDNN); pooling): argument unpacking and launches.
+// CUDA kernels of the dense ops (matmul, bmm, linear (cuBLAS); conv2d (cuDNN); pooling): argument unpacking and
+// launches. The shapes were checked by each op's shape rule before a kernel runs; here they are only read.
+//
+// Reproducibility: cuBLAS runs with atomics off (cuda_handles.cpp) and the FP32/FP64 pedantic compute types
+// (no TF32, no reduced-precision shortcuts); cuDNN runs with FMA math (no TF32) and only its deterministic
+// algorithms. Both give the same bits for the same sizes on the same GPU model.
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 #include "cuda_kernels.h"
+#include "cuda_support.h"
+#include "dense.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::kernels::cuda {
+namespace {
 
-void add_dense_kernels(KernelTable& /*table*/) {}
+bool flag(const Attrs& attrs, const char* name) { return attrs.has(name) && attrs.get_int(name) != 0; }
+
+// ---- GEMM (cuBLAS) ----------------------------------------------------------------------------------------
+
+// c[batch][m, n] = op(a) · op(b) for each of `batch` row-major matrices laid end to end, or c += when
+// `accumulate`; op(a) is stored [m, k] or, with `transpose_a`, [k, m]; op(b) [k, n] or [n, k]. cuBLAS is
+// column-major, where the row-major c is cᵀ: it computes cᵀ = op(b)ᵀ · op(a)ᵀ, reading b's and a's buffers
+// as the column-major matrices they already are.
+template <typename T>
+void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+          const T* a, const T* b, T* c, bool accumulate) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (k == 0) {  // an empty sum: c is zero, or unchanged when accumulating
+    if (!accumulate) {
+      DTR_CUDA_CHECK(cudaMemsetAsync(c, 0, static_cast<std::size_t>(batch * m * n) * sizeof(T), stream));
+    }
+    return;
+  }
+  constexpr bool is_double = std::is_same_v<T, double>;
+  constexpr cudaDataType type = is_double ? CUDA_R_64F : CUDA_R_32F;
+  // Pedantic: full FP32 (FP64) arithmetic whatever the handle's math mode, so float32 never rounds to TF32.
+  constexpr cublasComputeType_t compute = is_double ? CUBLAS_COMPUTE_64F_PEDANTIC : CUBLAS_COMPUTE_32F_PEDANTIC;
+  const T alpha = T(1);
+  const T beta = accumulate ? T(1) : T(0);
+  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const std::int64_t ldb = transpose_b ? k : n;  // b's buffer read column-major: [n, k], or [k, n] transposed
+  const std::int64_t lda = transpose_a ? m : k;  // a's buffer: [k, m], or [m, k] transposed
+  DTR_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(cublas(), op_b, op_a, n, m, k, &alpha, b, type, ldb, k * n, a,
+                                                 type, lda, m * k, &beta, c, type, n, m * n, batch, compute,
+                                                 CUBLAS_GEMM_DEFAULT));
+}
+
+void matmul_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const bool ta = flag(args.attrs, "transpose_a");
+    const bool tb = flag(args.attrs, "transpose_b");
+    const Shape& a = args.input_meta[0].shape;
+    const Shape& b = args.input_meta[1].shape;
+    const std::int64_t m = ta ? a[1] : a[0];
+    const std::int64_t k = ta ? a[0] : a[1];
+    const std::int64_t n = tb ? b[0] : b[1];
+    gemm(ta, tb, m, n, k, 1, args.input<T>(0), args.input<T>(1), args.output<T>(0), false);
+  });
+}
+
+void bmm_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const bool ta = flag(args.attrs, "transpose_a");
+    const bool tb = flag(args.attrs, "transpose_b");
+    const Shape& a = args.input_meta[0].shape;
+    const Shape& b = args.input_meta[1].shape;
+    const std::int64_t m = ta ? a[2] : a[1];
+    const std::int64_t k = ta ? a[1] : a[2];
+    const std::int64_t n = tb ? b[1] : b[2];
+    gemm(ta, tb, m, n, k, a[0], args.input<T>(0), args.input<T>(1), args.output<T>(0), false);
+  });
+}
+
+// x [..., in] · weightᵀ (+ bias): the output starts as the broadcast bias, which the GEMM adds to.
+void linear_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const std::int64_t in = args.input_meta[1].shape[1];
+    const std::int64_t out = args.input_meta[1].shape[0];
+    const std::int64_t rows = out == 0 ? 0 : args.output_meta[0].numel() / out;
+    T* y = args.output<T>(0);
+    const bool has_bias = args.inputs.size() == 3;
+    if (has_bias) launch_fill_bias(args.input<T>(2), rows * out, out, 1, y);
+    gemm(false, true, rows, out, in, 1, args.input<T>(0), args.input<T>(1), y, has_bias);
+  });
+}
+
+// ---- convolution (cuDNN) ----------------------------------------------------------------------------------
+
+// A pair attribute ("stride", "padding", "dilation", "kernel"): two ints, or `fallback` when absent.
+std::vector<std::int64_t> pair_attr(const char* op, const Attrs& attrs, const char* name,
+                                    const std::vector<std::int64_t>& fallback) {
+  if (!attrs.has(name)) return fallback;
+  const std::vector<std::int64_t>& value = attrs.get_ints(name);
+  DTR_CHECK(value.size() == 2, InvalidArgument, "op '", op, "': attribute '", name,
+            "' must list 2 ints (height, width), got ", value.size());
+  return value;
+}
+
+// cuDNN's legacy API takes int dimensions and at most 2^31 - 1 elements a tensor.
+int to_int(const char* op, std::int64_t value) {
+  DTR_CHECK(value >= 0 && value <= INT_MAX, InvalidArgument, "op '", op, "' on CUDA: size ", value,
+            " is beyond cuDNN's int range");
+  return static_cast<int>(value);
+}
+
+// A convolution's sizes: input [n, c, h, w], weight [o, c / groups, kh, kw], output [n, o, oh, ow].
+struct Conv {
+  const char* op = "";
+  std::int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0, oh = 0, ow = 0;
+  std::int64_t groups = 1;
+  std::vector<std::int64_t> stride, padding, dilation;
+
+  std::int64_t input_numel() const { return n * c * h * w; }
+  std::int64_t weight_numel() const { return o * (c / groups) * kh * kw; }
+  std::int64_t output_numel() const { return n * o * oh * ow; }
+};
+
+Conv conv_of(const char* op, const Attrs& attrs, const Shape& x, const Shape& weight, const Shape& y) {
+  Conv g;
+  g.op = op;
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.o = weight[0], g.kh = weight[2], g.kw = weight[3];
+  g.oh = y[2], g.ow = y[3];
+  g.groups = attrs.has("groups") ? attrs.get_int("groups") : 1;
+  g.stride = pair_attr(op, attrs, "stride", {1, 1});
+  g.padding = pair_attr(op, attrs, "padding", {0, 0});
+  g.dilation = pair_attr(op, attrs, "dilation", {1, 1});
+  return g;
+}
+
+struct TensorDescDeleter {
+  void operator()(cudnnTensorDescriptor_t d) const { cudnnDestroyTensorDescriptor(d); }
+};
+struct FilterDescDeleter {
+  void operator()(cudnnFilterDescriptor_t d) const { cudnnDestroyFilterDescriptor(d); }
+};
+struct ConvDescDeleter {
+  void operator()(cudnnConvolutionDescriptor_t d) const { cudnnDestroyConvolutionDescriptor(d); }
+};
+using TensorDesc = std::unique_ptr<std::remove_pointer_t<cudnnTensorDescriptor_t>, TensorDescDeleter>;
+using FilterDesc = std::unique_ptr<std::remove_pointer_t<cudnnFilterDescriptor_t>, FilterDescDeleter>;
+using ConvDesc = std::unique_ptr<std::remove_pointer_t<cudnnConvolutionDescriptor_t>, ConvDescDeleter>;
+
+TensorDesc tensor_desc(const char* op, cudnnDataType_t type, std::int64_t n, std::int64_t c, std::int64_t h,
+                       std::int64_t w) {
+  to_int(op, n * c * h * w);
+  cudnnTensorDescriptor_t raw = nullptr;
+  DTR_CUDNN_CHECK(cudnnCreateTensorDescriptor(&raw));
+  TensorDesc desc(raw);
+  DTR_CUDNN_CHECK(cudnnSetTensor4dDescriptor(raw, CUDNN_TENSOR_NCHW, type, to_int(op, n), to_int(op, c),
+                                             to_int(op, h), to_int(op, w)));
+  return desc;
+}
+
+// cuDNN's descriptors of one convolution: input x, weight, output y, and the convolution itself.
+struct ConvDescs {
+  TensorDesc x;
+  FilterDesc weight;
+  TensorDesc y;
+  ConvDesc conv;
+};
+
+template <typename T>
+ConvDescs conv_descs(const Conv& g) {
+  constexpr cudnnDataType_t type = std::is_same_v<T, double> ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  ConvDescs d;
+  d.x = tensor_desc(g.op, type, g.n, g.c, g.h, g.w);
+  d.y = tensor_desc(g.op, type, g.n, g.o, g.oh, g.ow);
+  to_int(g.op, g.weight_numel());
+  cudnnFilterDescriptor_t filter = nullptr;
+  DTR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&filter));
+  d.weight.reset(filter);
+  DTR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter, type, CUDNN_TENSOR_NCHW, to_int(g.op, g.o),
+                                             to_int(g.op, g.c / g.groups), to_int(g.op, g.kh), to_int(g.op, g.kw)));
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  DTR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+  d.conv.reset(conv);
+  // Cross-correlation (no kernel flip), as the CPU kernel's im2col computes; accumulation in T.
+  DTR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+      conv, to_int(g.op, g.padding[0]), to_int(g.op, g.padding[1]), to_int(g.op, g.stride[0]),
+      to_int(g.op, g.stride[1]), to_int(g.op, g.dilation[0]), to_int(g.op, g.dilation[1]),
+      CUDNN_CROSS_CORRELATION, type));
+  DTR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, to_int(g.op, g.groups)));
+  // FMA math for float32: plain FP32 kernels, where the default would allow TF32 tensor cores. float64 has
+  // no reduced-precision path to exclude.
+  DTR_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, std::is_same_v<T, double> ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  return d;
+}
+
+// The first of `algos` (deterministic ones, in order of preference) cuDNN supports for this convolution,
+// with its workspace size: `query(algo, &bytes)` asks cuDNN for it. The choice depends on the sizes and the
+// GPU only, so a recomputation runs the same algorithm.
+template <typename Algo, typename Query>
+std::pair<Algo, std::size_t> choose_algo(const char* op, std::initializer_list<Algo> algos, Query query) {
+  for (const Algo algo : algos) {
+    std::size_t bytes = 0;
+    const cudnnStatus_t status = query(algo, &bytes);
+    if (status == CUDNN_STATUS_SUCCESS) return {algo, bytes};
+    if (CUDNN_STATUS_CATEGORY(status) != CUDNN_STATUS_NOT_SUPPORTED) DTR_CUDNN_CHECK(status);
+  }
+  DTR_THROW(DeviceError, "op '", op, "' on CUDA: cuDNN has no deterministic algorithm for this convolution");
+}
+
+void* workspace(const KernelArgs& args, const char* op, std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  DTR_CHECK(args.workspace != nullptr, InvalidArgument, "op '", op, "' on CUDA needs ", bytes,
+            " bytes of workspace, and its kernel was called without one");
+  return args.workspace->get(bytes);
+}
+
+template <typename T>
+void zero(T* data, std::int64_t count) {
+  if (count > 0) DTR_CUDA_CHECK(cudaMemsetAsync(data, 0, static_cast<std::size_t>(count) * sizeof(T), stream));
+}
+
+// conv2d(x, weight, optional bias): the output starts as the broadcast bias (or zeros without one) when cuDNN
+// is to add to it; cuDNN is not called for an empty input or weight, whose product is zero.
+void conv2d_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const Conv g = conv_of("conv2d", args.attrs, args.input_meta[0].shape, args.input_meta[1].shape,
+                           args.output_meta[0].shape);
+    T* y = args.output<T>(0);
+    if (g.output_numel() == 0) return;
+    const bool has_bias = args.inputs.size() == 3;
+    if (has_bias) launch_fill_bias(args.input<T>(2), g.output_numel(), g.o, g.oh * g.ow, y);
+    if (g.input_numel() == 0 || g.weight_numel() == 0) {
+      if (!has_bias) zero(y, g.output_numel());
+      return;
+    }
+    const ConvDescs d = conv_descs<T>(g);
+    const auto [algo, bytes] = choose_algo(
+        g.op, {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM},
+        [&](cudnnConvolutionFwdAlgo_t a, std::size_t* size) {
+          return cudnnGetConvolutionForwardWorkspaceSize(cudnn(), d.x.get(), d.weight.get(), d.conv.get(),
+                                                         d.y.get(), a, size);
+        });
+    void* scratch = workspace(args, g.op, bytes);
+    const T alpha = T(1);
+    const T beta = has_bias ? T(1) : T(0);
+    DTR_CUDNN_CHECK(cudnnConvolutionForward(cudnn(), &alpha, d.x.get(), args.input<T>(0), d.weight.get(),
+                                            args.input<T>(1), d.conv.get(), algo, scratch, bytes, &beta, d.y.get(),
+                                            y));
+  });
+}
+
+// conv2d_backward_input(grad_out, weight), attribute input_shape: the output's shape is the input's.
+void conv2d_backward_input_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const Conv g = conv_of("conv2d_backward_input", args.attrs, args.output_meta[0].shape,
+                           args.input_meta[1].shape, args.input_meta[0].shape);
+    T* dx = args.output<T>(0);
+    if (g.input_numel() == 0) return;
+    if (g.output_numel() == 0 || g.weight_numel() == 0) {
+      zero(dx, g.input_numel());
+      return;
+    }
+    const ConvDescs d = conv_descs<T>(g);
+    const auto [algo, bytes] = choose_algo(
+        g.op, {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1}, [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t* size) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn(), d.weight.get(), d.y.get(), d.conv.get(),
+                                                              d.x.get(), a, size);
+        });
+    void* scratch = workspace(args, g.op, bytes);
+    const T alpha = T(1);
+    const T beta = T(0);
+    DTR_CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn(), &alpha, d.weight.get(), args.input<T>(1), d.y.get(),
+                                                 args.input<T>(0), d.conv.get(), algo, scratch, bytes, &beta,
+                                                 d.x.get(), dx));
+  });
+}
+
+// conv2d_backward_weight(grad_out, x), attribute weight_shape: the output's shape is the weight's.
+void conv2d_backward_weight_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const Conv g = conv_of("conv2d_backward_weight", args.attrs, args.input_meta[1].shape,
+                           args.output_meta[0].shape, args.input_meta[0].shape);
+    T* dw = args.output<T>(0);
+    if (g.weight_numel() == 0) return;
+    if (g.output_numel() == 0 || g.input_numel() == 0) {
+      zero(dw, g.weight_numel());
+      return;
+    }
+    const ConvDescs d = conv_descs<T>(g);
+    const auto [algo, bytes] = choose_algo(
+        g.op, {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1}, [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t* size) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn(), d.x.get(), d.y.get(), d.conv.get(),
+                                                                d.weight.get(), a, size);
+        });
+    void* scratch = workspace(args, g.op, bytes);
+    const T alpha = T(1);
+    const T beta = T(0);
+    DTR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn(), &alpha, d.x.get(), args.input<T>(1), d.y.get(),
+                                                   args.input<T>(0), d.conv.get(), algo, scratch, bytes, &beta,
+                                                   d.weight.get(), dw));
+  });
+}
+
+// ---- pooling (own kernels, dense.cu) ----------------------------------------------------------------------
+
+// The pooling call over input shape `x` [N, C, H, W] with output shape `y` [N, C, OH, OW]; attributes as
+// kernels/pool.cpp reads them: "kernel" (required), "stride" (default the kernel), "padding" (default 0).
+PoolShape pool_of(const char* op, const Attrs& attrs, const Shape& x, const Shape& y) {
+  const std::vector<std::int64_t> kernel = pair_attr(op, attrs, "kernel", {});
+  DTR_CHECK(kernel.size() == 2, InvalidArgument, "op '", op, "' needs attribute 'kernel'");
+  const std::vector<std::int64_t> stride = pair_attr(op, attrs, "stride", kernel);
+  const std::vector<std::int64_t> padding = pair_attr(op, attrs, "padding", {0, 0});
+  PoolShape s;
+  s.planes = x[0] * x[1], s.h = x[2], s.w = x[3];
+  s.oh = y[2], s.ow = y[3];
+  s.kh = kernel[0], s.kw = kernel[1];
+  s.stride_h = stride[0], s.stride_w = stride[1];
+  s.pad_h = padding[0], s.pad_w = padding[1];
+  return s;
+}
+
+void max_pool2d_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const PoolShape s = pool_of("max_pool2d", args.attrs, args.input_meta[0].shape, args.output_meta[0].shape);
+    launch_max_pool2d(s, args.input<T>(0), args.output<T>(0));
+  });
+}
+
+// (grad_out, x) -> dx of x's shape.
+void max_pool2d_backward_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const PoolShape s =
+        pool_of("max_pool2d_backward", args.attrs, args.input_meta[1].shape, args.input_meta[0].shape);
+    launch_max_pool2d_backward(s, args.input<T>(0), args.input<T>(1), args.output<T>(0));
+  });
+}
+
+void avg_pool2d_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const PoolShape s = pool_of("avg_pool2d", args.attrs, args.input_meta[0].shape, args.output_meta[0].shape);
+    launch_avg_pool2d(s, args.input<T>(0), args.output<T>(0));
+  });
+}
+
+// (grad_out), attribute input_shape -> dx of the output's shape (the attribute's).
+void avg_pool2d_backward_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const PoolShape s =
+        pool_of("avg_pool2d_backward", args.attrs, args.output_meta[0].shape, args.input_meta[0].shape);
+    launch_avg_pool2d_backward(s, args.input<T>(0), args.output<T>(0));
+  });
+}
+
+}  // namespace
+
+void add_dense_kernels(KernelTable& table) {
+  table["matmul"] = matmul_cuda;
+  table["bmm"] = bmm_cuda;
+  table["linear"] = linear_cuda;
+  table["conv2d"] = conv2d_cuda;
+  table["conv2d_backward_input"] = conv2d_backward_input_cuda;
+  table["conv2d_backward_weight"] = conv2d_backward_weight_cuda;
+  table["max_pool2d"] = max_pool2d_cuda;
+  table["max_pool2d_backward"] = max_pool2d_backward_cuda;
+  table["avg_pool2d"] = avg_pool2d_cuda;
+  table["avg_pool2d_backward"] = avg_pool2d_backward_cuda;
+}
 
 }  // namespace dtr::kernels::cuda
