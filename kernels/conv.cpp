@@ -61,7 +61,7 @@ ConvGeometry conv_geometry(const std::string& op, std::span<const TensorMeta> in
   ConvGeometry g;
   g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
   g.o = weight[0], g.kh = weight[2], g.kw = weight[3];
-  g.groups = attrs.has("groups") ? attrs.get_int("groups") : 1;
+  g.groups = attrs.get_int("groups", 1);
   const auto stride = pair_attr(op, attrs, "stride", 1);
   const auto padding = pair_attr(op, attrs, "padding", 0);
   const auto dilation = pair_attr(op, attrs, "dilation", 1);

@@ -93,7 +93,7 @@ SliceGeometry slice_geometry(std::string_view op, std::span<const TensorMeta> in
   const std::int64_t dim = attrs.get_int("dim");
   std::int64_t start = attrs.get_int("start");
   std::int64_t end = attrs.get_int("end");
-  g.step = attrs.has("step") ? attrs.get_int("step") : 1;
+  g.step = attrs.get_int("step", 1);
   DTR_CHECK_SHAPES(!shape.empty(), op, inputs, "needs a tensor of rank >= 1 (shape ", to_string(shape), ")");
   g.dim = normalize_dim(op, inputs, dim, shape.size());
   DTR_CHECK_SHAPES(g.step >= 1, op, inputs, "needs step >= 1, got step ", g.step);

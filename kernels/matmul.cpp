@@ -10,7 +10,6 @@
 namespace dtr::ops {
 namespace {
 
-bool flag(const Attrs& attrs, const char* name) { return attrs.has(name) && attrs.get_int(name) != 0; }
 
 // The number of rows of a [..., d] tensor seen as a matrix.
 std::int64_t leading_rows(const Shape& shape) {
@@ -30,7 +29,7 @@ struct Product {
 };
 
 Product product(const std::string& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  Product p{flag(attrs, "transpose_a"), flag(attrs, "transpose_b")};
+  Product p{attrs.get_flag("transpose_a"), attrs.get_flag("transpose_b")};
   const Shape& a = inputs[0].shape;
   const Shape& b = inputs[1].shape;
   const std::size_t ra = a.size();

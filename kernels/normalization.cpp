@@ -42,7 +42,7 @@ struct RowLayout {
 
 // `x` is the input the layout is of; `all` the op's inputs, for messages.
 RowLayout row_layout(const std::string& op, const TensorMeta& x, std::span<const TensorMeta> all, const Attrs& attrs) {
-  const std::int64_t k = attrs.has("normalized_rank") ? attrs.get_int("normalized_rank") : 1;
+  const std::int64_t k = attrs.get_int("normalized_rank", 1);
   const auto rank = static_cast<std::int64_t>(x.shape.size());
   DTR_CHECK_SHAPES(k >= 1 && k <= rank, op, all, "needs x of rank >= normalized_rank ", k, " >= 1");
   const auto split = static_cast<std::size_t>(rank - k);

@@ -100,6 +100,12 @@ const Attrs::Value& Attrs::find(const std::string& name) const {
 std::int64_t Attrs::get_int(const std::string& name) const { return get_as<std::int64_t>(find(name), name); }
 
 double Attrs::get_real(const std::string& name) const { return get_as<double>(find(name), name); }
+std::int64_t Attrs::get_int(const std::string& name, std::int64_t fallback) const {
+  return has(name) ? get_int(name) : fallback;
+}
+double Attrs::get_real(const std::string& name, double fallback) const {
+  return has(name) ? get_real(name) : fallback;
+}
 
 const std::vector<std::int64_t>& Attrs::get_ints(const std::string& name) const {
   return get_as<std::vector<std::int64_t>>(find(name), name);

@@ -26,7 +26,7 @@ struct AxisLayout {
 AxisLayout axis_layout(const std::string& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const Shape& shape = inputs[0].shape;
   const auto rank = static_cast<std::int64_t>(shape.size());
-  const std::int64_t axis = attrs.has("axis") ? attrs.get_int("axis") : -1;
+  const std::int64_t axis = attrs.get_int("axis", -1);
   DTR_CHECK_SHAPES(rank >= 1, op, inputs, "needs an input of rank 1 or more");
   DTR_CHECK_SHAPES(axis >= -rank && axis < rank, op, inputs, "has axis ", axis, " outside [", -rank, ", ", rank, ")");
   const auto a = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);

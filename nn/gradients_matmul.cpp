@@ -8,7 +8,6 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-bool flag(const Attrs& attrs, const char* name) { return attrs.has(name) && attrs.get_int(name) != 0; }
 
 Attrs transposes(bool a, bool b) {
   return Attrs{{"transpose_a", std::int64_t{a ? 1 : 0}}, {"transpose_b", std::int64_t{b ? 1 : 0}}};
@@ -16,8 +15,8 @@ Attrs transposes(bool a, bool b) {
 
 // The gradients of a (batched) product `product` (matmul or bmm).
 Grads product_grads(const GradientContext& c, const OpDef& product) {
-  const bool ta = flag(c.attrs, "transpose_a");
-  const bool tb = flag(c.attrs, "transpose_b");
+  const bool ta = c.attrs.get_flag("transpose_a");
+  const bool tb = c.attrs.get_flag("transpose_b");
   const Tensor g = output_grad(c, 0);
   const Tensor& a = c.inputs[0];
   const Tensor& b = c.inputs[1];

@@ -42,7 +42,7 @@ void add_norm_rules(GradientTable& table) {
   };
   // out = (1 - m) running + m f(stat) with f(s) = k s, or k (1/s² - eps) for an invstd (f'(s) = -2k / s³).
   table[&ops::running_stat_update()] = [](const GradientContext& c) {
-    const double momentum = c.attrs.has("momentum") ? c.attrs.get_real("momentum") : 0.1;
+    const double momentum = c.attrs.get_real("momentum", 0.1);
     double factor = momentum;
     if (c.attrs.has("unbiased_count")) {
       const auto n = static_cast<double>(c.attrs.get_int("unbiased_count"));

@@ -134,6 +134,21 @@ TEST(OpAttrs, SetReplacesAnExistingNameInPlace) {
   EXPECT_EQ((Attrs{{"x", std::int64_t{1}}, {"x", std::int64_t{2}}}.get_int("x")), 2);
 }
 
+TEST(OpAttrs, OptionalAttributesFallBackOnlyWhenAbsent) {
+  const Attrs attrs{{"groups", std::int64_t{3}}, {"eps", 0.25}, {"transpose_a", std::int64_t{1}},
+                    {"transpose_b", std::int64_t{0}}};
+  EXPECT_EQ(attrs.get_int("groups", 1), 3);
+  EXPECT_EQ(attrs.get_int("stride", 7), 7);
+  EXPECT_EQ(attrs.get_real("eps", 1e-5), 0.25);
+  EXPECT_EQ(attrs.get_real("momentum", 0.1), 0.1);
+  EXPECT_TRUE(attrs.get_flag("transpose_a"));
+  EXPECT_FALSE(attrs.get_flag("transpose_b"));
+  EXPECT_FALSE(attrs.get_flag("keepdim"));
+  // Present with another type: still an error, never the fallback.
+  expect_error<InvalidArgument>([&] { attrs.get_int("eps", 1); }, {"'eps'", "not an int"});
+  expect_error<InvalidArgument>([&] { attrs.get_real("groups", 1.0); }, {"'groups'", "not a real"});
+}
+
 TEST(OpAttrs, ErrorsNameTheAttribute) {
   const Attrs attrs{{"axis", 1.5}};
   expect_error<InvalidArgument>([&] { attrs.get_int("factor"); }, {"'factor'", "missing"});

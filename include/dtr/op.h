@@ -78,6 +78,11 @@ class Attrs {
   // Each throws dtr::InvalidArgument naming the attribute when it is missing or of another type.
   std::int64_t get_int(const std::string& name) const;
   double get_real(const std::string& name) const;
+  // The same, or `fallback` when the attribute is absent (still InvalidArgument when it has another type).
+  std::int64_t get_int(const std::string& name, std::int64_t fallback) const;
+  double get_real(const std::string& name, double fallback) const;
+  // A 0/1 attribute: get_int(name, 0) != 0.
+  bool get_flag(const std::string& name) const { return get_int(name, 0) != 0; }
   const std::vector<std::int64_t>& get_ints(const std::string& name) const;
 
   const std::vector<std::pair<std::string, Value>>& items() const { return values_; }

@@ -22,7 +22,6 @@
 namespace dtr::kernels::cuda {
 namespace {
 
-bool flag(const Attrs& attrs, const char* name) { return attrs.has(name) && attrs.get_int(name) != 0; }
 
 // ---- GEMM (cuBLAS) ----------------------------------------------------------------------------------------
 
@@ -57,8 +56,8 @@ void gemm(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, st
 
 void matmul_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const bool ta = flag(args.attrs, "transpose_a");
-    const bool tb = flag(args.attrs, "transpose_b");
+    const bool ta = args.attrs.get_flag("transpose_a");
+    const bool tb = args.attrs.get_flag("transpose_b");
     const Shape& a = args.input_meta[0].shape;
     const Shape& b = args.input_meta[1].shape;
     const std::int64_t m = ta ? a[1] : a[0];
@@ -70,8 +69,8 @@ void matmul_cuda(const KernelArgs& args) {
 
 void bmm_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const bool ta = flag(args.attrs, "transpose_a");
-    const bool tb = flag(args.attrs, "transpose_b");
+    const bool ta = args.attrs.get_flag("transpose_a");
+    const bool tb = args.attrs.get_flag("transpose_b");
     const Shape& a = args.input_meta[0].shape;
     const Shape& b = args.input_meta[1].shape;
     const std::int64_t m = ta ? a[2] : a[1];
@@ -131,7 +130,7 @@ Conv conv_of(const char* op, const Attrs& attrs, const Shape& x, const Shape& we
   g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
   g.o = weight[0], g.kh = weight[2], g.kw = weight[3];
   g.oh = y[2], g.ow = y[3];
-  g.groups = attrs.has("groups") ? attrs.get_int("groups") : 1;
+  g.groups = attrs.get_int("groups", 1);
   g.stride = pair_attr(op, attrs, "stride", {1, 1});
   g.padding = pair_attr(op, attrs, "padding", {0, 0});
   g.dilation = pair_attr(op, attrs, "dilation", {1, 1});
