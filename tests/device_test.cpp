@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "env_guard.h"
+#include "test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -51,6 +52,18 @@ TEST(Device, WithoutAGpuEverythingSaysWhy) {
     EnvGuard env("DTR_DEVICE", "cuda");
     EXPECT_THROW(default_device(), DeviceError);
   }
+}
+
+TEST(Device, TheCpuFallbackOfACudaBuildIsLoggedOnce) {
+  // A fresh process with DTR_DEVICE unset whose default allocator asks for the default device.
+  const Outcome r = run_command("env -u DTR_DEVICE " DTR_C_API_ENV_PATH " 4096");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("ok: budget 0"), std::string::npos) << r.output;
+  const std::string line = "DTR_DEVICE is unset and no GPU is usable (" + cuda::unavailable_reason() + "); running on the CPU";
+  std::size_t count = 0;
+  for (std::size_t at = r.output.find(line); at != std::string::npos; at = r.output.find(line, at + 1)) ++count;
+  // Logged exactly when the build has CUDA and the machine no GPU; a CPU-only build has nothing to fall from.
+  EXPECT_EQ(count, cuda::is_compiled() && cuda::device_count() == 0 ? 1U : 0U) << r.output;
 }
 
 TEST(Device, DefaultDeviceHonoursTheEnvironment) {

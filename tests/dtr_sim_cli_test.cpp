@@ -10,26 +10,14 @@
 #include <sstream>
 #include <string>
 
+#include "test_helpers.h"
+
 namespace dtr::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int status = 0;
-  std::string output;  // stdout and stderr
-};
-
-Outcome run(const std::string& arguments) {
-  const std::string command = std::string(DTR_SIM_PATH) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");  // NOLINT(cert-env33-c): runs the program under test
-  if (pipe == nullptr) return {-1, "popen failed"};
-  Outcome r;
-  std::array<char, 4096> buffer{};
-  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) r.output += buffer.data();
-  r.status = pclose(pipe);
-  return r;
-}
+Outcome run(const std::string& arguments) { return run_command(std::string(DTR_SIM_PATH) + " " + arguments); }
 
 class DtrSimCli : public ::testing::Test {
  protected:

@@ -3,15 +3,34 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "dtr/dtr.h"
 
 namespace dtr::test {
+
+// A program run by the shell, as a user runs it: its exit status (as pclose gives it) and its output.
+struct Outcome {
+  int status = 0;
+  std::string output;  // stdout and stderr
+};
+
+inline Outcome run_command(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");  // NOLINT(cert-env33-c): runs the program under test
+  if (pipe == nullptr) return {-1, "popen failed"};
+  Outcome r;
+  std::array<char, 4096> buffer{};
+  while (std::fgets(buffer.data(), static_cast<int>(buffer.size()), pipe) != nullptr) r.output += buffer.data();
+  r.status = pclose(pipe);
+  return r;
+}
 
 // Expects `fn` to throw an `E` whose message contains every one of `parts`.
 template <typename E, typename Fn>
