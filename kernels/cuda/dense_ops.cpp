@@ -18,6 +18,7 @@
 #include "cuda_support.h"
 #include "dense.h"
 #include "kernels/op_checks.h"
+#include "kernels/window_geometry.h"
 
 namespace dtr::kernels::cuda {
 namespace {
@@ -95,46 +96,11 @@ void linear_cuda(const KernelArgs& args) {
 
 // ---- convolution (cuDNN) ----------------------------------------------------------------------------------
 
-// A pair attribute ("stride", "padding", "dilation", "kernel"): two ints, or `fallback` when absent.
-std::vector<std::int64_t> pair_attr(const char* op, const Attrs& attrs, const char* name,
-                                    const std::vector<std::int64_t>& fallback) {
-  if (!attrs.has(name)) return fallback;
-  const std::vector<std::int64_t>& value = attrs.get_ints(name);
-  DTR_CHECK(value.size() == 2, InvalidArgument, "op '", op, "': attribute '", name,
-            "' must list 2 ints (height, width), got ", value.size());
-  return value;
-}
-
 // cuDNN's legacy API takes int dimensions and at most 2^31 - 1 elements a tensor.
 int to_int(const char* op, std::int64_t value) {
   DTR_CHECK(value >= 0 && value <= INT_MAX, InvalidArgument, "op '", op, "' on CUDA: size ", value,
             " is beyond cuDNN's int range");
   return static_cast<int>(value);
-}
-
-// A convolution's sizes: input [n, c, h, w], weight [o, c / groups, kh, kw], output [n, o, oh, ow].
-struct Conv {
-  const char* op = "";
-  std::int64_t n = 0, c = 0, h = 0, w = 0, o = 0, kh = 0, kw = 0, oh = 0, ow = 0;
-  std::int64_t groups = 1;
-  std::vector<std::int64_t> stride, padding, dilation;
-
-  std::int64_t input_numel() const { return n * c * h * w; }
-  std::int64_t weight_numel() const { return o * (c / groups) * kh * kw; }
-  std::int64_t output_numel() const { return n * o * oh * ow; }
-};
-
-Conv conv_of(const char* op, const Attrs& attrs, const Shape& x, const Shape& weight, const Shape& y) {
-  Conv g;
-  g.op = op;
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  g.o = weight[0], g.kh = weight[2], g.kw = weight[3];
-  g.oh = y[2], g.ow = y[3];
-  g.groups = attrs.get_int("groups", 1);
-  g.stride = pair_attr(op, attrs, "stride", {1, 1});
-  g.padding = pair_attr(op, attrs, "padding", {0, 0});
-  g.dilation = pair_attr(op, attrs, "dilation", {1, 1});
-  return g;
 }
 
 struct TensorDescDeleter {
@@ -170,26 +136,26 @@ struct ConvDescs {
 };
 
 template <typename T>
-ConvDescs conv_descs(const Conv& g) {
+ConvDescs conv_descs(const char* op, const ConvGeometry& g) {
   constexpr cudnnDataType_t type = std::is_same_v<T, double> ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   ConvDescs d;
-  d.x = tensor_desc(g.op, type, g.n, g.c, g.h, g.w);
-  d.y = tensor_desc(g.op, type, g.n, g.o, g.oh, g.ow);
-  to_int(g.op, g.weight_numel());
+  d.x = tensor_desc(op, type, g.n, g.c, g.h, g.w);
+  d.y = tensor_desc(op, type, g.n, g.o, g.oh, g.ow);
+  to_int(op, g.weight_numel());
   cudnnFilterDescriptor_t filter = nullptr;
   DTR_CUDNN_CHECK(cudnnCreateFilterDescriptor(&filter));
   d.weight.reset(filter);
-  DTR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter, type, CUDNN_TENSOR_NCHW, to_int(g.op, g.o),
-                                             to_int(g.op, g.c / g.groups), to_int(g.op, g.kh), to_int(g.op, g.kw)));
+  DTR_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter, type, CUDNN_TENSOR_NCHW, to_int(op, g.o),
+                                             to_int(op, g.c / g.groups), to_int(op, g.kh), to_int(op, g.kw)));
   cudnnConvolutionDescriptor_t conv = nullptr;
   DTR_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
   d.conv.reset(conv);
   // Cross-correlation (no kernel flip), as the CPU kernel's im2col computes; accumulation in T.
   DTR_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-      conv, to_int(g.op, g.padding[0]), to_int(g.op, g.padding[1]), to_int(g.op, g.stride[0]),
-      to_int(g.op, g.stride[1]), to_int(g.op, g.dilation[0]), to_int(g.op, g.dilation[1]),
+      conv, to_int(op, g.pad_h), to_int(op, g.pad_w), to_int(op, g.stride_h), to_int(op, g.stride_w),
+      to_int(op, g.dil_h), to_int(op, g.dil_w),
       CUDNN_CROSS_CORRELATION, type));
-  DTR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, to_int(g.op, g.groups)));
+  DTR_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, to_int(op, g.groups)));
   // FMA math for float32: plain FP32 kernels, where the default would allow TF32 tensor cores. float64 has
   // no reduced-precision path to exclude.
   DTR_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, std::is_same_v<T, double> ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
@@ -226,8 +192,8 @@ void zero(T* data, std::int64_t count) {
 // is to add to it; cuDNN is not called for an empty input or weight, whose product is zero.
 void conv2d_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const Conv g = conv_of("conv2d", args.attrs, args.input_meta[0].shape, args.input_meta[1].shape,
-                           args.output_meta[0].shape);
+    const char* op = "conv2d";
+    const ConvGeometry g = conv2d_geometry(args.input_meta, args.attrs);
     T* y = args.output<T>(0);
     if (g.output_numel() == 0) return;
     const bool has_bias = args.inputs.size() == 3;
@@ -236,14 +202,14 @@ void conv2d_cuda(const KernelArgs& args) {
       if (!has_bias) zero(y, g.output_numel());
       return;
     }
-    const ConvDescs d = conv_descs<T>(g);
+    const ConvDescs d = conv_descs<T>(op, g);
     const auto [algo, bytes] = choose_algo(
-        g.op, {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM},
+        op, {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM},
         [&](cudnnConvolutionFwdAlgo_t a, std::size_t* size) {
           return cudnnGetConvolutionForwardWorkspaceSize(cudnn(), d.x.get(), d.weight.get(), d.conv.get(),
                                                          d.y.get(), a, size);
         });
-    void* scratch = workspace(args, g.op, bytes);
+    void* scratch = workspace(args, op, bytes);
     const T alpha = T(1);
     const T beta = has_bias ? T(1) : T(0);
     DTR_CUDNN_CHECK(cudnnConvolutionForward(cudnn(), &alpha, d.x.get(), args.input<T>(0), d.weight.get(),
@@ -255,21 +221,21 @@ void conv2d_cuda(const KernelArgs& args) {
 // conv2d_backward_input(grad_out, weight), attribute input_shape: the output's shape is the input's.
 void conv2d_backward_input_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const Conv g = conv_of("conv2d_backward_input", args.attrs, args.output_meta[0].shape,
-                           args.input_meta[1].shape, args.input_meta[0].shape);
+    const char* op = "conv2d_backward_input";
+    const ConvGeometry g = conv2d_backward_input_geometry(args.input_meta, args.attrs);
     T* dx = args.output<T>(0);
     if (g.input_numel() == 0) return;
     if (g.output_numel() == 0 || g.weight_numel() == 0) {
       zero(dx, g.input_numel());
       return;
     }
-    const ConvDescs d = conv_descs<T>(g);
+    const ConvDescs d = conv_descs<T>(op, g);
     const auto [algo, bytes] = choose_algo(
-        g.op, {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1}, [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t* size) {
+        op, {CUDNN_CONVOLUTION_BWD_DATA_ALGO_1}, [&](cudnnConvolutionBwdDataAlgo_t a, std::size_t* size) {
           return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn(), d.weight.get(), d.y.get(), d.conv.get(),
                                                               d.x.get(), a, size);
         });
-    void* scratch = workspace(args, g.op, bytes);
+    void* scratch = workspace(args, op, bytes);
     const T alpha = T(1);
     const T beta = T(0);
     DTR_CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn(), &alpha, d.weight.get(), args.input<T>(1), d.y.get(),
@@ -281,21 +247,21 @@ void conv2d_backward_input_cuda(const KernelArgs& args) {
 // conv2d_backward_weight(grad_out, x), attribute weight_shape: the output's shape is the weight's.
 void conv2d_backward_weight_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const Conv g = conv_of("conv2d_backward_weight", args.attrs, args.input_meta[1].shape,
-                           args.output_meta[0].shape, args.input_meta[0].shape);
+    const char* op = "conv2d_backward_weight";
+    const ConvGeometry g = conv2d_backward_weight_geometry(args.input_meta, args.attrs);
     T* dw = args.output<T>(0);
     if (g.weight_numel() == 0) return;
     if (g.output_numel() == 0 || g.input_numel() == 0) {
       zero(dw, g.weight_numel());
       return;
     }
-    const ConvDescs d = conv_descs<T>(g);
+    const ConvDescs d = conv_descs<T>(op, g);
     const auto [algo, bytes] = choose_algo(
-        g.op, {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1}, [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t* size) {
+        op, {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1}, [&](cudnnConvolutionBwdFilterAlgo_t a, std::size_t* size) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn(), d.x.get(), d.y.get(), d.conv.get(),
                                                                 d.weight.get(), a, size);
         });
-    void* scratch = workspace(args, g.op, bytes);
+    void* scratch = workspace(args, op, bytes);
     const T alpha = T(1);
     const T beta = T(0);
     DTR_CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn(), &alpha, d.x.get(), args.input<T>(1), d.y.get(),
@@ -306,25 +272,17 @@ void conv2d_backward_weight_cuda(const KernelArgs& args) {
 
 // ---- pooling (own kernels, dense.cu) ----------------------------------------------------------------------
 
-// The pooling call over input shape `x` [N, C, H, W] with output shape `y` [N, C, OH, OW]; attributes as
-// kernels/pool.cpp reads them: "kernel" (required), "stride" (default the kernel), "padding" (default 0).
-PoolShape pool_of(const char* op, const Attrs& attrs, const Shape& x, const Shape& y) {
-  const std::vector<std::int64_t> kernel = pair_attr(op, attrs, "kernel", {});
-  DTR_CHECK(kernel.size() == 2, InvalidArgument, "op '", op, "' needs attribute 'kernel'");
-  const std::vector<std::int64_t> stride = pair_attr(op, attrs, "stride", kernel);
-  const std::vector<std::int64_t> padding = pair_attr(op, attrs, "padding", {0, 0});
+// The device kernels' plain view of a pooling geometry.
+PoolShape pool_shape(const PoolGeometry& g) {
   PoolShape s;
-  s.planes = x[0] * x[1], s.h = x[2], s.w = x[3];
-  s.oh = y[2], s.ow = y[3];
-  s.kh = kernel[0], s.kw = kernel[1];
-  s.stride_h = stride[0], s.stride_w = stride[1];
-  s.pad_h = padding[0], s.pad_w = padding[1];
+  s.planes = g.planes(), s.h = g.h, s.w = g.w, s.oh = g.oh, s.ow = g.ow;
+  s.kh = g.kh, s.kw = g.kw, s.stride_h = g.stride_h, s.stride_w = g.stride_w, s.pad_h = g.pad_h, s.pad_w = g.pad_w;
   return s;
 }
 
 void max_pool2d_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const PoolShape s = pool_of("max_pool2d", args.attrs, args.input_meta[0].shape, args.output_meta[0].shape);
+    const PoolShape s = pool_shape(pool_geometry("max_pool2d", args.input_meta, args.input_meta[0].shape, args.attrs));
     launch_max_pool2d(s, args.input<T>(0), args.output<T>(0));
   });
 }
@@ -332,15 +290,14 @@ void max_pool2d_cuda(const KernelArgs& args) {
 // (grad_out, x) -> dx of x's shape.
 void max_pool2d_backward_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const PoolShape s =
-        pool_of("max_pool2d_backward", args.attrs, args.input_meta[1].shape, args.input_meta[0].shape);
+    const PoolShape s = pool_shape(max_pool2d_backward_geometry(args.input_meta, args.attrs));
     launch_max_pool2d_backward(s, args.input<T>(0), args.input<T>(1), args.output<T>(0));
   });
 }
 
 void avg_pool2d_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const PoolShape s = pool_of("avg_pool2d", args.attrs, args.input_meta[0].shape, args.output_meta[0].shape);
+    const PoolShape s = pool_shape(pool_geometry("avg_pool2d", args.input_meta, args.input_meta[0].shape, args.attrs));
     launch_avg_pool2d(s, args.input<T>(0), args.output<T>(0));
   });
 }
@@ -348,8 +305,7 @@ void avg_pool2d_cuda(const KernelArgs& args) {
 // (grad_out), attribute input_shape -> dx of the output's shape (the attribute's).
 void avg_pool2d_backward_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const PoolShape s =
-        pool_of("avg_pool2d_backward", args.attrs, args.output_meta[0].shape, args.input_meta[0].shape);
+    const PoolShape s = pool_shape(avg_pool2d_backward_geometry(args.input_meta, args.attrs));
     launch_avg_pool2d_backward(s, args.input<T>(0), args.output<T>(0));
   });
 }
