@@ -19,6 +19,7 @@
 #include "dense.h"
 #include "kernels/op_checks.h"
 #include "kernels/window_geometry.h"
+#include "workspace.h"
 
 namespace dtr::kernels::cuda {
 namespace {
@@ -174,13 +175,6 @@ std::pair<Algo, std::size_t> choose_algo(const char* op, std::initializer_list<A
     if (CUDNN_STATUS_CATEGORY(status) != CUDNN_STATUS_NOT_SUPPORTED) DTR_CUDNN_CHECK(status);
   }
   DTR_THROW(DeviceError, "op '", op, "' on CUDA: cuDNN has no deterministic algorithm for this convolution");
-}
-
-void* workspace(const KernelArgs& args, const char* op, std::size_t bytes) {
-  if (bytes == 0) return nullptr;
-  DTR_CHECK(args.workspace != nullptr, InvalidArgument, "op '", op, "' on CUDA needs ", bytes,
-            " bytes of workspace, and its kernel was called without one");
-  return args.workspace->get(bytes);
 }
 
 template <typename T>
