@@ -7,16 +7,24 @@
 #include "counter_random.h"
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "elementwise_attrs.h"
+#include "elementwise_math.h"
 #include "op_checks.h"
 
-namespace dtr::ops {
-namespace {
+namespace dtr::kernels {
 
 double drop_probability(const Attrs& attrs) {
   const double p = attrs.get_real("p");
   DTR_CHECK(p >= 0.0 && p < 1.0, InvalidArgument, "op 'dropout' needs attribute 'p' in [0, 1), got ", p);
   return p;
 }
+
+}  // namespace dtr::kernels
+
+namespace dtr::ops {
+namespace {
+
+using kernels::drop_probability;
 
 TensorMetas infer_dropout(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   kernels::check_arity("dropout", inputs, 1);
@@ -30,12 +38,12 @@ void dropout_cpu(const KernelArgs& args) {
   const std::uint64_t key = kernels::stream_key(args.seed);
   const std::int64_t count = args.input_meta[0].numel();
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const T keep_scale = static_cast<T>(1.0 / (1.0 - p));
+    const T keep_scale = kernels::dropout_keep_scale<T>(p);
     const T* x = args.input<T>(0);
     T* y = args.output<T>(0);
     T* mask = args.output<T>(1);
     for (std::int64_t i = 0; i < count; ++i) {
-      mask[i] = kernels::unit_uniform<double>(key, i) >= p ? T(1) : T(0);
+      mask[i] = kernels::dropout_mask<T>(key, i, p);
       y[i] = x[i] * mask[i] * keep_scale;
     }
   });

@@ -1,5 +1,5 @@
-// Elementwise ops: unary activations and their backward ops, and binary arithmetic with broadcasting.
-#include <cmath>
+// Elementwise ops: unary activations and their backward ops, and binary arithmetic with broadcasting. The
+// per-element arithmetic is elementwise_math.h's, which the CUDA kernels share.
 #include <cstdint>
 #include <numbers>
 #include <string>
@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "elementwise_math.h"
 #include "op_checks.h"
 
 namespace dtr::ops {
@@ -46,15 +47,9 @@ auto without_attrs(Fn fn) {
   return [fn](const Attrs& /*attrs*/) { return fn; };
 }
 
-// The standard normal's distribution and density, for gelu.
-template <typename T>
-T normal_cdf(T x) {
-  return T(0.5) * (T(1) + std::erf(x * T(std::numbers::sqrt2 / 2)));
-}
-template <typename T>
-T normal_pdf(T x) {
-  return std::exp(T(-0.5) * x * x) * T(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-}
+// elementwise_math.h's constants, written out for nvcc, are what <numbers> gives.
+static_assert(kernels::kHalfSqrt2 == std::numbers::sqrt2 / 2);
+static_assert(kernels::kInvSqrt2Pi == std::numbers::inv_sqrtpi / std::numbers::sqrt2);
 
 // ---- broadcasting ----
 
@@ -118,81 +113,72 @@ OpDef broadcasting(const std::string& name, Fn fn) {
 }  // namespace
 
 const OpDef& add() {
-  static const OpDef def = kernels::with_cuda_kernel(broadcasting("add", [](auto a, auto b) { return a + b; }));
+  static const OpDef def = kernels::with_cuda_kernel(broadcasting("add", kernels::Add{}));
   return def;
 }
 
 const OpDef& sub() {
-  static const OpDef def = kernels::with_cuda_kernel(broadcasting("sub", [](auto a, auto b) { return a - b; }));
+  static const OpDef def = kernels::with_cuda_kernel(broadcasting("sub", kernels::Sub{}));
   return def;
 }
 
 const OpDef& mul() {
-  static const OpDef def = kernels::with_cuda_kernel(broadcasting("mul", [](auto a, auto b) { return a * b; }));
+  static const OpDef def = kernels::with_cuda_kernel(broadcasting("mul", kernels::Mul{}));
   return def;
 }
 
 const OpDef& div() {
-  static const OpDef def = kernels::with_cuda_kernel(broadcasting("div", [](auto a, auto b) { return a / b; }));
+  static const OpDef def = kernels::with_cuda_kernel(broadcasting("div", kernels::Div{}));
   return def;
 }
 
 const OpDef& relu() {
-  // Written as a comparison with 0 being false for NaN, so NaN passes through as in PyTorch.
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("relu", without_attrs([](auto x) { return x < 0 ? decltype(x)(0) : x; })));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("relu", without_attrs(kernels::Relu{})));
   return def;
 }
 
 const OpDef& relu_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<2>(
-      "relu_backward", without_attrs([](auto grad, auto x) { return x > 0 ? grad : decltype(grad)(0); })));
+  static const OpDef def =
+      kernels::with_cuda_kernel(same_shape<2>("relu_backward", without_attrs(kernels::ReluBackward{})));
   return def;
 }
 
 const OpDef& gelu() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("gelu", without_attrs([](auto x) { return x * normal_cdf(x); })));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("gelu", without_attrs(kernels::Gelu{})));
   return def;
 }
 
 const OpDef& gelu_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<2>("gelu_backward", without_attrs([](auto grad, auto x) {
-                                           return grad * (normal_cdf(x) + x * normal_pdf(x));
-                                         })));
+  static const OpDef def =
+      kernels::with_cuda_kernel(same_shape<2>("gelu_backward", without_attrs(kernels::GeluBackward{})));
   return def;
 }
 
 const OpDef& tanh() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("tanh", without_attrs([](auto x) { return std::tanh(x); })));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("tanh", without_attrs(kernels::Tanh{})));
   return def;
 }
 
 const OpDef& tanh_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<2>(
-      "tanh_backward", without_attrs([](auto grad, auto y) { return grad * (decltype(y)(1) - y * y); })));
+  static const OpDef def =
+      kernels::with_cuda_kernel(same_shape<2>("tanh_backward", without_attrs(kernels::TanhBackward{})));
   return def;
 }
 
 const OpDef& sigmoid() {
-  // Either branch exponentiates a non-positive number: no overflow for large |x|.
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("sigmoid", without_attrs([](auto x) {
-                                           using T = decltype(x);
-                                           if (x >= 0) return T(1) / (T(1) + std::exp(-x));
-                                           const T e = std::exp(x);
-                                           return e / (T(1) + e);
-                                         })));
+  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("sigmoid", without_attrs(kernels::Sigmoid{})));
   return def;
 }
 
 const OpDef& sigmoid_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<2>(
-      "sigmoid_backward", without_attrs([](auto grad, auto y) { return grad * y * (decltype(y)(1) - y); })));
+  static const OpDef def =
+      kernels::with_cuda_kernel(same_shape<2>("sigmoid_backward", without_attrs(kernels::SigmoidBackward{})));
   return def;
 }
 
 const OpDef& scale() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("scale", [](const Attrs& attrs) {
-    return [factor = attrs.get_real("factor")](auto x) { return x * static_cast<decltype(x)>(factor); };
-  }));
+  static const OpDef def = kernels::with_cuda_kernel(
+      same_shape<1>("scale", [](const Attrs& attrs) { return kernels::Scale{attrs.get_real("factor")}; }));
   return def;
 }
 

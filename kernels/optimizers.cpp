@@ -11,9 +11,10 @@
 
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "elementwise_attrs.h"
 #include "op_checks.h"
 
-namespace dtr::ops {
+namespace dtr::kernels {
 namespace {
 
 // An attribute's value when it is valid; InvalidArgument naming the op, the attribute and the requirement.
@@ -30,7 +31,54 @@ bool positive(double v) { return v > 0.0; }
 double weight_decay(std::string_view op, const Attrs& attrs) {
   return real(op, attrs, "weight_decay", non_negative, ">= 0", 0.0);
 }
-bool takes_param_for_decay(std::string_view op, const Attrs& attrs) { return weight_decay(op, attrs) != 0.0; }
+
+bool nesterov(const Attrs& attrs) { return attrs.has("nesterov") && attrs.get_int("nesterov") != 0; }
+
+}  // namespace
+
+SgdMomentumBuffer sgd_momentum_buffer_step(const Attrs& attrs) {
+  return {.momentum = real("sgd_momentum_buffer", attrs, "momentum", non_negative, ">= 0"),
+          .decay = weight_decay("sgd_momentum_buffer", attrs)};
+}
+
+SgdApply sgd_apply_step(const Attrs& attrs) {
+  SgdApply step{.lr = real("sgd_apply", attrs, "lr", non_negative, ">= 0"), .nesterov = nesterov(attrs)};
+  if (step.nesterov) {
+    step.momentum = real("sgd_apply", attrs, "momentum", positive, "> 0 with nesterov");
+    step.decay = weight_decay("sgd_apply", attrs);
+  }
+  return step;
+}
+
+AdamMoment1 adam_moment1_step(const Attrs& attrs) {
+  return {.beta1 = real("adam_moment1", attrs, "beta1", unit_interval, "in [0, 1)", 0.9),
+          .decay = weight_decay("adam_moment1", attrs)};
+}
+
+AdamMoment2 adam_moment2_step(const Attrs& attrs) {
+  return {.beta2 = real("adam_moment2", attrs, "beta2", unit_interval, "in [0, 1)", 0.999),
+          .decay = weight_decay("adam_moment2", attrs)};
+}
+
+AdamApply adam_apply_step(const Attrs& attrs) {
+  const double lr = real("adam_apply", attrs, "lr", non_negative, ">= 0");
+  const double beta1 = real("adam_apply", attrs, "beta1", unit_interval, "in [0, 1)", 0.9);
+  const double beta2 = real("adam_apply", attrs, "beta2", unit_interval, "in [0, 1)", 0.999);
+  const double eps = real("adam_apply", attrs, "eps", non_negative, ">= 0", 1e-8);
+  const std::int64_t step = attrs.get_int("step");
+  DTR_CHECK(step >= 1, InvalidArgument, "op 'adam_apply' needs attribute 'step' >= 1, got ", step);
+  // The bias corrections of the moments, which start at zero.
+  const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+  return {.step_size = lr / correction1, .sqrt_correction2 = std::sqrt(correction2), .eps = eps};
+}
+
+}  // namespace dtr::kernels
+
+namespace dtr::ops {
+namespace {
+
+bool takes_param_for_decay(std::string_view op, const Attrs& attrs) { return kernels::weight_decay(op, attrs) != 0.0; }
 
 // An update op: `base` inputs named `names`, and one more, `extra`, when `takes_extra(attrs)` (`extra_when`
 // says when, for messages; 0 stands for it otherwise). `make(attrs)` checks the attributes and returns the per-element
@@ -78,32 +126,13 @@ const OpDef& sgd_momentum_buffer() {
   static const OpDef def = kernels::with_cuda_kernel(update_op(
       "sgd_momentum_buffer", 2, "buf, grad", "param", "when weight_decay is not 0",
       [](const Attrs& attrs) { return takes_param_for_decay("sgd_momentum_buffer", attrs); }, 4,
-      [](const Attrs& attrs) {
-        const double momentum = real("sgd_momentum_buffer", attrs, "momentum", non_negative, ">= 0");
-        const double decay = weight_decay("sgd_momentum_buffer", attrs);
-        return [=]<typename T>(T buf, T grad, T param) {
-          return static_cast<T>(momentum) * buf + (grad + static_cast<T>(decay) * param);
-        };
-      }));
+      kernels::sgd_momentum_buffer_step));
   return def;
 }
 
 const OpDef& sgd_apply() {
-  static const auto nesterov = [](const Attrs& attrs) {
-    return attrs.has("nesterov") && attrs.get_int("nesterov") != 0;
-  };
-  static const OpDef def = kernels::with_cuda_kernel(update_op(
-      "sgd_apply", 2, "param, buf", "grad", "with nesterov", nesterov, 6, [](const Attrs& attrs) {
-        const double lr = real("sgd_apply", attrs, "lr", non_negative, ">= 0");
-        const bool is_nesterov = nesterov(attrs);
-        const double momentum = is_nesterov ? real("sgd_apply", attrs, "momentum", positive, "> 0 with nesterov") : 0.0;
-        const double decay = is_nesterov ? weight_decay("sgd_apply", attrs) : 0.0;
-        return [=]<typename T>(T param, T buf, T grad) {
-          if (!is_nesterov) return param - static_cast<T>(lr) * buf;
-          const T step = (grad + static_cast<T>(decay) * param) + static_cast<T>(momentum) * buf;
-          return param - static_cast<T>(lr) * step;
-        };
-      }));
+  static const OpDef def = kernels::with_cuda_kernel(update_op("sgd_apply", 2, "param, buf", "grad", "with nesterov",
+                                                               kernels::nesterov, 6, kernels::sgd_apply_step));
   return def;
 }
 
@@ -111,14 +140,7 @@ const OpDef& adam_moment1() {
   static const OpDef def = kernels::with_cuda_kernel(update_op(
       "adam_moment1", 2, "m, grad", "param", "when weight_decay is not 0",
       [](const Attrs& attrs) { return takes_param_for_decay("adam_moment1", attrs); }, 5,
-      [](const Attrs& attrs) {
-        const double beta1 = real("adam_moment1", attrs, "beta1", unit_interval, "in [0, 1)", 0.9);
-        const double decay = weight_decay("adam_moment1", attrs);
-        return [=]<typename T>(T m, T grad, T param) {
-          const T g = grad + static_cast<T>(decay) * param;
-          return static_cast<T>(beta1) * m + static_cast<T>(1.0 - beta1) * g;
-        };
-      }));
+      kernels::adam_moment1_step));
   return def;
 }
 
@@ -126,36 +148,13 @@ const OpDef& adam_moment2() {
   static const OpDef def = kernels::with_cuda_kernel(update_op(
       "adam_moment2", 2, "v, grad", "param", "when weight_decay is not 0",
       [](const Attrs& attrs) { return takes_param_for_decay("adam_moment2", attrs); }, 6,
-      [](const Attrs& attrs) {
-        const double beta2 = real("adam_moment2", attrs, "beta2", unit_interval, "in [0, 1)", 0.999);
-        const double decay = weight_decay("adam_moment2", attrs);
-        return [=]<typename T>(T v, T grad, T param) {
-          const T g = grad + static_cast<T>(decay) * param;
-          return static_cast<T>(beta2) * v + static_cast<T>(1.0 - beta2) * g * g;
-        };
-      }));
+      kernels::adam_moment2_step));
   return def;
 }
 
 const OpDef& adam_apply() {
-  static const OpDef def = kernels::with_cuda_kernel(update_op(
-      "adam_apply", 3, "param, m, v", "", "", nullptr, 6, [](const Attrs& attrs) {
-        const double lr = real("adam_apply", attrs, "lr", non_negative, ">= 0");
-        const double beta1 = real("adam_apply", attrs, "beta1", unit_interval, "in [0, 1)", 0.9);
-        const double beta2 = real("adam_apply", attrs, "beta2", unit_interval, "in [0, 1)", 0.999);
-        const double eps = real("adam_apply", attrs, "eps", non_negative, ">= 0", 1e-8);
-        const std::int64_t step = attrs.get_int("step");
-        DTR_CHECK(step >= 1, InvalidArgument, "op 'adam_apply' needs attribute 'step' >= 1, got ", step);
-        // The bias corrections of the moments, which start at zero.
-        const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-        const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-        const double step_size = lr / correction1;
-        const double sqrt_correction2 = std::sqrt(correction2);
-        return [=]<typename T>(T param, T m, T v) {
-          const T denominator = std::sqrt(v) / static_cast<T>(sqrt_correction2) + static_cast<T>(eps);
-          return param - static_cast<T>(step_size) * (m / denominator);
-        };
-      }));
+  static const OpDef def = kernels::with_cuda_kernel(
+      update_op("adam_apply", 3, "param, m, v", "", "", nullptr, 6, kernels::adam_apply_step));
   return def;
 }
 

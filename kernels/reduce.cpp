@@ -6,33 +6,19 @@
 
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "elementwise_attrs.h"
 #include "op_checks.h"
 
 namespace dtr::ops {
 namespace {
 
-using Mask = SmallVector<bool, 6>;
-
-// The dimensions "axis" (one int) or "axes" (a list) name, as a mask over `rank` dimensions; every dimension
-// when neither is given. Negative axes count from the end; an axis out of range or named twice is a ShapeError.
-Mask reduced_axes(const std::string& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  const auto rank = static_cast<std::int64_t>(inputs[0].shape.size());
-  std::vector<std::int64_t> axes;
-  if (attrs.has("axis")) axes.push_back(attrs.get_int("axis"));
-  if (attrs.has("axes")) axes = attrs.get_ints("axes");
-  Mask mask(static_cast<std::size_t>(rank), axes.empty() && !attrs.has("axes"));
-  for (const std::int64_t axis : axes) {
-    DTR_CHECK_SHAPES(axis >= -rank && axis < rank, op, inputs, "has axis ", axis, " outside [", -rank, ", ", rank, ")");
-    const auto d = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
-    DTR_CHECK_SHAPES(!mask[d], op, inputs, "names axis ", axis, " twice");
-    mask[d] = true;
-  }
-  return mask;
-}
+using kernels::AxisMask;
+using kernels::reduced_axes;
+using kernels::sum_to_mask;
 
 bool keepdim(const Attrs& attrs) { return attrs.has("keepdim") && attrs.get_int("keepdim") != 0; }
 
-Shape reduced_shape(const Shape& shape, const Mask& mask, bool keep) {
+Shape reduced_shape(const Shape& shape, const AxisMask& mask, bool keep) {
   Shape out;
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (!mask[d]) {
@@ -48,7 +34,7 @@ Shape reduced_shape(const Shape& shape, const Mask& mask, bool keep) {
 // Each output accumulates its inputs in increasing index order in double and is rounded once: reproducible,
 // and accurate for long sums.
 template <typename T>
-void reduce_sum(const T* in, const Shape& shape, const Mask& mask, T* out, std::int64_t out_count, double factor) {
+void reduce_sum(const T* in, const Shape& shape, const AxisMask& mask, T* out, std::int64_t out_count, double factor) {
   std::vector<double> totals(static_cast<std::size_t>(out_count), 0.0);
   const std::size_t rank = shape.size();
   // Output strides along each input dimension (0 along reduced ones).
@@ -83,34 +69,21 @@ OpDef reduction(const std::string& name, bool mean) {
   def.infer = [name](std::span<const TensorMeta> inputs, const Attrs& attrs) {
     kernels::check_arity(name, inputs, 1);
     kernels::check_floating(name, inputs);
-    const Mask mask = reduced_axes(name, inputs, attrs);
+    const AxisMask mask = reduced_axes(name, inputs, attrs);
     return TensorMetas{TensorMeta{reduced_shape(inputs[0].shape, mask, keepdim(attrs)), inputs[0].dtype}};
   };
   def.cpu_kernel = kernels::floating_kernel([name, mean]<typename T>(T /*zero*/, const KernelArgs& args) {
-    const Mask mask = reduced_axes(name, args.input_meta, args.attrs);
+    const AxisMask mask = reduced_axes(name, args.input_meta, args.attrs);
     const std::int64_t out_count = args.output_meta[0].numel();
     const std::int64_t in_count = args.input_meta[0].numel();
-    const double length = out_count > 0 ? static_cast<double>(in_count) / static_cast<double>(out_count) : 0.0;
     reduce_sum(args.input<T>(0), args.input_meta[0].shape, mask, args.output<T>(0), out_count,
-               mean ? 1.0 / length : 1.0);
+               kernels::reduction_factor(mean, in_count, out_count));
   });
   def.flops = kernels::numel_flops;
   return def;
 }
 
 // sum_to: the input summed down to attribute "shape", which must broadcast to the input's shape.
-Mask sum_to_mask(std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  const Shape& in = inputs[0].shape;
-  const std::vector<std::int64_t>& target = attrs.get_ints("shape");
-  Shape to(target.begin(), target.end());
-  DTR_CHECK_SHAPES(to.size() <= in.size() && kernels::broadcast_shapes(to, in) == in, "sum_to", inputs,
-                   "sums down to a shape ", to_string(to), " that broadcasts to the input's");
-  Mask mask(in.size(), false);
-  const std::size_t lead = in.size() - to.size();
-  for (std::size_t d = 0; d < in.size(); ++d) mask[d] = d < lead || (to[d - lead] == 1 && in[d] != 1);
-  return mask;
-}
-
 TensorMetas infer_sum_to(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   kernels::check_arity("sum_to", inputs, 1);
   kernels::check_floating("sum_to", inputs);
@@ -193,3 +166,42 @@ const OpDef& sum_to() {
 }
 
 }  // namespace dtr::ops
+
+namespace dtr::kernels {
+
+// The dimensions "axis" (one int) or "axes" (a list) name, as a mask over `rank` dimensions; every dimension
+// when neither is given. Negative axes count from the end; an axis out of range or named twice is a ShapeError.
+AxisMask reduced_axes(const std::string& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const auto rank = static_cast<std::int64_t>(inputs[0].shape.size());
+  std::vector<std::int64_t> axes;
+  if (attrs.has("axis")) axes.push_back(attrs.get_int("axis"));
+  if (attrs.has("axes")) axes = attrs.get_ints("axes");
+  AxisMask mask(static_cast<std::size_t>(rank), axes.empty() && !attrs.has("axes"));
+  for (const std::int64_t axis : axes) {
+    DTR_CHECK_SHAPES(axis >= -rank && axis < rank, op, inputs, "has axis ", axis, " outside [", -rank, ", ", rank, ")");
+    const auto d = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+    DTR_CHECK_SHAPES(!mask[d], op, inputs, "names axis ", axis, " twice");
+    mask[d] = true;
+  }
+  return mask;
+}
+
+AxisMask sum_to_mask(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  const Shape& in = inputs[0].shape;
+  const std::vector<std::int64_t>& target = attrs.get_ints("shape");
+  Shape to(target.begin(), target.end());
+  DTR_CHECK_SHAPES(to.size() <= in.size() && kernels::broadcast_shapes(to, in) == in, "sum_to", inputs,
+                   "sums down to a shape ", to_string(to), " that broadcasts to the input's");
+  AxisMask mask(in.size(), false);
+  const std::size_t lead = in.size() - to.size();
+  for (std::size_t d = 0; d < in.size(); ++d) mask[d] = d < lead || (to[d - lead] == 1 && in[d] != 1);
+  return mask;
+}
+
+double reduction_factor(bool mean, std::int64_t in_count, std::int64_t out_count) {
+  if (!mean) return 1.0;
+  const double length = out_count > 0 ? static_cast<double>(in_count) / static_cast<double>(out_count) : 0.0;
+  return 1.0 / length;
+}
+
+}  // namespace dtr::kernels

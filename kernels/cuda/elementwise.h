@@ -1,0 +1,73 @@
+// Launchers of the elementwise family's device kernels (kernels/cuda/elementwise.cu): plain pointers to device
+// memory, int64 sizes and the per-element functors of kernels/elementwise_math.h, no CUDA type, so the host
+// glue (elementwise_ops.cpp) compiles as ordinary C++. Each enqueues its work on cuda::stream and launches
+// nothing when there is nothing to write. The templates are instantiated in elementwise.cu for float and
+// double and the functors listed with each.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/elementwise_math.h"
+
+namespace dtr::kernels::cuda {
+
+// The most dimensions a strided walk (broadcast, reduction) takes after the host merges the dimensions that
+// are contiguous in every operand; more is refused with InvalidArgument naming the op.
+inline constexpr int max_walk_rank = 8;
+
+// An output of `count` = ∏ shape elements walked in row-major order, and the strides (in elements, 0 along
+// broadcast dimensions) of up to two inputs along each of its dimensions.
+struct BroadcastWalk {
+  int rank = 0;
+  std::int64_t count = 0;
+  std::int64_t shape[max_walk_rank] = {};
+  std::int64_t stride_a[max_walk_rank] = {};
+  std::int64_t stride_b[max_walk_rank] = {};
+};
+
+// y[i] = fn(x[i]) for i in [0, count). Fn: Relu, Gelu, Tanh, Sigmoid, Scale.
+template <typename T, typename Fn>
+void launch_map(Fn fn, std::int64_t count, const T* x, T* y);
+
+// y[i] = fn(a[i], b[i]). Fn: ReluBackward, GeluBackward, TanhBackward, SigmoidBackward.
+template <typename T, typename Fn>
+void launch_zip(Fn fn, std::int64_t count, const T* a, const T* b, T* y);
+
+// y[i] = fn(a[i], b[i], c[i]), or fn(a[i], b[i], 0) when c is nullptr. Fn: the optimizer steps.
+template <typename T, typename Fn>
+void launch_update(Fn fn, std::int64_t count, const T* a, const T* b, const T* c, T* y);
+
+// y[i] = fn(a[ia], b[ib]) over the walk's output, ia and ib from its strides. Fn: Add, Sub, Mul, Div.
+template <typename T, typename Fn>
+void launch_broadcast_binary(Fn fn, const BroadcastWalk& walk, const T* a, const T* b, T* y);
+
+// y[i] = x[ix] over the walk's output, ix from its stride_a (broadcast_to).
+template <typename T>
+void launch_broadcast_copy(const BroadcastWalk& walk, const T* x, T* y);
+
+// A reduction of a contiguous input: output o (of `count`, row-major over the kept dimensions) sums the input
+// elements at offset(o) + offset(r) for r in [0, reduced_count), r row-major over the reduced dimensions.
+struct ReduceWalk {
+  std::int64_t count = 0;
+  std::int64_t reduced_count = 0;
+  int kept_rank = 0;
+  std::int64_t kept_shape[max_walk_rank] = {};
+  std::int64_t kept_stride[max_walk_rank] = {};  // input strides
+  int reduced_rank = 0;
+  std::int64_t reduced_shape[max_walk_rank] = {};
+  std::int64_t reduced_stride[max_walk_rank] = {};
+};
+
+// y[o] = T(factor · Σ x) per output, summed in double (sum, mean, sum_to).
+template <typename T>
+void launch_reduce_sum(const ReduceWalk& walk, double factor, const T* x, T* y);
+
+// y[i] = unit_uniform<T>(key, i) (uniform).
+template <typename T>
+void launch_uniform(std::int64_t count, std::uint64_t key, T* y);
+
+// mask[i] = dropout_mask(key, i, p), y[i] = x[i] · mask[i] · keep_scale (dropout).
+template <typename T>
+void launch_dropout(std::int64_t count, std::uint64_t key, double p, T keep_scale, const T* x, T* y, T* mask);
+
+}  // namespace dtr::kernels::cuda
