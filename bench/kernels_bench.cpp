@@ -1,15 +1,19 @@
-// CPU kernel throughput against OpenBLAS called directly, in the same run (issue 6: "the op table must add
-// nothing measurable").
+// CPU kernel throughput against OpenBLAS called directly, in the same run (issue 6: "GEMM and conv throughput
+// on CPU vs OpenBLAS called directly; the op table must add nothing measurable").
 //
-// GEMM, float32, row-major C = A·B on shapes training uses (square, and the tall-skinny products of a linear
-// layer and its gradients), three ways on the same buffers:
-// - blas: cblas_sgemm called directly (the baseline);
-// - op_table: ops::matmul().cpu_kernel(KernelArgs{...}), what the runtime calls;
-// - runtime: Runtime::call1(ops::matmul(), {a, b}) with no budget, the output a temporary (allocation from the
-//   caching allocator, the closure, the free included).
-// - paired: the three interleaved in rounds (one call of each, in turn), each call timed; the ratios are the
-//   medians over rounds of op_table/blas and runtime/blas. This VM's speed drifts by up to 2x between
-//   repetitions, far more than what the op table could add; interleaving makes the drift hit all three alike.
+// Two problem sets, float32, each computed three ways on the same buffers:
+// - GEMM, row-major C = A·B on shapes training uses (square, and the tall-skinny products of a linear layer
+//   and its gradients); conv2d, NCHW without bias, on the convolutions of small CNNs (3x3 with padding, with
+//   stride 2, and 1x1);
+// - blas: the baseline: cblas_sgemm called directly; for a convolution, the textbook im2col written here (each
+//   row of the column matrix as zeros, a run of an input row, zeros) and one cblas_sgemm per image;
+// - op_table: ops::matmul() / ops::conv2d() .cpu_kernel(KernelArgs{...}), what the runtime calls;
+// - runtime: Runtime::call1(op, inputs) with no budget, the output a temporary (allocation from the caching
+//   allocator, the closure, the free included).
+// - paired: the three interleaved in rounds (one call of each, in an order that rotates), each call timed; the
+//   ratios are the medians over rounds of op_table/blas and runtime/blas. This VM's speed drifts by up to 2x
+//   between repetitions, far more than what the op table could add; interleaving makes the drift hit all three
+//   alike.
 // After Google Benchmark's report, a table of medians: GFLOP/s of each (separate benchmarks) and the paired
 // ratios (time ratios: 1.00 is "adds nothing").
 //
@@ -22,8 +26,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_main.h"
@@ -51,6 +58,31 @@ const std::vector<Gemm>& gemms() {
   return all;
 }
 
+// A square-kernel convolution x [n, c, h, w] * weight [o, c, k, k] with equal stride and padding.
+struct Conv {
+  std::int64_t n, c, h, w, o, k, stride, pad;
+  std::int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
+  std::int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+  std::string name() const {
+    return std::to_string(n) + "x" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w) + "_" +
+           std::to_string(o) + "k" + std::to_string(k) + "s" + std::to_string(stride) + "p" + std::to_string(pad);
+  }
+  double flops() const {
+    return 2.0 * static_cast<double>(n * o * oh() * ow()) * static_cast<double>(c * k * k);
+  }
+};
+
+const std::vector<Conv>& convs() {
+  static const std::vector<Conv> all = {
+      {64, 1, 28, 28, 32, 3, 1, 1},    // the first layer of a Fashion-MNIST CNN
+      {64, 32, 14, 14, 64, 3, 1, 1},   // its second, after a 2x2 pool
+      {16, 64, 28, 28, 128, 3, 2, 1},  // a strided downsampling layer
+      {8, 64, 56, 56, 64, 3, 1, 1},    // a ResNet stage-1 layer
+      {32, 128, 14, 14, 256, 1, 1, 0},  // a 1x1 projection: the input plane is the column matrix
+  };
+  return all;
+}
+
 std::vector<float> values(std::size_t count, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.0F, 1.0F);
@@ -59,122 +91,221 @@ std::vector<float> values(std::size_t count, std::uint64_t seed) {
   return v;
 }
 
-// One GEMM problem set up the three ways, on the same values: each method runs one product.
-class Product {
+std::size_t size(std::int64_t count) { return static_cast<std::size_t>(count); }
+
+// One problem set up the three ways on the same values: the op, its inputs and attributes, and the baseline.
+// Each method runs the computation once.
+class Problem {
  public:
-  explicit Product(const Gemm& g)
-      : g_(g),
-        a_(values(static_cast<std::size_t>(g.m * g.k), 1)),
-        b_(values(static_cast<std::size_t>(g.k * g.n), 2)),
-        c_(static_cast<std::size_t>(g.m * g.n)),
-        in_meta_{dtr::TensorMeta{{g.m, g.k}}, dtr::TensorMeta{{g.k, g.n}}},
-        out_meta_(op().infer(in_meta_, attrs_)),
-        inputs_{a_.data(), b_.data()},
-        outputs_{c_.data()},
-        a_tensor_(rt_.constant(in_meta_[0], a_)),
-        b_tensor_(rt_.constant(in_meta_[1], b_)) {}
+  Problem(const dtr::OpDef& op, std::vector<dtr::TensorMeta> in_meta, dtr::Attrs attrs)
+      : op_(op), attrs_(std::move(attrs)), in_meta_(std::move(in_meta)), out_meta_(op.infer(in_meta_, attrs_)) {
+    for (std::size_t i = 0; i < in_meta_.size(); ++i) {
+      in_values_.push_back(values(size(in_meta_[i].numel()), i + 1));
+      inputs_.push_back(in_values_.back().data());
+      tensors_.push_back(rt_.constant(in_meta_[i], in_values_.back()));
+    }
+    out_values_.resize(size(out_meta_[0].numel()));
+    outputs_.push_back(out_values_.data());
+  }
+  virtual ~Problem() = default;
+  Problem(const Problem&) = delete;
+  Problem& operator=(const Problem&) = delete;
 
   void blas() {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g_.m), static_cast<int>(g_.n),
-                static_cast<int>(g_.k), 1.0F, a_.data(), static_cast<int>(g_.k), b_.data(), static_cast<int>(g_.n),
-                0.0F, c_.data(), static_cast<int>(g_.n));
-    benchmark::DoNotOptimize(c_.data());
+    baseline(in_values_, out_values_.data());
+    benchmark::DoNotOptimize(out_values_.data());
     benchmark::ClobberMemory();
   }
 
   void op_table() {
-    op().cpu_kernel(dtr::KernelArgs{in_meta_, inputs_, out_meta_, outputs_, attrs_, 0});
-    benchmark::DoNotOptimize(c_.data());
+    op_.cpu_kernel(dtr::KernelArgs{in_meta_, inputs_, out_meta_, outputs_, attrs_, 0});
+    benchmark::DoNotOptimize(out_values_.data());
     benchmark::ClobberMemory();
   }
 
   // The output is a temporary: allocated, recorded and freed.
   void runtime() {
-    const dtr::Tensor c = rt_.call1(op(), {a_tensor_, b_tensor_});
-    benchmark::DoNotOptimize(&c);
+    const dtr::Tensor out = rt_.call1(op_, tensors_, attrs_);
+    benchmark::DoNotOptimize(&out);
   }
 
- private:
-  static const dtr::OpDef& op() { return dtr::ops::matmul(); }
+ protected:
+  virtual void baseline(const std::vector<std::vector<float>>& in, float* out) = 0;
 
-  const Gemm g_;
-  std::vector<float> a_, b_, c_;
+ private:
+  const dtr::OpDef& op_;
   const dtr::Attrs attrs_;
   const std::vector<dtr::TensorMeta> in_meta_;
   const dtr::TensorMetas out_meta_;
-  const std::vector<const void*> inputs_;
-  const std::vector<void*> outputs_;
+  std::vector<std::vector<float>> in_values_;
+  std::vector<float> out_values_;
+  std::vector<const void*> inputs_;
+  std::vector<void*> outputs_;
   dtr::Runtime rt_{dtr::Config{}};  // no budget
-  const dtr::Tensor a_tensor_;
-  const dtr::Tensor b_tensor_;
+  std::vector<dtr::Tensor> tensors_;
 };
 
-void BM_blas(benchmark::State& state, const Gemm* g) {
-  Product product(*g);
-  for (auto _ : state) product.blas();
+class GemmProblem final : public Problem {
+ public:
+  explicit GemmProblem(const Gemm& g)
+      : Problem(dtr::ops::matmul(), {dtr::TensorMeta{{g.m, g.k}}, dtr::TensorMeta{{g.k, g.n}}}, {}), g_(g) {}
+
+ private:
+  void baseline(const std::vector<std::vector<float>>& in, float* out) override {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g_.m), static_cast<int>(g_.n),
+                static_cast<int>(g_.k), 1.0F, in[0].data(), static_cast<int>(g_.k), in[1].data(),
+                static_cast<int>(g_.n), 0.0F, out, static_cast<int>(g_.n));
+  }
+  const Gemm g_;
+};
+
+class ConvProblem final : public Problem {
+ public:
+  explicit ConvProblem(const Conv& g)
+      : Problem(dtr::ops::conv2d(),
+                {dtr::TensorMeta{{g.n, g.c, g.h, g.w}}, dtr::TensorMeta{{g.o, g.c, g.k, g.k}}},
+                dtr::Attrs{{"stride", std::vector<std::int64_t>{g.stride, g.stride}},
+                           {"padding", std::vector<std::int64_t>{g.pad, g.pad}}}),
+        g_(g),
+        columns_(size(g.c * g.k * g.k * g.oh() * g.ow())) {}
+
+ private:
+  // One image's column matrix [c·k·k, oh·ow]. Row (channel, i, j), output row y reads input row
+  // y·stride - pad + i at columns x·stride - pad + j: zero before `first` and from `last` on.
+  void im2col(const float* image) {
+    const std::int64_t oh = g_.oh();
+    const std::int64_t ow = g_.ow();
+    float* col = columns_.data();
+    for (std::int64_t channel = 0; channel < g_.c; ++channel) {
+      for (std::int64_t i = 0; i < g_.k; ++i) {
+        for (std::int64_t j = 0; j < g_.k; ++j) {
+          std::int64_t first = 0;
+          while (first < ow && first * g_.stride - g_.pad + j < 0) ++first;
+          std::int64_t last = ow;
+          while (last > first && (last - 1) * g_.stride - g_.pad + j >= g_.w) --last;
+          for (std::int64_t y = 0; y < oh; ++y, col += ow) {
+            const std::int64_t row = y * g_.stride - g_.pad + i;
+            if (row < 0 || row >= g_.h) {
+              std::memset(col, 0, size(ow) * sizeof(float));
+              continue;
+            }
+            const float* source = image + (channel * g_.h + row) * g_.w - g_.pad + j;
+            std::memset(col, 0, size(first) * sizeof(float));
+            if (g_.stride == 1) {
+              std::memcpy(col + first, source + first, size(last - first) * sizeof(float));
+            } else {
+              for (std::int64_t x = first; x < last; ++x) col[x] = source[x * g_.stride];
+            }
+            std::memset(col + last, 0, size(ow - last) * sizeof(float));
+          }
+        }
+      }
+    }
+  }
+
+  void baseline(const std::vector<std::vector<float>>& in, float* out) override {
+    const auto positions = static_cast<int>(g_.oh() * g_.ow());
+    const auto patch = static_cast<int>(g_.c * g_.k * g_.k);
+    const bool pointwise = g_.k == 1 && g_.stride == 1 && g_.pad == 0;
+    for (std::int64_t image = 0; image < g_.n; ++image) {
+      const float* x = in[0].data() + image * g_.c * g_.h * g_.w;
+      if (!pointwise) im2col(x);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g_.o), positions, patch, 1.0F,
+                  in[1].data(), patch, pointwise ? x : columns_.data(), positions, 0.0F,
+                  out + image * g_.o * positions, positions);
+    }
+  }
+
+  const Conv g_;
+  std::vector<float> columns_;
+};
+
+void BM_blas(benchmark::State& state, Problem* problem) {
+  for (auto _ : state) problem->blas();
 }
 
-void BM_op_table(benchmark::State& state, const Gemm* g) {
-  Product product(*g);
-  for (auto _ : state) product.op_table();
+void BM_op_table(benchmark::State& state, Problem* problem) {
+  for (auto _ : state) problem->op_table();
 }
 
-void BM_runtime(benchmark::State& state, const Gemm* g) {
-  Product product(*g);
-  for (auto _ : state) product.runtime();
+void BM_runtime(benchmark::State& state, Problem* problem) {
+  for (auto _ : state) problem->runtime();
 }
 
-// One round: blas, op table, runtime, each timed. Counters: the medians over rounds of the two ratios.
-void BM_paired(benchmark::State& state, const Gemm* g) {
+// One round: blas, op table, runtime, each timed, in an order that rotates from round to round (each call
+// warms the caches for the next: a fixed order would favour whichever follows the baseline). Counters: the
+// medians over rounds of the two ratios.
+void BM_paired(benchmark::State& state, Problem* problem) {
   using Clock = std::chrono::steady_clock;
-  Product product(*g);
+  void (Problem::*const ways[3])() = {&Problem::blas, &Problem::op_table, &Problem::runtime};
   std::vector<double> table_ratio;
   std::vector<double> runtime_ratio;
+  std::size_t round = 0;
   for (auto _ : state) {
-    const Clock::time_point t0 = Clock::now();
-    product.blas();
-    const Clock::time_point t1 = Clock::now();
-    product.op_table();
-    const Clock::time_point t2 = Clock::now();
-    product.runtime();
-    const Clock::time_point t3 = Clock::now();
-    const double blas = std::chrono::duration<double>(t1 - t0).count();
-    table_ratio.push_back(std::chrono::duration<double>(t2 - t1).count() / blas);
-    runtime_ratio.push_back(std::chrono::duration<double>(t3 - t2).count() / blas);
+    double seconds[3] = {};
+    for (std::size_t step = 0; step < 3; ++step) {
+      const std::size_t way = (round + step) % 3;
+      const Clock::time_point start = Clock::now();
+      (problem->*ways[way])();
+      seconds[way] = std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    ++round;
+    table_ratio.push_back(seconds[1] / seconds[0]);
+    runtime_ratio.push_back(seconds[2] / seconds[0]);
   }
   state.counters["op_table_ratio"] = dtr::bench::median(table_ratio);
   state.counters["runtime_ratio"] = dtr::bench::median(runtime_ratio);
 }
 
-void register_benchmarks() {
-  for (const Gemm& g : gemms()) {
-    benchmark::RegisterBenchmark(("gemm_blas/" + g.name()).c_str(), BM_blas, &g)->MinTime(kMinTime)->UseRealTime();
-    benchmark::RegisterBenchmark(("gemm_op_table/" + g.name()).c_str(), BM_op_table, &g)
-        ->MinTime(kMinTime)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("gemm_runtime/" + g.name()).c_str(), BM_runtime, &g)
-        ->MinTime(kMinTime)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("gemm_paired/" + g.name()).c_str(), BM_paired, &g)
-        ->MinTime(2 * kMinTime)
-        ->UseRealTime();
-  }
+// Every problem, built once before the benchmarks run and kept for the program's life.
+std::vector<std::unique_ptr<Problem>>& problems() {
+  static std::vector<std::unique_ptr<Problem>> all;
+  return all;
 }
 
-void print_tables(const dtr::bench::MedianReporter& report) {
-  std::printf("\n| GEMM m x k x n | blas GFLOP/s | op table GFLOP/s | runtime GFLOP/s | paired: op table / blas | "
-              "paired: runtime / blas |\n");
+void register_problem(const std::string& family, const std::string& name, std::unique_ptr<Problem> problem) {
+  Problem* p = problem.get();
+  problems().push_back(std::move(problem));
+  benchmark::RegisterBenchmark((family + "_blas/" + name).c_str(), BM_blas, p)->MinTime(kMinTime)->UseRealTime();
+  benchmark::RegisterBenchmark((family + "_op_table/" + name).c_str(), BM_op_table, p)
+      ->MinTime(kMinTime)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark((family + "_runtime/" + name).c_str(), BM_runtime, p)
+      ->MinTime(kMinTime)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark((family + "_paired/" + name).c_str(), BM_paired, p)
+      ->MinTime(2 * kMinTime)
+      ->UseRealTime();
+}
+
+void register_benchmarks() {
+  for (const Gemm& g : gemms()) register_problem("gemm", g.name(), std::make_unique<GemmProblem>(g));
+  for (const Conv& g : convs()) register_problem("conv", g.name(), std::make_unique<ConvProblem>(g));
+}
+
+// One table per family: GFLOP/s of each way (separate benchmarks) and the paired time ratios.
+template <typename Shape>
+void print_table(const dtr::bench::MedianReporter& report, const std::string& family, const char* heading,
+                 const std::vector<Shape>& shapes) {
+  std::printf("\n| %s | blas GFLOP/s | op table GFLOP/s | runtime GFLOP/s | paired: op table / blas | "
+              "paired: runtime / blas |\n",
+              heading);
   std::printf("|---|---:|---:|---:|---:|---:|\n");
-  for (const Gemm& g : gemms()) {
-    const double blas = report.median_ns("gemm_blas/" + g.name());
-    const double table = report.median_ns("gemm_op_table/" + g.name());
-    const double runtime = report.median_ns("gemm_runtime/" + g.name());
+  for (const Shape& g : shapes) {
+    const double blas = report.median_ns(family + "_blas/" + g.name());
+    const double table = report.median_ns(family + "_op_table/" + g.name());
+    const double runtime = report.median_ns(family + "_runtime/" + g.name());
     if (std::isnan(blas)) continue;  // filtered out
-    const std::string paired = "gemm_paired/" + g.name();
+    const std::string paired = family + "_paired/" + g.name();
     std::printf("| %s | %.1f | %.1f | %.1f | %.3f | %.3f |\n", g.name().c_str(), g.flops() / blas,
                 g.flops() / table, g.flops() / runtime, report.counter(paired, "op_table_ratio"),
                 report.counter(paired, "runtime_ratio"));
   }
+}
+
+void print_tables(const dtr::bench::MedianReporter& report) {
+  print_table(report, "gemm", "GEMM m x k x n", gemms());
+  print_table(report, "conv", "conv2d NxCxHxW_O k s p", convs());
 }
 
 }  // namespace

@@ -15,21 +15,52 @@
 namespace dtr::ops {
 namespace {
 
+// For kernel column j, the output columns x whose input column x · stride_w - pad_w + j · dil_w lies inside
+// the image: [first, last). The columns before and after read padding.
+struct ColumnRun {
+  std::int64_t first = 0, last = 0;
+  std::int64_t input_offset(std::int64_t x, const kernels::ConvGeometry& g, std::int64_t j) const {
+    return x * g.stride_w - g.pad_w + j * g.dil_w;
+  }
+};
+
+// ⌈a / b⌉ for b > 0 and any a.
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
+
+ColumnRun column_run(const kernels::ConvGeometry& g, std::int64_t j) {
+  const std::int64_t shift = g.pad_w - j * g.dil_w;  // input column = x · stride_w - shift
+  ColumnRun run;
+  run.first = std::clamp<std::int64_t>(ceil_div(shift, g.stride_w), 0, g.ow);
+  run.last = std::clamp<std::int64_t>(ceil_div(g.w + shift, g.stride_w), run.first, g.ow);
+  return run;
+}
+
 // Writes the column matrix [C/groups · KH · KW, OH · OW] of one image-group: `plane` points at its first
-// channel; cells in the padding are 0.
+// channel; cells in the padding are 0. Each row of it is zeros, a run of the input row (contiguous when
+// stride_w is 1), zeros: copied as such rather than bounds-checked cell by cell.
 template <typename T>
 void im2col(const kernels::ConvGeometry& g, const T* plane, T* col) {
   for (std::int64_t c = 0; c < g.channels_per_group(); ++c) {
     const T* channel = plane + c * g.h * g.w;
     for (std::int64_t i = 0; i < g.kh; ++i) {
       for (std::int64_t j = 0; j < g.kw; ++j) {
-        for (std::int64_t y = 0; y < g.oh; ++y) {
+        const ColumnRun run = column_run(g, j);
+        for (std::int64_t y = 0; y < g.oh; ++y, col += g.ow) {
           const std::int64_t row = y * g.stride_h - g.pad_h + i * g.dil_h;
-          for (std::int64_t x = 0; x < g.ow; ++x) {
-            const std::int64_t column = x * g.stride_w - g.pad_w + j * g.dil_w;
-            const bool inside = row >= 0 && row < g.h && column >= 0 && column < g.w;
-            *col++ = inside ? channel[row * g.w + column] : T{0};
+          if (row < 0 || row >= g.h) {
+            std::fill(col, col + g.ow, T{0});
+            continue;
           }
+          const T* source = channel + row * g.w;
+          std::fill(col, col + run.first, T{0});
+          const T* first = source + run.input_offset(run.first, g, j);
+          if (g.stride_w == 1) {
+            std::copy(first, first + (run.last - run.first), col + run.first);
+          } else {
+            const std::int64_t stride = g.stride_w;
+            for (std::int64_t x = run.first; x < run.last; ++x) col[x] = first[(x - run.first) * stride];
+          }
+          std::fill(col + run.last, col + g.ow, T{0});
         }
       }
     }
@@ -37,7 +68,7 @@ void im2col(const kernels::ConvGeometry& g, const T* plane, T* col) {
 }
 
 // The adjoint of im2col: `plane` (zeroed here) receives the sum of the column entries that read each cell,
-// added in im2col's order.
+// added in im2col's order (skipping the entries that read padding does not reorder the others).
 template <typename T>
 void col2im(const kernels::ConvGeometry& g, const T* col, T* plane) {
   std::fill(plane, plane + g.channels_per_group() * g.h * g.w, T{0});
@@ -45,12 +76,12 @@ void col2im(const kernels::ConvGeometry& g, const T* col, T* plane) {
     T* channel = plane + c * g.h * g.w;
     for (std::int64_t i = 0; i < g.kh; ++i) {
       for (std::int64_t j = 0; j < g.kw; ++j) {
-        for (std::int64_t y = 0; y < g.oh; ++y) {
+        const ColumnRun run = column_run(g, j);
+        for (std::int64_t y = 0; y < g.oh; ++y, col += g.ow) {
           const std::int64_t row = y * g.stride_h - g.pad_h + i * g.dil_h;
-          for (std::int64_t x = 0; x < g.ow; ++x, ++col) {
-            const std::int64_t column = x * g.stride_w - g.pad_w + j * g.dil_w;
-            if (row >= 0 && row < g.h && column >= 0 && column < g.w) channel[row * g.w + column] += *col;
-          }
+          if (row < 0 || row >= g.h) continue;
+          T* target = channel + row * g.w;
+          for (std::int64_t x = run.first; x < run.last; ++x) target[run.input_offset(x, g, j)] += col[x];
         }
       }
     }
