@@ -29,6 +29,7 @@ void copy_bytes(const void* from, void* to, std::size_t count) {
 // `to_offset` at `to_strides` (offsets and strides in elements). Dimensions of size 1 are dropped and
 // neighbours contiguous on both sides merged, so that a contiguous piece becomes one cudaMemcpyAsync and any
 // other walk fits in max_copy_rank dimensions unless it truly needs more (InvalidArgument naming `op`).
+// Strides are >= 0.
 void strided_copy(std::string_view op, std::size_t element_bytes, const Shape& shape, const Shape& from_strides,
                   const void* from, std::int64_t from_offset, const Shape& to_strides, void* to,
                   std::int64_t to_offset) {
@@ -59,14 +60,44 @@ void strided_copy(std::string_view op, std::size_t element_bytes, const Shape& s
   DTR_CHECK(dims.size() <= static_cast<std::size_t>(max_copy_rank), InvalidArgument, "op '", op,
             "' on CUDA: a copy walking ", dims.size(), " dimensions (", to_string(dims),
             " after merging contiguous ones) is beyond the ", max_copy_rank, " the CUDA kernel supports");
+  // Runs contiguous on both sides move as the widest word (up to 8 bytes) that every run length, stride and
+  // start is a multiple of: the same bytes in fewer, wider loads and stores.
+  const std::size_t last = dims.size() - 1;
+  std::size_t word = element_bytes;
+  if (source[last] == 1 && target[last] == 1) {
+    const auto fits = [&](std::size_t w) {
+      const auto whole = [&](std::int64_t elements) {
+        return (static_cast<std::size_t>(elements) * element_bytes) % w == 0;
+      };
+      bool ok = whole(dims[last]) && reinterpret_cast<std::uintptr_t>(first_from) % w == 0 &&
+                reinterpret_cast<std::uintptr_t>(first_to) % w == 0;
+      for (std::size_t d = 0; ok && d < last; ++d) ok = whole(source[d]) && whole(target[d]);
+      return ok;
+    };
+    for (std::size_t w = 8; w > element_bytes; w /= 2) {
+      if (fits(w)) {
+        word = w;
+        break;
+      }
+    }
+  }
+  // Element counts and strides in words; the last dimension's run (stride 1 when widened) in words too.
+  const auto in_words = [&](std::int64_t elements) {
+    return static_cast<std::int64_t>(static_cast<std::size_t>(elements) * element_bytes / word);
+  };
   StridedCopy walk;
   walk.rank = static_cast<int>(dims.size());
   for (std::size_t d = 0; d < dims.size(); ++d) {
     walk.shape[d] = dims[d];
-    walk.from_strides[d] = source[d];
-    walk.to_strides[d] = target[d];
+    walk.from_strides[d] = in_words(source[d]);
+    walk.to_strides[d] = in_words(target[d]);
   }
-  launch_strided_copy(walk, element_bytes, first_from, first_to);
+  if (word != element_bytes) {
+    walk.shape[last] = in_words(dims[last]);
+    walk.from_strides[last] = 1;
+    walk.to_strides[last] = 1;
+  }
+  launch_strided_copy(walk, word, first_from, first_to);
 }
 
 // ---- reshape ----
@@ -105,9 +136,8 @@ void slice_cuda(const KernelArgs& args) {
 // Zeros everywhere, then the gradient scattered into the slice's place.
 void slice_backward_cuda(const KernelArgs& args) {
   const TensorMeta& out = args.output_meta[0];
-  if (out.nbytes() > 0) {
-    DTR_CUDA_CHECK(cudaMemsetAsync(args.outputs[0], 0, out.nbytes(), stream));  // all-zero bytes are 0 in every dtype
-  }
+  // All-zero bytes are 0 in every dtype.
+  if (out.nbytes() > 0) DTR_CUDA_CHECK(cudaMemsetAsync(args.outputs[0], 0, out.nbytes(), stream));
   const SliceGeometry g = slice_geometry("slice_backward", args.input_meta, out.shape, args.attrs);
   const SliceWalk w = slice_walk(g);
   strided_copy("slice_backward", element_size(out.dtype), w.shape, w.part_strides, args.inputs[0], 0,
