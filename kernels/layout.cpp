@@ -15,33 +15,21 @@
 
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "layout_geometry.h"
 #include "op_checks.h"
 
 namespace dtr::ops {
 namespace {
 
-std::int64_t product(const Shape& shape, std::size_t first, std::size_t last) {
-  std::int64_t p = 1;
-  for (std::size_t d = first; d < last; ++d) p *= shape[d];
-  return p;
-}
-
-// `dim` (negative counts from the end) as an index into a shape of rank `rank`; ShapeError when out of range.
-std::size_t normalize_dim(std::string_view op, std::span<const TensorMeta> inputs, std::int64_t dim, std::size_t rank) {
-  const auto r = static_cast<std::int64_t>(rank);
-  DTR_CHECK_SHAPES(dim >= -r && dim < r, op, inputs, "has dim ", dim, " out of range for rank ", rank);
-  return static_cast<std::size_t>(dim < 0 ? dim + r : dim);
-}
-
-// A shape split around dimension d: `outer` blocks of `size` slices of `inner` elements each.
-struct Around {
-  std::int64_t outer = 1;
-  std::int64_t size = 1;
-  std::int64_t inner = 1;
-};
-Around around(const Shape& shape, std::size_t d) {
-  return {product(shape, 0, d), shape[d], product(shape, d + 1, shape.size())};
-}
+using kernels::around;
+using kernels::concat_dim;
+using kernels::permutation;
+using kernels::product;
+using kernels::slice_geometry;
+using kernels::slice_is_contiguous;
+using kernels::SliceGeometry;
+using kernels::split_geometry;
+using kernels::SplitGeometry;
 
 const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
 std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
@@ -76,39 +64,6 @@ Shape reshaped(std::span<const TensorMeta> inputs, const Attrs& attrs) {
 }
 
 // ---- slice ----
-
-// Which elements a slice takes along its dimension: Python's rules (negative indices count from the end,
-// out-of-range indices clamp), step >= 1.
-struct SliceGeometry {
-  std::size_t dim = 0;
-  Around around;
-  std::int64_t start = 0;
-  std::int64_t step = 1;
-  std::int64_t length = 0;
-};
-
-SliceGeometry slice_geometry(std::string_view op, std::span<const TensorMeta> inputs, const Shape& shape,
-                             const Attrs& attrs) {
-  SliceGeometry g;
-  const std::int64_t dim = attrs.get_int("dim");
-  std::int64_t start = attrs.get_int("start");
-  std::int64_t end = attrs.get_int("end");
-  g.step = attrs.get_int("step", 1);
-  DTR_CHECK_SHAPES(!shape.empty(), op, inputs, "needs a tensor of rank >= 1 (shape ", to_string(shape), ")");
-  g.dim = normalize_dim(op, inputs, dim, shape.size());
-  DTR_CHECK_SHAPES(g.step >= 1, op, inputs, "needs step >= 1, got step ", g.step);
-  g.around = around(shape, g.dim);
-  const std::int64_t size = g.around.size;
-  const auto clamp_index = [size](std::int64_t i) { return std::clamp(i < 0 ? i + size : i, std::int64_t{0}, size); };
-  start = clamp_index(start);
-  end = clamp_index(end);
-  g.start = start;
-  g.length = end > start ? (end - start + g.step - 1) / g.step : 0;
-  return g;
-}
-
-// A slice is one contiguous range when nothing lies outside the sliced dimension and it takes a run.
-bool slice_is_contiguous(const SliceGeometry& g) { return g.around.outer == 1 && (g.step == 1 || g.length <= 1); }
 
 // Copies the slice out of `full` (or, scattering, into it): block j of each outer block.
 void copy_slice(const SliceGeometry& g, std::size_t element_bytes, const std::byte* from, std::byte* to,
@@ -156,29 +111,6 @@ TensorMetas infer_slice_backward(std::span<const TensorMeta> inputs, const Attrs
 
 // ---- split ----
 
-struct SplitGeometry {
-  std::size_t dim = 0;
-  Around around;
-  std::vector<std::int64_t> sizes;
-};
-
-SplitGeometry split_geometry(std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  SplitGeometry g;
-  const std::int64_t dim = attrs.get_int("dim");
-  g.sizes = attrs.get_ints("sizes");
-  kernels::check_arity("split", inputs, 1);
-  const Shape& shape = inputs[0].shape;
-  DTR_CHECK_SHAPES(!shape.empty(), "split", inputs, "needs a tensor of rank >= 1");
-  g.dim = normalize_dim("split", inputs, dim, shape.size());
-  g.around = around(shape, g.dim);
-  const bool valid =
-      !g.sizes.empty() && std::all_of(g.sizes.begin(), g.sizes.end(), [](std::int64_t s) { return s >= 0; });
-  DTR_CHECK_SHAPES(valid && std::accumulate(g.sizes.begin(), g.sizes.end(), std::int64_t{0}) == g.around.size, "split",
-                   inputs, "needs sizes >= 0 adding up to dimension ", g.dim, " (", g.around.size, "), got sizes ",
-                   to_string(Shape(g.sizes.begin(), g.sizes.end())));
-  return g;
-}
-
 TensorMetas infer_split(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const SplitGeometry g = split_geometry(inputs, attrs);
   TensorMetas outputs;
@@ -219,20 +151,6 @@ void split_cpu(const KernelArgs& args) {
 
 // ---- concat ----
 
-std::size_t concat_dim(std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  const std::int64_t dim = attrs.get_int("dim");
-  DTR_CHECK(!inputs.empty(), ShapeError, "op 'concat' takes at least 1 input, got 0");
-  const Shape& first = inputs[0].shape;
-  DTR_CHECK_SHAPES(!first.empty(), "concat", inputs, "needs tensors of rank >= 1");
-  const std::size_t d = normalize_dim("concat", inputs, dim, first.size());
-  for (const TensorMeta& in : inputs) {
-    bool fits = in.dtype == inputs[0].dtype && in.shape.size() == first.size();
-    for (std::size_t k = 0; fits && k < first.size(); ++k) fits = k == d || in.shape[k] == first[k];
-    DTR_CHECK_SHAPES(fits, "concat", inputs, "needs tensors of one dtype and rank that differ only in dimension ", d);
-  }
-  return d;
-}
-
 TensorMetas infer_concat(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const std::size_t d = concat_dim(inputs, attrs);
   TensorMeta out = inputs[0];
@@ -263,30 +181,6 @@ double concat_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) 
 }
 
 // ---- transpose and permute ----
-
-// Output dimension i is input dimension perm[i].
-std::vector<std::size_t> permutation(std::string_view op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  const std::size_t rank = inputs[0].shape.size();
-  std::vector<std::size_t> perm(rank);
-  std::iota(perm.begin(), perm.end(), std::size_t{0});
-  if (op == "transpose") {
-    const std::int64_t dim0 = attrs.get_int("dim0");
-    const std::int64_t dim1 = attrs.get_int("dim1");
-    std::swap(perm[normalize_dim(op, inputs, dim0, rank)], perm[normalize_dim(op, inputs, dim1, rank)]);
-    return perm;
-  }
-  const std::vector<std::int64_t>& dims = attrs.get_ints("dims");
-  DTR_CHECK_SHAPES(dims.size() == rank, op, inputs, "needs dims naming each of the ", rank,
-                   " dimensions once, got dims ", to_string(Shape(dims.begin(), dims.end())));
-  std::vector<bool> seen(rank, false);
-  for (std::size_t i = 0; i < rank; ++i) {
-    perm[i] = normalize_dim(op, inputs, dims[i], rank);
-    DTR_CHECK_SHAPES(!seen[perm[i]], op, inputs, "needs dims naming each of the ", rank,
-                     " dimensions once, got dims ", to_string(Shape(dims.begin(), dims.end())));
-    seen[perm[i]] = true;
-  }
-  return perm;
-}
 
 template <typename Element>
 void permute_elements(const Element* in, Element* out, const Shape& out_shape, const Shape& in_strides) {
@@ -325,11 +219,7 @@ OpDef permuting(const std::string& name) {
   };
   def.cpu_kernel = [name](const KernelArgs& args) {
     const std::vector<std::size_t> perm = permutation(name, args.input_meta, args.attrs);
-    const Shape& in_shape = args.input_meta[0].shape;
-    Shape contiguous(in_shape.size(), 1);
-    for (std::size_t d = in_shape.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * in_shape[d];
-    Shape strides(perm.size(), 0);
-    for (std::size_t i = 0; i < perm.size(); ++i) strides[i] = contiguous[perm[i]];
+    const Shape strides = kernels::permuted_strides(args.input_meta[0].shape, perm);
     const Shape& out_shape = args.output_meta[0].shape;
     // By element size: every dtype is 1, 4 or 8 bytes.
     switch (element_size(args.input_meta[0].dtype)) {

@@ -1,1 +1,69 @@
-// Device code of the layout ops (reshape, slice, split, concat, transpose, permute).
+// Device code of the layout ops (reshape, slice, split, concat, transpose, permute): one strided copy, over
+// 1-, 2-, 4- or 8-byte words chosen by the element size, since these ops move bytes whatever the dtype. The host
+// glue (layout_ops.cpp) computes each walk; every element is written by one thread, so the result is the
+// source's bits.
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_support.h"
+#include "layout.h"
+
+namespace dtr::kernels::cuda {
+namespace {
+
+// Grid-stride loop bound: 64-bit so that any element count is covered.
+__device__ inline std::int64_t first_index() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+// One thread per element, in the walk's row-major order: its index spelled out dimension by dimension (the
+// last fastest) gives its offset on both sides.
+template <typename Word>
+__global__ void strided_copy_kernel(StridedCopy walk, std::int64_t count, const Word* from, Word* to) {
+  for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
+    std::int64_t rest = i;
+    std::int64_t source = 0;
+    std::int64_t target = 0;
+    for (int d = walk.rank - 1; d >= 0; --d) {
+      const std::int64_t index = rest % walk.shape[d];
+      rest /= walk.shape[d];
+      source += index * walk.from_strides[d];
+      target += index * walk.to_strides[d];
+    }
+    to[target] = from[source];
+  }
+}
+
+template <typename Word>
+void launch(const StridedCopy& walk, std::int64_t count, const void* from, void* to) {
+  strided_copy_kernel<Word><<<blocks_for(count), block_size, 0, stream>>>(walk, count, static_cast<const Word*>(from),
+                                                                          static_cast<Word*>(to));
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_strided_copy(const StridedCopy& walk, std::size_t element_bytes, const void* from, void* to) {
+  std::int64_t count = 1;
+  for (int d = 0; d < walk.rank; ++d) count *= walk.shape[d];
+  if (count == 0) return;
+  switch (element_bytes) {
+    case 1:
+      launch<std::uint8_t>(walk, count, from, to);
+      break;
+    case 2:
+      launch<std::uint16_t>(walk, count, from, to);
+      break;
+    case 4:
+      launch<std::uint32_t>(walk, count, from, to);
+      break;
+    case 8:
+      launch<std::uint64_t>(walk, count, from, to);
+      break;
+    default:
+      DTR_THROW(::dtr::InvalidArgument, "strided copy of ", element_bytes, "-byte elements: only 1, 2, 4 or 8");
+  }
+}
+
+}  // namespace dtr::kernels::cuda
