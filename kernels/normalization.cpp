@@ -3,7 +3,6 @@
 // in increasing index order and rounded once: reproducible. Variances are biased (divided by the count).
 #include <cmath>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
