@@ -3,24 +3,21 @@
 // in increasing index order and rounded once: reproducible. Variances are biased (divided by the count).
 #include <cmath>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "normalization_layout.h"
 #include "op_checks.h"
 
 namespace dtr::ops {
 namespace {
 
-// Attribute `name` (default 1e-5), added to the variance before the square root; must be >= 0.
-double eps_of(const std::string& op, const Attrs& attrs, const std::string& name = "eps") {
-  const double eps = attrs.has(name) ? attrs.get_real(name) : 1e-5;
-  DTR_CHECK(eps >= 0.0 && std::isfinite(eps), InvalidArgument, "op '", op, "': attribute '", name, "' is ", eps,
-            ", not a finite value >= 0");
-  return eps;
-}
+using kernels::channel_layout;
+using kernels::ChannelLayout;
+using kernels::eps_of;
+using kernels::RunningUpdate;
 
 double normalize_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   return kernels::at_least_one(8.0 * static_cast<double>(inputs[0].numel()));
@@ -144,36 +141,6 @@ void layer_norm_backward_cpu(const KernelArgs& args) {
 }
 
 // ---- batch norm: channels of dimension 1 ----
-
-// x [N, C, ...] seen as [N, C, S]: element (n, c, s) at (n C + c) S + s.
-struct ChannelLayout {
-  std::int64_t n = 1;
-  std::int64_t c = 1;
-  std::int64_t s = 1;
-  std::int64_t count() const { return n * s; }  // elements per channel
-  template <typename Fn>
-  void for_each_in_channel(std::int64_t channel, Fn fn) const {
-    for (std::int64_t i = 0; i < n; ++i) {
-      for (std::int64_t j = 0; j < s; ++j) fn((i * c + channel) * s + j);
-    }
-  }
-};
-
-// Checks x [N, C, ...] at inputs[0] (at least one element per channel when `need_elements`) and that every
-// input in [first_channel, last) is [C].
-ChannelLayout channel_layout(const std::string& op, std::span<const TensorMeta> inputs, std::span<const TensorMeta> all,
-                             std::size_t first_channel, bool need_elements) {
-  const Shape& x = inputs[0].shape;
-  DTR_CHECK_SHAPES(x.size() >= 2, op, all, "needs x [N, C, ...]");
-  ChannelLayout l{x[0], x[1], 1};
-  for (std::size_t d = 2; d < x.size(); ++d) l.s *= x[d];
-  DTR_CHECK_SHAPES(!need_elements || l.count() >= 1, op, all, "needs at least one element per channel");
-  for (std::size_t i = first_channel; i < inputs.size(); ++i) {
-    DTR_CHECK_SHAPES(inputs[i].shape == Shape{l.c}, op, all, "needs per-channel inputs of shape [", l.c,
-                     "] for x [N, C, ...]");
-  }
-  return l;
-}
 
 // batch_norm(x [N, C, ...], weight [C], bias [C]) -> y, batch mean [C], invstd [C].
 TensorMetas infer_batch_norm(std::span<const TensorMeta> inputs, const Attrs& attrs) {
@@ -311,29 +278,6 @@ void batch_norm_eval_backward_cpu(const KernelArgs& args) {
 }
 
 // ---- running statistics ----
-
-// running_stat_update's attributes, checked: momentum in [0, 1]; unbiased_count n >= 2 when given;
-// invstd_eps >= 0 when given.
-struct RunningUpdate {
-  double momentum = 0.1;
-  double correction = 1.0;           // n / (n - 1) with unbiased_count n
-  std::optional<double> invstd_eps;  // the batch stat is an invstd: use 1/stat² - eps
-
-  static RunningUpdate from(const Attrs& attrs) {
-    RunningUpdate u;
-    if (attrs.has("momentum")) u.momentum = attrs.get_real("momentum");
-    DTR_CHECK(u.momentum >= 0.0 && u.momentum <= 1.0, InvalidArgument,
-              "op 'running_stat_update': attribute 'momentum' is ", u.momentum, ", not in [0, 1]");
-    if (attrs.has("unbiased_count")) {
-      const std::int64_t n = attrs.get_int("unbiased_count");
-      DTR_CHECK(n >= 2, InvalidArgument, "op 'running_stat_update': attribute 'unbiased_count' is ", n, ", not >= 2");
-      u.correction = static_cast<double>(n) / static_cast<double>(n - 1);
-    }
-    if (attrs.has("invstd_eps")) u.invstd_eps = eps_of("running_stat_update", attrs, "invstd_eps");
-    return u;
-  }
-  double stat(double batch) const { return (invstd_eps ? 1.0 / (batch * batch) - *invstd_eps : batch) * correction; }
-};
 
 TensorMetas infer_running_stat_update(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   kernels::check_arity("running_stat_update", inputs, 2);

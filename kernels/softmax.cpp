@@ -9,35 +9,14 @@
 
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "normalization_layout.h"
 #include "op_checks.h"
 
 namespace dtr::ops {
 namespace {
 
-// A tensor seen as [outer, length, inner] around the softmax axis: element (o, k, i) is at
-// (o * length + k) * inner + i.
-struct AxisLayout {
-  std::int64_t outer = 1;
-  std::int64_t length = 1;
-  std::int64_t inner = 1;
-};
-
-// Attribute "axis" (default -1, the last), checked against input 0's rank.
-AxisLayout axis_layout(const std::string& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  const Shape& shape = inputs[0].shape;
-  const auto rank = static_cast<std::int64_t>(shape.size());
-  const std::int64_t axis = attrs.get_int("axis", -1);
-  DTR_CHECK_SHAPES(rank >= 1, op, inputs, "needs an input of rank 1 or more");
-  DTR_CHECK_SHAPES(axis >= -rank && axis < rank, op, inputs, "has axis ", axis, " outside [", -rank, ", ", rank, ")");
-  const auto a = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
-  AxisLayout layout;
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (d < a) layout.outer *= shape[d];
-    if (d == a) layout.length = shape[d];
-    if (d > a) layout.inner *= shape[d];
-  }
-  return layout;
-}
+using kernels::axis_layout;
+using kernels::AxisLayout;
 
 // Calls fn(base, stride) for every row along the axis: the row's elements are base + k * stride.
 template <typename Fn>

@@ -1,1 +1,530 @@
-// Device code of the normalization ops (softmax, losses, layer and batch norm, embedding).
+// Device code of the normalization ops (softmax, losses, layer and batch norm, embedding). Each kernel
+// reproduces its CPU kernel (kernels/softmax.cpp, normalization.cpp, embedding.cpp): one thread per row or
+// per channel runs the CPU's loops in the CPU's order, in double, and rounds once per output, so every sum
+// has the CPU's order and the results differ from the CPU's only by the last bits of exp/log and fused
+// multiply-adds. No atomics: the same inputs give the same bits on every run.
+//
+// Labels and indices were checked by the ops' check_values before the kernel runs (the runtime copies them
+// to the host for it); a device kernel cannot throw, so one out of range that reaches it anyway is never
+// read through: a cross-entropy row with such a label is NaN, an embedding row with such an index is zero,
+// and embedding_backward skips it.
+#include <cmath>
+#include <cstdint>
+
+#include "cuda_support.h"
+#include "normalization.h"
+
+namespace dtr::kernels::cuda {
+namespace {
+
+// Grid-stride loop bound: 64-bit so that any count is covered.
+__device__ inline std::int64_t first_index() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+// ---- softmax, cross-entropy ----
+
+// The row's max and Σ exp(x - max), in double: softmax.cpp's max_and_exp_sum (std::max keeps the running
+// max unless it is less than x, so a NaN is skipped the same way).
+template <typename T>
+__device__ void max_and_exp_sum(const T* x, std::int64_t length, std::int64_t stride, double& max, double& sum) {
+  max = -INFINITY;
+  for (std::int64_t k = 0; k < length; ++k) {
+    const double v = static_cast<double>(x[k * stride]);
+    max = max < v ? v : max;
+  }
+  sum = 0.0;
+  for (std::int64_t k = 0; k < length; ++k) sum += exp(static_cast<double>(x[k * stride]) - max);
+}
+
+// One thread per row (o, i) of the [outer, length, inner] layout.
+template <typename T>
+__global__ void softmax_kernel(std::int64_t outer, std::int64_t length, std::int64_t inner, bool log, const T* x,
+                               T* y) {
+  const std::int64_t rows = outer * inner;
+  for (std::int64_t row = first_index(); row < rows; row += grid_stride()) {
+    const std::int64_t base = (row / inner) * length * inner + row % inner;
+    double max = 0.0;
+    double sum = 0.0;
+    max_and_exp_sum(x + base, length, inner, max, sum);
+    const double log_sum = ::log(sum);
+    for (std::int64_t k = 0; k < length; ++k) {
+      const double shifted = static_cast<double>(x[base + k * inner]) - max;
+      y[base + k * inner] = static_cast<T>(log ? shifted - log_sum : exp(shifted) / sum);
+    }
+  }
+}
+
+template <typename T>
+__global__ void softmax_backward_kernel(std::int64_t outer, std::int64_t length, std::int64_t inner, bool log,
+                                        const T* g, const T* y, T* dx) {
+  const std::int64_t rows = outer * inner;
+  for (std::int64_t row = first_index(); row < rows; row += grid_stride()) {
+    const std::int64_t base = (row / inner) * length * inner + row % inner;
+    double total = 0.0;
+    for (std::int64_t k = 0; k < length; ++k) {
+      const std::int64_t e = base + k * inner;
+      total += log ? static_cast<double>(g[e]) : static_cast<double>(g[e]) * static_cast<double>(y[e]);
+    }
+    for (std::int64_t k = 0; k < length; ++k) {
+      const std::int64_t e = base + k * inner;
+      const double ge = g[e];
+      const double ye = y[e];
+      dx[e] = static_cast<T>(log ? ge - exp(ye) * total : ye * (ge - total));
+    }
+  }
+}
+
+// One block: its threads compute the row terms log Σ exp(x) + max - x[label] of `block_size` rows at a time
+// into shared memory, and thread 0 adds them in row order: the CPU's order, whatever the block's size.
+template <typename T>
+__global__ void cross_entropy_kernel(std::int64_t n, std::int64_t c, const T* x, const std::int64_t* labels,
+                                     T* loss) {
+  __shared__ double terms[block_size];
+  double total = 0.0;  // meaningful in thread 0
+  for (std::int64_t first = 0; first < n; first += block_size) {
+    const std::int64_t r = first + threadIdx.x;
+    if (r < n) {
+      const std::int64_t label = labels[r];
+      double max = 0.0;
+      double sum = 0.0;
+      max_and_exp_sum(x + r * c, c, 1, max, sum);
+      terms[threadIdx.x] = label >= 0 && label < c ? ::log(sum) + max - static_cast<double>(x[r * c + label]) : NAN;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const std::int64_t end = first + block_size < n ? first + block_size : n;
+      for (std::int64_t i = 0; i < end - first; ++i) total += terms[i];
+    }
+    __syncthreads();  // terms is written again by the next chunk
+  }
+  if (threadIdx.x == 0) loss[0] = static_cast<T>(total / static_cast<double>(n));
+}
+
+// One thread per row: grad / N · (softmax(x) - onehot(label)).
+template <typename T>
+__global__ void cross_entropy_backward_kernel(std::int64_t n, std::int64_t c, const T* grad, const T* x,
+                                              const std::int64_t* labels, T* dx) {
+  const double g = static_cast<double>(grad[0]) / static_cast<double>(n);
+  for (std::int64_t r = first_index(); r < n; r += grid_stride()) {
+    double max = 0.0;
+    double sum = 0.0;
+    max_and_exp_sum(x + r * c, c, 1, max, sum);
+    const std::int64_t label = labels[r];
+    for (std::int64_t k = 0; k < c; ++k) {
+      const double p = exp(static_cast<double>(x[r * c + k]) - max) / sum;
+      dx[r * c + k] = static_cast<T>(g * (p - (k == label ? 1.0 : 0.0)));
+    }
+  }
+}
+
+// ---- layer norm ----
+
+// One thread per row of d elements: two-pass mean and biased variance, in double.
+template <typename T>
+__global__ void layer_norm_kernel(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, const T* b,
+                                  T* y, T* mean_out, T* invstd_out) {
+  for (std::int64_t r = first_index(); r < rows; r += grid_stride()) {
+    const T* row = x + r * d;
+    double sum = 0.0;
+    for (std::int64_t k = 0; k < d; ++k) sum += static_cast<double>(row[k]);
+    const double mean = sum / static_cast<double>(d);
+    double squares = 0.0;
+    for (std::int64_t k = 0; k < d; ++k) squares += (row[k] - mean) * (row[k] - mean);
+    const double invstd = 1.0 / sqrt(squares / static_cast<double>(d) + eps);
+    for (std::int64_t k = 0; k < d; ++k) y[r * d + k] = static_cast<T>((row[k] - mean) * invstd * w[k] + b[k]);
+    mean_out[r] = static_cast<T>(mean);
+    invstd_out[r] = static_cast<T>(invstd);
+  }
+}
+
+// dx: one thread per row, dx = invstd (h - mean(h) - x̂ mean(h x̂)) with h = grad · weight.
+template <typename T>
+__global__ void layer_norm_backward_rows_kernel(std::int64_t rows, std::int64_t d, const T* g, const T* x, const T* w,
+                                                const T* mean_in, const T* invstd_in, T* dx) {
+  for (std::int64_t r = first_index(); r < rows; r += grid_stride()) {
+    const double mean = mean_in[r];
+    const double invstd = invstd_in[r];
+    double h_sum = 0.0;
+    double hx_sum = 0.0;
+    for (std::int64_t k = 0; k < d; ++k) {
+      const std::int64_t e = r * d + k;
+      const double xhat = (x[e] - mean) * invstd;
+      const double h = static_cast<double>(g[e]) * w[k];
+      h_sum += h;
+      hx_sum += h * xhat;
+    }
+    const double h_mean = h_sum / static_cast<double>(d);
+    const double hx_mean = hx_sum / static_cast<double>(d);
+    for (std::int64_t k = 0; k < d; ++k) {
+      const std::int64_t e = r * d + k;
+      const double xhat = (x[e] - mean) * invstd;
+      dx[e] = static_cast<T>(invstd * (static_cast<double>(g[e]) * w[k] - h_mean - xhat * hx_mean));
+    }
+  }
+}
+
+// dweight, dbias: one thread per column k, its rows in increasing order (the CPU's per-column order).
+template <typename T>
+__global__ void layer_norm_backward_columns_kernel(std::int64_t rows, std::int64_t d, const T* g, const T* x,
+                                                   const T* mean_in, const T* invstd_in, T* dw, T* db) {
+  for (std::int64_t k = first_index(); k < d; k += grid_stride()) {
+    double w_total = 0.0;
+    double b_total = 0.0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double mean = mean_in[r];
+      const double invstd = invstd_in[r];
+      const std::int64_t e = r * d + k;
+      const double xhat = (x[e] - mean) * invstd;
+      w_total += g[e] * xhat;
+      b_total += g[e];
+    }
+    dw[k] = static_cast<T>(w_total);
+    db[k] = static_cast<T>(b_total);
+  }
+}
+
+// ---- batch norm ----
+
+// Element j of channel `channel`'s n · s elements, in the CPU's order (for_each_in_channel).
+__device__ inline std::int64_t channel_element(const ChannelShape& l, std::int64_t channel, std::int64_t j) {
+  return ((j / l.s) * l.c + channel) * l.s + j % l.s;
+}
+
+// One thread per channel: two-pass statistics in double, then y.
+template <typename T>
+__global__ void batch_norm_kernel(ChannelShape l, double eps, const T* x, const T* weight, const T* bias, T* y,
+                                  T* mean_out, T* invstd_out) {
+  const std::int64_t count = l.n * l.s;
+  for (std::int64_t c = first_index(); c < l.c; c += grid_stride()) {
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < count; ++j) sum += static_cast<double>(x[channel_element(l, c, j)]);
+    const double mean = sum / static_cast<double>(count);
+    double squares = 0.0;
+    for (std::int64_t j = 0; j < count; ++j) {
+      const std::int64_t e = channel_element(l, c, j);
+      squares += (x[e] - mean) * (x[e] - mean);
+    }
+    const double invstd = 1.0 / sqrt(squares / static_cast<double>(count) + eps);
+    const double w = weight[c];
+    const double b = bias[c];
+    for (std::int64_t j = 0; j < count; ++j) {
+      const std::int64_t e = channel_element(l, c, j);
+      y[e] = static_cast<T>((x[e] - mean) * invstd * w + b);
+    }
+    mean_out[c] = static_cast<T>(mean);
+    invstd_out[c] = static_cast<T>(invstd);
+  }
+}
+
+// One thread per channel: dweight = Σ g x̂, dbias = Σ g, then dx = weight invstd (g - dbias / M - x̂ dweight / M).
+template <typename T>
+__global__ void batch_norm_backward_kernel(ChannelShape l, const T* g, const T* x, const T* weight, const T* mean_in,
+                                           const T* invstd_in, T* dx, T* dweight, T* dbias) {
+  const std::int64_t count = l.n * l.s;
+  const double m = static_cast<double>(count);
+  for (std::int64_t c = first_index(); c < l.c; c += grid_stride()) {
+    const double w = weight[c];
+    const double mean = mean_in[c];
+    const double invstd = invstd_in[c];
+    double dw = 0.0;
+    double db = 0.0;
+    for (std::int64_t j = 0; j < count; ++j) {
+      const std::int64_t e = channel_element(l, c, j);
+      dw += g[e] * ((x[e] - mean) * invstd);
+      db += g[e];
+    }
+    for (std::int64_t j = 0; j < count; ++j) {
+      const std::int64_t e = channel_element(l, c, j);
+      const double xhat = (x[e] - mean) * invstd;
+      dx[e] = static_cast<T>(w * invstd * (g[e] - db / m - xhat * dw / m));
+    }
+    dweight[c] = static_cast<T>(dw);
+    dbias[c] = static_cast<T>(db);
+  }
+}
+
+// One thread per element: no reduction, each element's channel statistics recomputed as the CPU computes them.
+template <typename T>
+__global__ void batch_norm_eval_kernel(ChannelShape l, double eps, const T* x, const T* weight, const T* bias,
+                                       const T* running_mean, const T* running_var, T* y) {
+  const std::int64_t total = l.n * l.c * l.s;
+  for (std::int64_t e = first_index(); e < total; e += grid_stride()) {
+    const std::int64_t c = (e / l.s) % l.c;
+    const double w = weight[c];
+    const double b = bias[c];
+    const double mean = running_mean[c];
+    const double invstd = 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
+    y[e] = static_cast<T>((x[e] - mean) * invstd * w + b);
+  }
+}
+
+// dx = g weight s per element, s = (var + eps)^-1/2.
+template <typename T>
+__global__ void batch_norm_eval_backward_dx_kernel(ChannelShape l, double eps, const T* g, const T* weight,
+                                                   const T* running_var, T* dx) {
+  const std::int64_t total = l.n * l.c * l.s;
+  for (std::int64_t e = first_index(); e < total; e += grid_stride()) {
+    const std::int64_t c = (e / l.s) % l.c;
+    const double w = weight[c];
+    const double s = 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
+    dx[e] = static_cast<T>(g[e] * w * s);
+  }
+}
+
+// One thread per channel: dweight = Σ g x̂, dbias = Σ g, dmean = -weight s dbias, dvar = -weight s² dweight / 2.
+template <typename T>
+__global__ void batch_norm_eval_backward_channels_kernel(ChannelShape l, double eps, const T* g, const T* x,
+                                                         const T* weight, const T* running_mean, const T* running_var,
+                                                         T* dweight, T* dbias, T* dmean, T* dvar) {
+  const std::int64_t count = l.n * l.s;
+  for (std::int64_t c = first_index(); c < l.c; c += grid_stride()) {
+    const double w = weight[c];
+    const double mean = running_mean[c];
+    const double s = 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
+    double dw = 0.0;
+    double db = 0.0;
+    for (std::int64_t j = 0; j < count; ++j) {
+      const std::int64_t e = channel_element(l, c, j);
+      dw += g[e] * ((x[e] - mean) * s);
+      db += g[e];
+    }
+    dweight[c] = static_cast<T>(dw);
+    dbias[c] = static_cast<T>(db);
+    dmean[c] = static_cast<T>(-w * s * db);
+    dvar[c] = static_cast<T>(-0.5 * w * s * s * dw);
+  }
+}
+
+// (1 - momentum) running + momentum stat(batch); stat as RunningUpdate::stat (kernels/normalization_layout.h).
+template <typename T>
+__global__ void running_stat_update_kernel(std::int64_t count, RunningStat u, const T* running_in, const T* batch_in,
+                                           T* out) {
+  for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
+    const double running = running_in[i];
+    const double batch = batch_in[i];
+    const double stat = (u.from_invstd ? 1.0 / (batch * batch) - u.invstd_eps : batch) * u.correction;
+    out[i] = static_cast<T>((1.0 - u.momentum) * running + u.momentum * stat);
+  }
+}
+
+// ---- embedding ----
+
+// One thread per output element: a copy.
+template <typename T>
+__global__ void embedding_kernel(std::int64_t count, std::int64_t dim, std::int64_t rows, const T* weight,
+                                 const std::int64_t* indices, T* out) {
+  const std::int64_t total = count * dim;
+  for (std::int64_t i = first_index(); i < total; i += grid_stride()) {
+    const std::int64_t index = indices[i / dim];
+    out[i] = index >= 0 && index < rows ? weight[index * dim + i % dim] : T(0);
+  }
+}
+
+// Thread (bucket, j) owns column j of the rows v with v % buckets == bucket: it zeroes them, then scans the
+// positions p in increasing order and adds grad row p's element j to its row indices[p] when it owns it.
+// Each output element thus sums its gradients in T in position order, as the CPU's scatter does, without
+// atomics; the buckets only multiply the threads.
+template <typename T>
+__global__ void embedding_backward_kernel(std::int64_t count, std::int64_t dim, std::int64_t rows,
+                                          std::int64_t buckets, const T* grad, const std::int64_t* indices, T* out) {
+  const std::int64_t threads = buckets * dim;
+  for (std::int64_t t = first_index(); t < threads; t += grid_stride()) {
+    const std::int64_t j = t % dim;
+    const std::int64_t bucket = t / dim;
+    for (std::int64_t v = bucket; v < rows; v += buckets) out[v * dim + j] = T(0);
+    for (std::int64_t p = 0; p < count; ++p) {
+      const std::int64_t v = indices[p];
+      if (v >= 0 && v < rows && v % buckets == bucket) out[v * dim + j] += grad[p * dim + j];
+    }
+  }
+}
+
+// ---- launches ----
+
+template <typename T>
+void softmax(std::int64_t outer, std::int64_t length, std::int64_t inner, bool log, const T* x, T* y) {
+  const std::int64_t rows = outer * inner;
+  if (rows <= 0 || length <= 0) return;
+  softmax_kernel<T><<<blocks_for(rows), block_size, 0, stream>>>(outer, length, inner, log, x, y);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void softmax_backward(std::int64_t outer, std::int64_t length, std::int64_t inner, bool log, const T* g, const T* y,
+                      T* dx) {
+  const std::int64_t rows = outer * inner;
+  if (rows <= 0 || length <= 0) return;
+  softmax_backward_kernel<T><<<blocks_for(rows), block_size, 0, stream>>>(outer, length, inner, log, g, y, dx);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void cross_entropy(std::int64_t n, std::int64_t c, const T* x, const std::int64_t* labels, T* loss) {
+  if (n <= 0 || c <= 0) return;  // the shape rule requires N, C >= 1
+  cross_entropy_kernel<T><<<1, block_size, 0, stream>>>(n, c, x, labels, loss);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void cross_entropy_backward(std::int64_t n, std::int64_t c, const T* grad, const T* x, const std::int64_t* labels,
+                            T* dx) {
+  if (n <= 0 || c <= 0) return;
+  cross_entropy_backward_kernel<T><<<blocks_for(n), block_size, 0, stream>>>(n, c, grad, x, labels, dx);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void layer_norm(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, const T* b, T* y, T* mean,
+                T* invstd) {
+  if (rows <= 0 || d <= 0) return;
+  layer_norm_kernel<T><<<blocks_for(rows), block_size, 0, stream>>>(rows, d, eps, x, w, b, y, mean, invstd);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void layer_norm_backward(std::int64_t rows, std::int64_t d, const T* g, const T* x, const T* w, const T* mean,
+                         const T* invstd, T* dx, T* dw, T* db) {
+  if (d <= 0) return;
+  if (rows > 0) {
+    layer_norm_backward_rows_kernel<T><<<blocks_for(rows), block_size, 0, stream>>>(rows, d, g, x, w, mean, invstd,
+                                                                                     dx);
+    DTR_CUDA_CHECK_LAUNCH();
+  }
+  // With no rows, dweight and dbias are empty sums: zeros, as the CPU writes.
+  layer_norm_backward_columns_kernel<T><<<blocks_for(d), block_size, 0, stream>>>(rows, d, g, x, mean, invstd, dw, db);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void batch_norm(const ChannelShape& l, double eps, const T* x, const T* w, const T* b, T* y, T* mean, T* invstd) {
+  if (l.c <= 0 || l.n * l.s <= 0) return;  // the shape rule requires an element per channel
+  batch_norm_kernel<T><<<blocks_for(l.c), block_size, 0, stream>>>(l, eps, x, w, b, y, mean, invstd);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void batch_norm_backward(const ChannelShape& l, const T* g, const T* x, const T* w, const T* mean, const T* invstd,
+                         T* dx, T* dw, T* db) {
+  if (l.c <= 0 || l.n * l.s <= 0) return;
+  batch_norm_backward_kernel<T><<<blocks_for(l.c), block_size, 0, stream>>>(l, g, x, w, mean, invstd, dx, dw, db);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void batch_norm_eval(const ChannelShape& l, double eps, const T* x, const T* w, const T* b, const T* mean,
+                     const T* var, T* y) {
+  const std::int64_t total = l.n * l.c * l.s;
+  if (total <= 0) return;
+  batch_norm_eval_kernel<T><<<blocks_for(total), block_size, 0, stream>>>(l, eps, x, w, b, mean, var, y);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void batch_norm_eval_backward(const ChannelShape& l, double eps, const T* g, const T* x, const T* w, const T* mean,
+                              const T* var, T* dx, T* dw, T* db, T* dmean, T* dvar) {
+  const std::int64_t total = l.n * l.c * l.s;
+  if (total > 0) {
+    batch_norm_eval_backward_dx_kernel<T><<<blocks_for(total), block_size, 0, stream>>>(l, eps, g, w, var, dx);
+    DTR_CUDA_CHECK_LAUNCH();
+  }
+  // Channels with no elements (N or S zero) still get their empty sums, as on the CPU.
+  if (l.c <= 0) return;
+  batch_norm_eval_backward_channels_kernel<T><<<blocks_for(l.c), block_size, 0, stream>>>(l, eps, g, x, w, mean, var,
+                                                                                         dw, db, dmean, dvar);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void running_stat_update(std::int64_t count, const RunningStat& u, const T* running, const T* batch, T* out) {
+  if (count <= 0) return;
+  running_stat_update_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(count, u, running, batch, out);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void embedding(std::int64_t count, std::int64_t dim, std::int64_t rows, const T* weight, const std::int64_t* indices,
+               T* out) {
+  const std::int64_t total = count * dim;
+  if (total <= 0) return;
+  embedding_kernel<T><<<blocks_for(total), block_size, 0, stream>>>(count, dim, rows, weight, indices, out);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+// About this many threads for embedding_backward (enough to fill a GPU), as buckets of rows times columns.
+constexpr std::int64_t embedding_backward_threads = 65536;
+
+template <typename T>
+void embedding_backward(std::int64_t count, std::int64_t dim, std::int64_t rows, const T* grad,
+                        const std::int64_t* indices, T* out) {
+  if (rows <= 0 || dim <= 0) return;
+  std::int64_t buckets = (embedding_backward_threads + dim - 1) / dim;
+  buckets = buckets < rows ? buckets : rows;
+  embedding_backward_kernel<T><<<blocks_for(buckets * dim), block_size, 0, stream>>>(count, dim, rows, buckets, grad,
+                                                                                     indices, out);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+// The float and double launchers of normalization.h, each a call of the template above.
+#define DTR_NORMALIZATION_LAUNCHERS(T)                                                                              \
+  void launch_softmax(std::int64_t outer, std::int64_t length, std::int64_t inner, bool log, const T* x, T* y) {    \
+    softmax(outer, length, inner, log, x, y);                                                                       \
+  }                                                                                                                 \
+  void launch_softmax_backward(std::int64_t outer, std::int64_t length, std::int64_t inner, bool log, const T* grad, \
+                               const T* y, T* dx) {                                                                 \
+    softmax_backward(outer, length, inner, log, grad, y, dx);                                                       \
+  }                                                                                                                 \
+  void launch_cross_entropy(std::int64_t n, std::int64_t c, const T* x, const std::int64_t* labels, T* loss) {      \
+    cross_entropy(n, c, x, labels, loss);                                                                           \
+  }                                                                                                                 \
+  void launch_cross_entropy_backward(std::int64_t n, std::int64_t c, const T* grad, const T* x,                     \
+                                     const std::int64_t* labels, T* dx) {                                           \
+    cross_entropy_backward(n, c, grad, x, labels, dx);                                                              \
+  }                                                                                                                 \
+  void launch_layer_norm(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* weight, const T* bias, \
+                         T* y, T* mean, T* invstd) {                                                                \
+    layer_norm(rows, d, eps, x, weight, bias, y, mean, invstd);                                                     \
+  }                                                                                                                 \
+  void launch_layer_norm_backward(std::int64_t rows, std::int64_t d, const T* grad, const T* x, const T* weight,    \
+                                  const T* mean, const T* invstd, T* dx, T* dweight, T* dbias) {                    \
+    layer_norm_backward(rows, d, grad, x, weight, mean, invstd, dx, dweight, dbias);                                \
+  }                                                                                                                 \
+  void launch_batch_norm(const ChannelShape& l, double eps, const T* x, const T* weight, const T* bias, T* y,       \
+                         T* mean, T* invstd) {                                                                      \
+    batch_norm(l, eps, x, weight, bias, y, mean, invstd);                                                           \
+  }                                                                                                                 \
+  void launch_batch_norm_backward(const ChannelShape& l, const T* grad, const T* x, const T* weight, const T* mean,  \
+                                  const T* invstd, T* dx, T* dweight, T* dbias) {                                   \
+    batch_norm_backward(l, grad, x, weight, mean, invstd, dx, dweight, dbias);                                      \
+  }                                                                                                                 \
+  void launch_batch_norm_eval(const ChannelShape& l, double eps, const T* x, const T* weight, const T* bias,        \
+                              const T* running_mean, const T* running_var, T* y) {                                  \
+    batch_norm_eval(l, eps, x, weight, bias, running_mean, running_var, y);                                         \
+  }                                                                                                                 \
+  void launch_batch_norm_eval_backward(const ChannelShape& l, double eps, const T* grad, const T* x,                \
+                                       const T* weight, const T* running_mean, const T* running_var, T* dx,         \
+                                       T* dweight, T* dbias, T* dmean, T* dvar) {                                   \
+    batch_norm_eval_backward(l, eps, grad, x, weight, running_mean, running_var, dx, dweight, dbias, dmean, dvar);  \
+  }                                                                                                                 \
+  void launch_running_stat_update(std::int64_t count, const RunningStat& u, const T* running, const T* batch,       \
+                                  T* out) {                                                                         \
+    running_stat_update(count, u, running, batch, out);                                                             \
+  }                                                                                                                 \
+  void launch_embedding(std::int64_t count, std::int64_t dim, std::int64_t rows, const T* weight,                   \
+                        const std::int64_t* indices, T* out) {                                                      \
+    embedding(count, dim, rows, weight, indices, out);                                                              \
+  }                                                                                                                 \
+  void launch_embedding_backward(std::int64_t count, std::int64_t dim, std::int64_t rows, const T* grad,            \
+                                 const std::int64_t* indices, T* out) {                                             \
+    embedding_backward(count, dim, rows, grad, indices, out);                                                       \
+  }
+
+DTR_NORMALIZATION_LAUNCHERS(float)
+DTR_NORMALIZATION_LAUNCHERS(double)
+
+#undef DTR_NORMALIZATION_LAUNCHERS
+
+}  // namespace dtr::kernels::cuda
