@@ -7,7 +7,8 @@
 //   stride 2, and 1x1);
 // - blas: the baseline: cblas_sgemm called directly; for a convolution, the textbook im2col written here (each
 //   row of the column matrix as zeros, a run of an input row, zeros) and one cblas_sgemm per image;
-// - op_table: ops::matmul() / ops::conv2d() .cpu_kernel(KernelArgs{...}), what the runtime calls;
+// - op_table: ops::matmul() / ops::conv2d() .cpu_kernel(KernelArgs{...}), what the runtime calls, with a
+//   workspace reused across calls;
 // - runtime: Runtime::call1(op, inputs) with no budget, the output a temporary (allocation from the caching
 //   allocator, the closure, the free included).
 // - paired: the three interleaved in rounds (one call of each, in an order that rotates), each call timed; the
@@ -21,12 +22,13 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -93,6 +95,20 @@ std::vector<float> values(std::size_t count, std::uint64_t seed) {
 
 std::size_t size(std::int64_t count) { return static_cast<std::size_t>(count); }
 
+// KernelArgs::workspace for the op table called directly: one buffer, grown on demand and reused, as the
+// runtime's scratch comes from its caching allocator (conv2d's column matrix).
+class ReusedScratch final : public dtr::Workspace {
+ public:
+  void* get(std::size_t bytes) override {
+    const std::size_t words = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+    if (buffer_.size() < words) buffer_.resize(words);
+    return buffer_.data();
+  }
+
+ private:
+  std::vector<std::max_align_t> buffer_;
+};
+
 // One problem set up the three ways on the same values: the op, its inputs and attributes, and the baseline.
 // Each method runs the computation once.
 class Problem {
@@ -118,7 +134,7 @@ class Problem {
   }
 
   void op_table() {
-    op_.cpu_kernel(dtr::KernelArgs{in_meta_, inputs_, out_meta_, outputs_, attrs_, 0});
+    op_.cpu_kernel(dtr::KernelArgs{in_meta_, inputs_, out_meta_, outputs_, attrs_, 0, &scratch_});
     benchmark::DoNotOptimize(out_values_.data());
     benchmark::ClobberMemory();
   }
@@ -141,6 +157,7 @@ class Problem {
   std::vector<float> out_values_;
   std::vector<const void*> inputs_;
   std::vector<void*> outputs_;
+  ReusedScratch scratch_;
   dtr::Runtime rt_{dtr::Config{}};  // no budget
   std::vector<dtr::Tensor> tensors_;
 };
@@ -175,6 +192,7 @@ class ConvProblem final : public Problem {
   void im2col(const float* image) {
     const std::int64_t oh = g_.oh();
     const std::int64_t ow = g_.ow();
+    const std::int64_t stride = g_.stride;
     float* col = columns_.data();
     for (std::int64_t channel = 0; channel < g_.c; ++channel) {
       for (std::int64_t i = 0; i < g_.k; ++i) {
@@ -186,17 +204,17 @@ class ConvProblem final : public Problem {
           for (std::int64_t y = 0; y < oh; ++y, col += ow) {
             const std::int64_t row = y * g_.stride - g_.pad + i;
             if (row < 0 || row >= g_.h) {
-              std::memset(col, 0, size(ow) * sizeof(float));
+              std::fill(col, col + ow, 0.0F);
               continue;
             }
             const float* source = image + (channel * g_.h + row) * g_.w - g_.pad + j;
-            std::memset(col, 0, size(first) * sizeof(float));
-            if (g_.stride == 1) {
-              std::memcpy(col + first, source + first, size(last - first) * sizeof(float));
+            std::fill(col, col + first, 0.0F);
+            if (stride == 1) {
+              std::copy(source + first, source + last, col + first);
             } else {
-              for (std::int64_t x = first; x < last; ++x) col[x] = source[x * g_.stride];
+              for (std::int64_t x = first; x < last; ++x) col[x] = source[x * stride];
             }
-            std::memset(col + last, 0, size(ow - last) * sizeof(float));
+            std::fill(col + last, col + ow, 0.0F);
           }
         }
       }

@@ -37,9 +37,10 @@ ColumnRun column_run(const kernels::ConvGeometry& g, std::int64_t j) {
 
 // Writes the column matrix [C/groups · KH · KW, OH · OW] of one image-group: `plane` points at its first
 // channel; cells in the padding are 0. Each row of it is zeros, a run of the input row (contiguous when
-// stride_w is 1), zeros: copied as such rather than bounds-checked cell by cell.
+// stride_w is 1), zeros: copied as such rather than bounds-checked cell by cell. `g` by value: a local the
+// copy and fill calls cannot modify, so its fields stay in registers across them.
 template <typename T>
-void im2col(const kernels::ConvGeometry& g, const T* plane, T* col) {
+void im2col(const kernels::ConvGeometry g, const T* plane, T* col) {
   for (std::int64_t c = 0; c < g.channels_per_group(); ++c) {
     const T* channel = plane + c * g.h * g.w;
     for (std::int64_t i = 0; i < g.kh; ++i) {
@@ -88,6 +89,18 @@ void col2im(const kernels::ConvGeometry& g, const T* col, T* plane) {
   }
 }
 
+// The column matrix's storage, `count` elements: the kernel's workspace when the runtime gives one (so the
+// budget counts it, and the caching allocator reuses it), else `fallback`; nullptr for a pointwise conv.
+template <typename T>
+T* column_scratch(const KernelArgs& args, const kernels::ConvGeometry& g, std::vector<T>& fallback) {
+  if (g.pointwise()) return nullptr;
+  const auto count = static_cast<std::size_t>(g.patch() * g.positions());
+  if (count == 0) return nullptr;
+  if (args.workspace != nullptr) return static_cast<T*>(args.workspace->get(count * sizeof(T)));
+  fallback.resize(count);
+  return fallback.data();
+}
+
 // ---- conv2d ---------------------------------------------------------------------------------------------
 
 TensorMetas infer_conv2d(std::span<const TensorMeta> inputs, const Attrs& attrs) {
@@ -106,13 +119,14 @@ void conv2d_cpu(T /*zero*/, const KernelArgs& args) {
   const T* weight = args.input<T>(1);
   T* y = args.output<T>(0);
   const std::int64_t og = g.outputs_per_group();
-  std::vector<T> col(g.pointwise() ? 0 : static_cast<std::size_t>(g.patch() * g.positions()));
+  std::vector<T> fallback;
+  T* const col = column_scratch(args, g, fallback);
   for (std::int64_t n = 0; n < g.n; ++n) {
     for (std::int64_t k = 0; k < g.groups; ++k) {
       const T* plane = x + (n * g.c + k * g.channels_per_group()) * g.h * g.w;
-      if (!g.pointwise()) im2col(g, plane, col.data());
+      if (!g.pointwise()) im2col(g, plane, col);
       kernels::gemm(false, false, og, g.positions(), g.patch(), weight + k * og * g.patch(),
-                    g.pointwise() ? plane : col.data(), y + (n * g.o + k * og) * g.positions());
+                    g.pointwise() ? plane : col, y + (n * g.o + k * og) * g.positions());
     }
   }
   if (args.inputs.size() == 3) {
@@ -150,14 +164,15 @@ void conv2d_backward_input_cpu(T /*zero*/, const KernelArgs& args) {
   const T* weight = args.input<T>(1);
   T* dx = args.output<T>(0);
   const std::int64_t og = g.outputs_per_group();
-  std::vector<T> col(g.pointwise() ? 0 : static_cast<std::size_t>(g.patch() * g.positions()));
+  std::vector<T> fallback;
+  T* const col = column_scratch(args, g, fallback);
   for (std::int64_t n = 0; n < g.n; ++n) {
     for (std::int64_t k = 0; k < g.groups; ++k) {
       T* plane = dx + (n * g.c + k * g.channels_per_group()) * g.h * g.w;
       // The columns' gradient: weightᵀ [patch, O/groups] · grad [O/groups, positions].
       kernels::gemm(true, false, g.patch(), g.positions(), og, weight + k * og * g.patch(),
-                    grad + (n * g.o + k * og) * g.positions(), g.pointwise() ? plane : col.data());
-      if (!g.pointwise()) col2im(g, col.data(), plane);
+                    grad + (n * g.o + k * og) * g.positions(), g.pointwise() ? plane : col);
+      if (!g.pointwise()) col2im(g, col, plane);
     }
   }
 }
@@ -185,14 +200,15 @@ void conv2d_backward_weight_cpu(T /*zero*/, const KernelArgs& args) {
   T* dw = args.output<T>(0);
   const std::int64_t og = g.outputs_per_group();
   if (g.n == 0) std::fill(dw, dw + g.o * g.patch(), T{0});
-  std::vector<T> col(g.pointwise() ? 0 : static_cast<std::size_t>(g.patch() * g.positions()));
+  std::vector<T> fallback;
+  T* const col = column_scratch(args, g, fallback);
   for (std::int64_t k = 0; k < g.groups; ++k) {
     // Σ over images, in index order: grad [O/groups, positions] · columnsᵀ [positions, patch].
     for (std::int64_t n = 0; n < g.n; ++n) {
       const T* plane = x + (n * g.c + k * g.channels_per_group()) * g.h * g.w;
-      if (!g.pointwise()) im2col(g, plane, col.data());
+      if (!g.pointwise()) im2col(g, plane, col);
       kernels::gemm(false, true, og, g.patch(), g.positions(), grad + (n * g.o + k * og) * g.positions(),
-                    g.pointwise() ? plane : col.data(), dw + k * og * g.patch(), n > 0);
+                    g.pointwise() ? plane : col, dw + k * og * g.patch(), n > 0);
     }
   }
 }

@@ -85,5 +85,46 @@ TEST(KernelWorkspace, AKernelCalledOutsideARuntimeHasNone) {
   EXPECT_THROW(op.cpu_kernel(args), InvalidArgument);
 }
 
+// The CPU conv2d's column matrix (im2col) is workspace: the budget sees it, and it is gone after the call. A
+// pointwise conv has none; outside a runtime the kernel uses its own buffer and computes the same bits.
+TEST(KernelWorkspace, TheCpuConvolutionsColumnMatrixIsWorkspace) {
+  const std::int64_t c = 4, h = 9, w = 7, o = 3;
+  std::vector<float> image(static_cast<std::size_t>(c * h * w));
+  for (std::size_t i = 0; i < image.size(); ++i) image[i] = static_cast<float>(i % 13) - 6.0F;
+  std::vector<float> kernel(static_cast<std::size_t>(o * c * 3 * 3));
+  for (std::size_t i = 0; i < kernel.size(); ++i) kernel[i] = static_cast<float>(i % 5) * 0.25F - 0.5F;
+  const Attrs padded{{"padding", std::vector<std::int64_t>{1, 1}}};
+  const std::uint64_t columns = sizeof(float) * c * 3 * 3 * h * w;  // [C·KH·KW, OH·OW], OH·OW = H·W
+
+  Runtime rt(deterministic_config());
+  const Tensor x = rt.constant(TensorMeta{{1, c, h, w}}, image);
+  const Tensor weight = rt.constant(TensorMeta{{o, c, 3, 3}}, kernel);
+  const std::uint64_t before = rt.allocator().stats().allocated_bytes.current;
+  const Tensor y = rt.call1(ops::conv2d(), {x, weight}, padded);
+  const std::vector<float> values = y.to_host();
+  const std::uint64_t output = sizeof(float) * o * h * w;
+  EXPECT_GE(rt.allocator().stats().allocated_bytes.peak, before + output + columns);
+  EXPECT_LT(rt.allocator().stats().allocated_bytes.current, before + output + columns);
+
+  // The same kernel without a workspace: the same bits.
+  const TensorMeta metas[] = {TensorMeta{{1, c, h, w}}, TensorMeta{{o, c, 3, 3}}};
+  const TensorMeta out_meta{{1, o, h, w}};
+  std::vector<float> direct(values.size(), -1.0F);
+  const void* inputs[] = {image.data(), kernel.data()};
+  void* outputs[] = {direct.data()};
+  ops::conv2d().cpu_kernel(KernelArgs{metas, inputs, {&out_meta, 1}, outputs, padded});
+  EXPECT_TRUE(bitwise_equal(direct, values));
+
+  // 1x1, stride 1, no padding: the input plane is the column matrix, no workspace.
+  Runtime pointwise_rt(deterministic_config());
+  const Tensor px = pointwise_rt.constant(TensorMeta{{1, c, h, w}}, image);
+  const Tensor pw =
+      pointwise_rt.constant(TensorMeta{{o, c, 1, 1}}, std::vector<float>(static_cast<std::size_t>(o * c), 0.5F));
+  const Tensor py = pointwise_rt.call1(ops::conv2d(), {px, pw});
+  // Nothing was allocated and freed: the peak is what is live, the inputs and the output.
+  EXPECT_EQ(pointwise_rt.allocator().stats().allocated_bytes.peak,
+            pointwise_rt.allocator().stats().allocated_bytes.current);
+}
+
 }  // namespace
 }  // namespace dtr::test
