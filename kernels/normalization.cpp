@@ -17,7 +17,6 @@ namespace {
 using kernels::channel_layout;
 using kernels::ChannelLayout;
 using kernels::eps_of;
-using kernels::RunningUpdate;
 
 double normalize_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   return kernels::at_least_one(8.0 * static_cast<double>(inputs[0].numel()));
@@ -284,17 +283,16 @@ TensorMetas infer_running_stat_update(std::span<const TensorMeta> inputs, const 
   kernels::check_floating("running_stat_update", inputs);
   DTR_CHECK_SHAPES(inputs[0].shape == inputs[1].shape, "running_stat_update", inputs,
                    "needs running and batch statistics of the same shape");
-  static_cast<void>(RunningUpdate::from(attrs));
+  static_cast<void>(kernels::running_stat_of(attrs));
   return {inputs[0]};
 }
 
 void running_stat_update_cpu(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const RunningUpdate u = RunningUpdate::from(args.attrs);
+    const kernels::RunningStat u = kernels::running_stat_of(args.attrs);
     const std::int64_t count = args.output_meta[0].numel();
     for (std::int64_t i = 0; i < count; ++i) {
-      const double running = args.input<T>(0)[i];
-      args.output<T>(0)[i] = static_cast<T>((1.0 - u.momentum) * running + u.momentum * u.stat(args.input<T>(1)[i]));
+      args.output<T>(0)[i] = static_cast<T>(u.updated(args.input<T>(0)[i], args.input<T>(1)[i]));
     }
   });
 }

@@ -6,13 +6,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 
 #include "dtr/check.h"
 #include "dtr/op.h"
 #include "op_checks.h"
+#include "running_stat.h"
 
 namespace dtr::kernels {
 
@@ -81,26 +81,21 @@ inline ChannelLayout channel_layout(const std::string& op, std::span<const Tenso
 
 // running_stat_update's attributes, checked: momentum in [0, 1]; unbiased_count n >= 2 when given;
 // invstd_eps >= 0 when given.
-struct RunningUpdate {
-  double momentum = 0.1;
-  double correction = 1.0;           // n / (n - 1) with unbiased_count n
-  std::optional<double> invstd_eps;  // the batch stat is an invstd: use 1/stat² - eps
-
-  static RunningUpdate from(const Attrs& attrs) {
-    RunningUpdate u;
-    if (attrs.has("momentum")) u.momentum = attrs.get_real("momentum");
-    DTR_CHECK(u.momentum >= 0.0 && u.momentum <= 1.0, InvalidArgument,
-              "op 'running_stat_update': attribute 'momentum' is ", u.momentum, ", not in [0, 1]");
-    if (attrs.has("unbiased_count")) {
-      const std::int64_t n = attrs.get_int("unbiased_count");
-      DTR_CHECK(n >= 2, InvalidArgument, "op 'running_stat_update': attribute 'unbiased_count' is ", n, ", not >= 2");
-      u.correction = static_cast<double>(n) / static_cast<double>(n - 1);
-    }
-    if (attrs.has("invstd_eps")) u.invstd_eps = eps_of("running_stat_update", attrs, "invstd_eps");
-    return u;
+inline RunningStat running_stat_of(const Attrs& attrs) {
+  RunningStat u;
+  if (attrs.has("momentum")) u.momentum = attrs.get_real("momentum");
+  DTR_CHECK(u.momentum >= 0.0 && u.momentum <= 1.0, InvalidArgument,
+            "op 'running_stat_update': attribute 'momentum' is ", u.momentum, ", not in [0, 1]");
+  if (attrs.has("unbiased_count")) {
+    const std::int64_t n = attrs.get_int("unbiased_count");
+    DTR_CHECK(n >= 2, InvalidArgument, "op 'running_stat_update': attribute 'unbiased_count' is ", n, ", not >= 2");
+    u.correction = static_cast<double>(n) / static_cast<double>(n - 1);
   }
-  // The CUDA kernel (cuda/normalization.cu) repeats this formula: change both together.
-  double stat(double batch) const { return (invstd_eps ? 1.0 / (batch * batch) - *invstd_eps : batch) * correction; }
-};
+  if (attrs.has("invstd_eps")) {
+    u.from_invstd = true;
+    u.invstd_eps = eps_of("running_stat_update", attrs, "invstd_eps");
+  }
+  return u;
+}
 
 }  // namespace dtr::kernels

@@ -5,16 +5,11 @@
 #include <cstdint>
 
 #include "cuda_support.h"
+#include "grid_stride.cuh"
 #include "dense.h"
 
 namespace dtr::kernels::cuda {
 namespace {
-
-// Grid-stride loop bound: 64-bit so that any element count is covered.
-__device__ inline std::int64_t first_index() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
 template <typename T>
 __global__ void fill_bias_kernel(const T* bias, std::int64_t count, std::int64_t channels, std::int64_t inner,

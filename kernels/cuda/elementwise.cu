@@ -7,16 +7,11 @@
 #include <cstdint>
 
 #include "cuda_support.h"
+#include "grid_stride.cuh"
 #include "elementwise.h"
 
 namespace dtr::kernels::cuda {
 namespace {
-
-// Grid-stride loop bound: 64-bit so that any element count is covered.
-__device__ inline std::int64_t first_index() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
 // From this many elements per output on, a block shares each output's sum (a fixed tree order) instead of one
 // thread summing it in the CPU's order. A function of the sizes only: a recomputation takes the same path.

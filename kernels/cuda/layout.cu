@@ -6,16 +6,11 @@
 #include <cstdint>
 
 #include "cuda_support.h"
+#include "grid_stride.cuh"
 #include "layout.h"
 
 namespace dtr::kernels::cuda {
 namespace {
-
-// Grid-stride loop bound: 64-bit so that any element count is covered.
-__device__ inline std::int64_t first_index() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
 // One thread per element, in the walk's row-major order: its index spelled out dimension by dimension (the
 // last fastest) gives its offset on both sides.

@@ -12,16 +12,11 @@
 #include <cstdint>
 
 #include "cuda_support.h"
+#include "grid_stride.cuh"
 #include "normalization.h"
 
 namespace dtr::kernels::cuda {
 namespace {
-
-// Grid-stride loop bound: 64-bit so that any count is covered.
-__device__ inline std::int64_t first_index() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
 // ---- softmax, cross-entropy ----
 
@@ -302,10 +297,7 @@ template <typename T>
 __global__ void running_stat_update_kernel(std::int64_t count, RunningStat u, const T* running_in, const T* batch_in,
                                            T* out) {
   for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
-    const double running = running_in[i];
-    const double batch = batch_in[i];
-    const double stat = (u.from_invstd ? 1.0 / (batch * batch) - u.invstd_eps : batch) * u.correction;
-    out[i] = static_cast<T>((1.0 - u.momentum) * running + u.momentum * stat);
+    out[i] = static_cast<T>(u.updated(running_in[i], batch_in[i]));
   }
 }
 

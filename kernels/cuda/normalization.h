@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/running_stat.h"
+
 namespace dtr::kernels::cuda {
 
 // softmax / log_softmax over rows of `length` elements, x seen as [outer, length, inner] (the row of (o, i)
@@ -68,14 +70,6 @@ void launch_batch_norm_eval_backward(const ChannelShape& l, double eps, const fl
 void launch_batch_norm_eval_backward(const ChannelShape& l, double eps, const double* grad, const double* x,
                                      const double* weight, const double* running_mean, const double* running_var,
                                      double* dx, double* dweight, double* dbias, double* dmean, double* dvar);
-
-// running_stat_update's attributes as kernels::RunningUpdate holds them (kernels/normalization_layout.h).
-struct RunningStat {
-  double momentum = 0.1;
-  double correction = 1.0;
-  bool from_invstd = false;  // the batch stat is an invstd: use 1/stat² - invstd_eps
-  double invstd_eps = 0.0;
-};
 
 // running_stat_update: out[i] = (1 - momentum) running[i] + momentum stat(batch[i]), i in [0, count).
 void launch_running_stat_update(std::int64_t count, const RunningStat& u, const float* running, const float* batch,

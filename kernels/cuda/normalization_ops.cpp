@@ -121,9 +121,7 @@ void batch_norm_eval_backward_cuda(const KernelArgs& args) {
 // (running, batch_stat) -> the updated running statistic.
 void running_stat_update_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const RunningUpdate u = RunningUpdate::from(args.attrs);
-    const RunningStat stat{u.momentum, u.correction, u.invstd_eps.has_value(), u.invstd_eps.value_or(0.0)};
-    launch_running_stat_update(args.output_meta[0].numel(), stat, args.input<T>(0), args.input<T>(1),
+    launch_running_stat_update(args.output_meta[0].numel(), running_stat_of(args.attrs), args.input<T>(0), args.input<T>(1),
                                args.output<T>(0));
   });
 }
