@@ -27,41 +27,50 @@ struct ColumnRun {
 // ⌈a / b⌉ for b > 0 and any a.
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); }
 
-ColumnRun column_run(const kernels::ConvGeometry& g, std::int64_t j) {
-  const std::int64_t shift = g.pad_w - j * g.dil_w;  // input column = x · stride_w - shift
-  ColumnRun run;
-  run.first = std::clamp<std::int64_t>(ceil_div(shift, g.stride_w), 0, g.ow);
-  run.last = std::clamp<std::int64_t>(ceil_div(g.w + shift, g.stride_w), run.first, g.ow);
-  return run;
+// The run of each kernel column j in [0, KW).
+std::vector<ColumnRun> column_runs(const kernels::ConvGeometry& g) {
+  std::vector<ColumnRun> runs(static_cast<std::size_t>(g.kw));
+  for (std::int64_t j = 0; j < g.kw; ++j) {
+    const std::int64_t shift = g.pad_w - j * g.dil_w;  // input column = x · stride_w - shift
+    ColumnRun& run = runs[static_cast<std::size_t>(j)];
+    run.first = std::clamp<std::int64_t>(ceil_div(shift, g.stride_w), 0, g.ow);
+    run.last = std::clamp<std::int64_t>(ceil_div(g.w + shift, g.stride_w), run.first, g.ow);
+  }
+  return runs;
 }
 
 // Writes the column matrix [C/groups · KH · KW, OH · OW] of one image-group: `plane` points at its first
 // channel; cells in the padding are 0. Each row of it is zeros, a run of the input row (contiguous when
-// stride_w is 1), zeros: copied as such rather than bounds-checked cell by cell. `g` by value: a local the
-// copy and fill calls cannot modify, so its fields stay in registers across them.
+// stride_w is 1), zeros: copied as such rather than bounds-checked cell by cell, with everything but the
+// input row worked out once per kernel cell (i, j), and the runs (two divisions each) once per call.
 template <typename T>
-void im2col(const kernels::ConvGeometry g, const T* plane, T* col) {
+void im2col(const kernels::ConvGeometry& g, const T* plane, T* col) {
+  const std::int64_t ow = g.ow;
+  const std::int64_t stride_w = g.stride_w;
+  const std::vector<ColumnRun> runs = column_runs(g);
   for (std::int64_t c = 0; c < g.channels_per_group(); ++c) {
     const T* channel = plane + c * g.h * g.w;
     for (std::int64_t i = 0; i < g.kh; ++i) {
       for (std::int64_t j = 0; j < g.kw; ++j) {
-        const ColumnRun run = column_run(g, j);
-        for (std::int64_t y = 0; y < g.oh; ++y, col += g.ow) {
+        const ColumnRun& run = runs[static_cast<std::size_t>(j)];
+        const std::int64_t first = run.first;
+        const std::int64_t length = run.last - run.first;
+        const std::int64_t tail = ow - run.last;
+        const std::int64_t source_column = run.input_offset(first, g, j);
+        for (std::int64_t y = 0; y < g.oh; ++y, col += ow) {
           const std::int64_t row = y * g.stride_h - g.pad_h + i * g.dil_h;
           if (row < 0 || row >= g.h) {
-            std::fill(col, col + g.ow, T{0});
+            std::fill_n(col, ow, T{0});
             continue;
           }
-          const T* source = channel + row * g.w;
-          std::fill(col, col + run.first, T{0});
-          const T* first = source + run.input_offset(run.first, g, j);
-          if (g.stride_w == 1) {
-            std::copy(first, first + (run.last - run.first), col + run.first);
+          const T* source = channel + row * g.w + source_column;
+          std::fill_n(col, first, T{0});
+          if (stride_w == 1) {
+            std::copy_n(source, length, col + first);
           } else {
-            const std::int64_t stride = g.stride_w;
-            for (std::int64_t x = run.first; x < run.last; ++x) col[x] = first[(x - run.first) * stride];
+            for (std::int64_t x = 0; x < length; ++x) col[first + x] = source[x * stride_w];
           }
-          std::fill(col + run.last, col + g.ow, T{0});
+          std::fill_n(col + first + length, tail, T{0});
         }
       }
     }
@@ -73,11 +82,12 @@ void im2col(const kernels::ConvGeometry g, const T* plane, T* col) {
 template <typename T>
 void col2im(const kernels::ConvGeometry& g, const T* col, T* plane) {
   std::fill(plane, plane + g.channels_per_group() * g.h * g.w, T{0});
+  const std::vector<ColumnRun> runs = column_runs(g);
   for (std::int64_t c = 0; c < g.channels_per_group(); ++c) {
     T* channel = plane + c * g.h * g.w;
     for (std::int64_t i = 0; i < g.kh; ++i) {
       for (std::int64_t j = 0; j < g.kw; ++j) {
-        const ColumnRun run = column_run(g, j);
+        const ColumnRun& run = runs[static_cast<std::size_t>(j)];
         for (std::int64_t y = 0; y < g.oh; ++y, col += g.ow) {
           const std::int64_t row = y * g.stride_h - g.pad_h + i * g.dil_h;
           if (row < 0 || row >= g.h) continue;
