@@ -3,6 +3,7 @@
 // columns back (col2im) in one fixed order, so overlapping windows accumulate the same bits on every run.
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,12 @@ std::vector<ColumnRun> column_runs(const kernels::ConvGeometry& g) {
 // Writes the column matrix [C/groups · KH · KW, OH · OW] of one image-group: `plane` points at its first
 // channel; cells in the padding are 0. Each row of it is zeros, a run of the input row (contiguous when
 // stride_w is 1), zeros: copied as such rather than bounds-checked cell by cell, with everything but the
-// input row worked out once per kernel cell (i, j), and the runs (two divisions each) once per call.
+// input row worked out once per kernel cell (i, j). `runs` is column_runs(g), worked out once per kernel call
+// (two divisions each) rather than per image.
 template <typename T>
-void im2col(const kernels::ConvGeometry& g, const T* plane, T* col) {
+void im2col(const kernels::ConvGeometry& g, std::span<const ColumnRun> runs, const T* plane, T* col) {
   const std::int64_t ow = g.ow;
   const std::int64_t stride_w = g.stride_w;
-  const std::vector<ColumnRun> runs = column_runs(g);
   for (std::int64_t c = 0; c < g.channels_per_group(); ++c) {
     const T* channel = plane + c * g.h * g.w;
     for (std::int64_t i = 0; i < g.kh; ++i) {
@@ -80,9 +81,8 @@ void im2col(const kernels::ConvGeometry& g, const T* plane, T* col) {
 // The adjoint of im2col: `plane` (zeroed here) receives the sum of the column entries that read each cell,
 // added in im2col's order (skipping the entries that read padding does not reorder the others).
 template <typename T>
-void col2im(const kernels::ConvGeometry& g, const T* col, T* plane) {
+void col2im(const kernels::ConvGeometry& g, std::span<const ColumnRun> runs, const T* col, T* plane) {
   std::fill(plane, plane + g.channels_per_group() * g.h * g.w, T{0});
-  const std::vector<ColumnRun> runs = column_runs(g);
   for (std::int64_t c = 0; c < g.channels_per_group(); ++c) {
     T* channel = plane + c * g.h * g.w;
     for (std::int64_t i = 0; i < g.kh; ++i) {
@@ -131,10 +131,11 @@ void conv2d_cpu(T /*zero*/, const KernelArgs& args) {
   const std::int64_t og = g.outputs_per_group();
   std::vector<T> fallback;
   T* const col = column_scratch(args, g, fallback);
+  const std::vector<ColumnRun> runs = column_runs(g);
   for (std::int64_t n = 0; n < g.n; ++n) {
     for (std::int64_t k = 0; k < g.groups; ++k) {
       const T* plane = x + (n * g.c + k * g.channels_per_group()) * g.h * g.w;
-      if (!g.pointwise()) im2col(g, plane, col);
+      if (!g.pointwise()) im2col<T>(g, runs, plane, col);
       kernels::gemm(false, false, og, g.positions(), g.patch(), weight + k * og * g.patch(),
                     g.pointwise() ? plane : col, y + (n * g.o + k * og) * g.positions());
     }
@@ -176,13 +177,14 @@ void conv2d_backward_input_cpu(T /*zero*/, const KernelArgs& args) {
   const std::int64_t og = g.outputs_per_group();
   std::vector<T> fallback;
   T* const col = column_scratch(args, g, fallback);
+  const std::vector<ColumnRun> runs = column_runs(g);
   for (std::int64_t n = 0; n < g.n; ++n) {
     for (std::int64_t k = 0; k < g.groups; ++k) {
       T* plane = dx + (n * g.c + k * g.channels_per_group()) * g.h * g.w;
       // The columns' gradient: weightᵀ [patch, O/groups] · grad [O/groups, positions].
       kernels::gemm(true, false, g.patch(), g.positions(), og, weight + k * og * g.patch(),
                     grad + (n * g.o + k * og) * g.positions(), g.pointwise() ? plane : col);
-      if (!g.pointwise()) col2im(g, col, plane);
+      if (!g.pointwise()) col2im<T>(g, runs, col, plane);
     }
   }
 }
@@ -212,11 +214,12 @@ void conv2d_backward_weight_cpu(T /*zero*/, const KernelArgs& args) {
   if (g.n == 0) std::fill(dw, dw + g.o * g.patch(), T{0});
   std::vector<T> fallback;
   T* const col = column_scratch(args, g, fallback);
+  const std::vector<ColumnRun> runs = column_runs(g);
   for (std::int64_t k = 0; k < g.groups; ++k) {
     // Σ over images, in index order: grad [O/groups, positions] · columnsᵀ [positions, patch].
     for (std::int64_t n = 0; n < g.n; ++n) {
       const T* plane = x + (n * g.c + k * g.channels_per_group()) * g.h * g.w;
-      if (!g.pointwise()) im2col(g, plane, col);
+      if (!g.pointwise()) im2col<T>(g, runs, plane, col);
       kernels::gemm(false, true, og, g.patch(), g.positions(), grad + (n * g.o + k * og) * g.positions(),
                     g.pointwise() ? plane : col, dw + k * og * g.patch(), n > 0);
     }
