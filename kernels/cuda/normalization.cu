@@ -187,6 +187,20 @@ __device__ inline std::int64_t channel_element(const ChannelShape& l, std::int64
   return ((j / l.s) * l.c + channel) * l.s + j % l.s;
 }
 
+// Channel c's Σ g · (x - mean) · scale and Σ g, in the CPU's order: the weight and bias gradients of batch
+// norm (scale = invstd) and of its eval form (scale = (running_var + eps)^-1/2).
+template <typename T>
+__device__ void channel_gradient_sums(const ChannelShape& l, std::int64_t c, const T* g, const T* x, double mean,
+                                      double scale, double& dw, double& db) {
+  dw = 0.0;
+  db = 0.0;
+  for (std::int64_t j = 0; j < l.n * l.s; ++j) {
+    const std::int64_t e = channel_element(l, c, j);
+    dw += g[e] * ((x[e] - mean) * scale);
+    db += g[e];
+  }
+}
+
 // One thread per channel: two-pass statistics in double, then y.
 template <typename T>
 __global__ void batch_norm_kernel(ChannelShape l, double eps, const T* x, const T* weight, const T* bias, T* y,
@@ -225,11 +239,7 @@ __global__ void batch_norm_backward_kernel(ChannelShape l, const T* g, const T* 
     const double invstd = invstd_in[c];
     double dw = 0.0;
     double db = 0.0;
-    for (std::int64_t j = 0; j < count; ++j) {
-      const std::int64_t e = channel_element(l, c, j);
-      dw += g[e] * ((x[e] - mean) * invstd);
-      db += g[e];
-    }
+    channel_gradient_sums(l, c, g, x, mean, invstd, dw, db);
     for (std::int64_t j = 0; j < count; ++j) {
       const std::int64_t e = channel_element(l, c, j);
       const double xhat = (x[e] - mean) * invstd;
@@ -273,18 +283,13 @@ template <typename T>
 __global__ void batch_norm_eval_backward_channels_kernel(ChannelShape l, double eps, const T* g, const T* x,
                                                          const T* weight, const T* running_mean, const T* running_var,
                                                          T* dweight, T* dbias, T* dmean, T* dvar) {
-  const std::int64_t count = l.n * l.s;
   for (std::int64_t c = first_index(); c < l.c; c += grid_stride()) {
     const double w = weight[c];
     const double mean = running_mean[c];
     const double s = 1.0 / sqrt(static_cast<double>(running_var[c]) + eps);
     double dw = 0.0;
     double db = 0.0;
-    for (std::int64_t j = 0; j < count; ++j) {
-      const std::int64_t e = channel_element(l, c, j);
-      dw += g[e] * ((x[e] - mean) * s);
-      db += g[e];
-    }
+    channel_gradient_sums(l, c, g, x, mean, s, dw, db);
     dweight[c] = static_cast<T>(dw);
     dbias[c] = static_cast<T>(db);
     dmean[c] = static_cast<T>(-w * s * db);
