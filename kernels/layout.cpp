@@ -22,6 +22,7 @@ namespace dtr::ops {
 namespace {
 
 using kernels::around;
+using kernels::bytes;
 using kernels::concat_dim;
 using kernels::permutation;
 using kernels::product;
@@ -30,9 +31,6 @@ using kernels::slice_is_contiguous;
 using kernels::SliceGeometry;
 using kernels::split_geometry;
 using kernels::SplitGeometry;
-
-const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
-std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
 
 // ---- reshape ----
 

@@ -149,11 +149,14 @@ inline std::vector<std::size_t> permutation(std::string_view op, std::span<const
   return perm;
 }
 
+// A buffer as the bytes layout ops move, whatever its dtype.
+inline const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
+inline std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
+
 // The input strides (in elements) of a permute's output dimensions: output dimension i walks input
 // dimension perm[i] of the contiguous `in_shape`.
 inline Shape permuted_strides(const Shape& in_shape, const std::vector<std::size_t>& perm) {
-  Shape contiguous(in_shape.size(), 1);
-  for (std::size_t d = in_shape.size(); d-- > 1;) contiguous[d - 1] = contiguous[d] * in_shape[d];
+  const Shape contiguous = contiguous_strides(in_shape);
   Shape strides(perm.size(), 0);
   for (std::size_t i = 0; i < perm.size(); ++i) strides[i] = contiguous[perm[i]];
   return strides;

@@ -34,6 +34,12 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  return strides;
+}
+
 Shape broadcast_strides(const Shape& in, const Shape& out) {
   Shape strides(out.size(), 0);
   std::int64_t stride = 1;

@@ -33,6 +33,9 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 // while walking `out`: 0 along the dimensions it is broadcast over.
 Shape broadcast_strides(const Shape& in, const Shape& out);
 
+// The strides (in elements) of a contiguous row-major tensor of `shape`: the last dimension's is 1.
+Shape contiguous_strides(const Shape& shape);
+
 // Throws dtr::ShapeError unless inputs [first, last) all have one floating dtype (float32 or float64).
 void check_floating(std::string_view op, std::span<const TensorMeta> inputs, std::size_t first = 0,
                     std::size_t last = static_cast<std::size_t>(-1));

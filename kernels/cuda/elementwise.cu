@@ -34,72 +34,45 @@ __global__ void update_kernel(Fn fn, std::int64_t count, const T* a, const T* b,
   }
 }
 
-// The offsets in a and b of output element i of the walk.
-__device__ inline void walk_offsets(const BroadcastWalk& w, std::int64_t i, std::int64_t& offset_a,
-                                    std::int64_t& offset_b) {
-  offset_a = 0;
-  offset_b = 0;
-  for (int d = w.rank - 1; d >= 0; --d) {
-    const std::int64_t coordinate = i % w.shape[d];
-    i /= w.shape[d];
-    offset_a += coordinate * w.stride_a[d];
-    offset_b += coordinate * w.stride_b[d];
-  }
-}
-
 template <typename T, typename Fn>
-__global__ void broadcast_binary_kernel(Fn fn, BroadcastWalk w, const T* a, const T* b, T* y) {
-  for (std::int64_t i = first_index(); i < w.count; i += grid_stride()) {
-    std::int64_t offset_a = 0;
-    std::int64_t offset_b = 0;
-    walk_offsets(w, i, offset_a, offset_b);
-    y[i] = fn(a[offset_a], b[offset_b]);
+__global__ void broadcast_binary_kernel(Fn fn, BroadcastWalk w, std::int64_t count, const T* a, const T* b, T* y) {
+  for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
+    std::int64_t offsets[2];
+    w.offsets(i, offsets);
+    y[i] = fn(a[offsets[0]], b[offsets[1]]);
   }
 }
 
 template <typename T>
-__global__ void broadcast_copy_kernel(BroadcastWalk w, const T* x, T* y) {
-  for (std::int64_t i = first_index(); i < w.count; i += grid_stride()) {
-    std::int64_t offset = 0;
-    std::int64_t unused = 0;
-    walk_offsets(w, i, offset, unused);
-    y[i] = x[offset];
+__global__ void broadcast_copy_kernel(BroadcastWalk w, std::int64_t count, const T* x, T* y) {
+  for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
+    std::int64_t offsets[2];
+    w.offsets(i, offsets);
+    y[i] = x[offsets[0]];
   }
 }
 
-// The input offset where output o's elements start.
-__device__ inline std::int64_t kept_offset(const ReduceWalk& w, std::int64_t o) {
-  std::int64_t offset = 0;
-  for (int d = w.kept_rank - 1; d >= 0; --d) {
-    offset += (o % w.kept_shape[d]) * w.kept_stride[d];
-    o /= w.kept_shape[d];
-  }
-  return offset;
-}
-
-// The offset of reduced element r from its output's start.
-__device__ inline std::int64_t reduced_offset(const ReduceWalk& w, std::int64_t r) {
-  std::int64_t offset = 0;
-  for (int d = w.reduced_rank - 1; d >= 0; --d) {
-    offset += (r % w.reduced_shape[d]) * w.reduced_stride[d];
-    r /= w.reduced_shape[d];
-  }
-  return offset;
+// The offset of walk element i in its only operand.
+__device__ inline std::int64_t offset_of(const StridedWalk<1>& w, std::int64_t i) {
+  std::int64_t offset[1];
+  w.offsets(i, offset);
+  return offset[0];
 }
 
 // One thread per output, its elements added in increasing input index order in double and rounded once, as
 // kernels/reduce.cpp does: the CPU's bits. The innermost reduced dimension is the inner loop; the host gives
 // the walk at least one reduced dimension.
 template <typename T>
-__global__ void reduce_sequential_kernel(ReduceWalk w, double factor, const T* x, T* y) {
-  const int last = w.reduced_rank - 1;
-  const std::int64_t inner = w.reduced_shape[last];
-  const std::int64_t inner_stride = w.reduced_stride[last];
-  for (std::int64_t o = first_index(); o < w.count; o += grid_stride()) {
-    const T* start = x + kept_offset(w, o);
+__global__ void reduce_sequential_kernel(ReduceWalk w, std::int64_t count, std::int64_t reduced_count, double factor,
+                                         const T* x, T* y) {
+  const int last = w.reduced.rank - 1;
+  const std::int64_t inner = w.reduced.shape[last];
+  const std::int64_t inner_stride = w.reduced.strides[0][last];
+  for (std::int64_t o = first_index(); o < count; o += grid_stride()) {
+    const T* start = x + offset_of(w.kept, o);
     double total = 0.0;
-    for (std::int64_t outer = 0; outer < w.reduced_count; outer += inner) {
-      const T* row = start + reduced_offset(w, outer);
+    for (std::int64_t outer = 0; outer < reduced_count; outer += inner) {
+      const T* row = start + offset_of(w.reduced, outer);
       for (std::int64_t j = 0; j < inner; ++j) total += static_cast<double>(row[j * inner_stride]);
     }
     y[o] = static_cast<T>(total * factor);
@@ -110,14 +83,15 @@ __global__ void reduce_sequential_kernel(ReduceWalk w, double factor, const T* x
 // partial sums pairwise in a fixed tree. Deterministic (no atomics, the same order every run); not the CPU's
 // order, which a long sum in double only changes in its last bits.
 template <typename T>
-__global__ void reduce_block_kernel(ReduceWalk w, double factor, const T* x, T* y) {
+__global__ void reduce_block_kernel(ReduceWalk w, std::int64_t count, std::int64_t reduced_count, double factor,
+                                    const T* x, T* y) {
   __shared__ double partial[block_size];
   const int t = static_cast<int>(threadIdx.x);
-  for (std::int64_t o = blockIdx.x; o < w.count; o += gridDim.x) {
-    const T* start = x + kept_offset(w, o);
+  for (std::int64_t o = blockIdx.x; o < count; o += gridDim.x) {
+    const T* start = x + offset_of(w.kept, o);
     double total = 0.0;
-    for (std::int64_t r = t; r < w.reduced_count; r += block_size) {
-      total += static_cast<double>(start[reduced_offset(w, r)]);
+    for (std::int64_t r = t; r < reduced_count; r += block_size) {
+      total += static_cast<double>(start[offset_of(w.reduced, r)]);
     }
     partial[t] = total;
     __syncthreads();
@@ -171,26 +145,31 @@ void launch_update(Fn fn, std::int64_t count, const T* a, const T* b, const T* c
 
 template <typename T, typename Fn>
 void launch_broadcast_binary(Fn fn, const BroadcastWalk& walk, const T* a, const T* b, T* y) {
-  if (walk.count <= 0) return;
-  broadcast_binary_kernel<T, Fn><<<blocks_for(walk.count), block_size, 0, stream>>>(fn, walk, a, b, y);
+  const std::int64_t count = walk.count();
+  if (count <= 0) return;
+  broadcast_binary_kernel<T, Fn><<<blocks_for(count), block_size, 0, stream>>>(fn, walk, count, a, b, y);
   DTR_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void launch_broadcast_copy(const BroadcastWalk& walk, const T* x, T* y) {
-  if (walk.count <= 0) return;
-  broadcast_copy_kernel<T><<<blocks_for(walk.count), block_size, 0, stream>>>(walk, x, y);
+  const std::int64_t count = walk.count();
+  if (count <= 0) return;
+  broadcast_copy_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(walk, count, x, y);
   DTR_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void launch_reduce_sum(const ReduceWalk& walk, double factor, const T* x, T* y) {
-  if (walk.count <= 0) return;
-  if (walk.reduced_count >= block_reduce_from) {
-    const unsigned int blocks = static_cast<unsigned int>(walk.count < 65535 ? walk.count : 65535);
-    reduce_block_kernel<T><<<blocks, block_size, 0, stream>>>(walk, factor, x, y);
+  const std::int64_t count = walk.kept.count();
+  const std::int64_t reduced_count = walk.reduced.count();
+  if (count <= 0) return;
+  if (reduced_count >= block_reduce_from) {
+    const unsigned int blocks = static_cast<unsigned int>(count < 65535 ? count : 65535);
+    reduce_block_kernel<T><<<blocks, block_size, 0, stream>>>(walk, count, reduced_count, factor, x, y);
   } else {
-    reduce_sequential_kernel<T><<<blocks_for(walk.count), block_size, 0, stream>>>(walk, factor, x, y);
+    reduce_sequential_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(walk, count, reduced_count, factor,
+                                                                              x, y);
   }
   DTR_CUDA_CHECK_LAUNCH();
 }

@@ -8,22 +8,13 @@
 #include <cstdint>
 
 #include "kernels/elementwise_math.h"
+#include "strided_walk.h"
 
 namespace dtr::kernels::cuda {
 
-// The most dimensions a strided walk (broadcast, reduction) takes after the host merges the dimensions that
-// are contiguous in every operand; more is refused with InvalidArgument naming the op.
-inline constexpr int max_walk_rank = 8;
-
-// An output of `count` = ∏ shape elements walked in row-major order, and the strides (in elements, 0 along
-// broadcast dimensions) of up to two inputs along each of its dimensions.
-struct BroadcastWalk {
-  int rank = 0;
-  std::int64_t count = 0;
-  std::int64_t shape[max_walk_rank] = {};
-  std::int64_t stride_a[max_walk_rank] = {};
-  std::int64_t stride_b[max_walk_rank] = {};
-};
+// The output of a broadcast walked in row-major order, with the strides of its (up to) two inputs, a and b
+// (0 along the dimensions they are broadcast along).
+using BroadcastWalk = StridedWalk<2>;
 
 // y[i] = fn(x[i]) for i in [0, count). Fn: Relu, Gelu, Tanh, Sigmoid, Scale.
 template <typename T, typename Fn>
@@ -45,17 +36,12 @@ void launch_broadcast_binary(Fn fn, const BroadcastWalk& walk, const T* a, const
 template <typename T>
 void launch_broadcast_copy(const BroadcastWalk& walk, const T* x, T* y);
 
-// A reduction of a contiguous input: output o (of `count`, row-major over the kept dimensions) sums the input
-// elements at offset(o) + offset(r) for r in [0, reduced_count), r row-major over the reduced dimensions.
+// A reduction of a contiguous input: output o (row-major over the kept dimensions) sums the input elements at
+// kept offset(o) + reduced offset(r) for every r of the reduced walk, in its row-major order. The reduced walk
+// has at least one dimension (the sequential kernel's inner loop).
 struct ReduceWalk {
-  std::int64_t count = 0;
-  std::int64_t reduced_count = 0;
-  int kept_rank = 0;
-  std::int64_t kept_shape[max_walk_rank] = {};
-  std::int64_t kept_stride[max_walk_rank] = {};  // input strides
-  int reduced_rank = 0;
-  std::int64_t reduced_shape[max_walk_rank] = {};
-  std::int64_t reduced_stride[max_walk_rank] = {};
+  StridedWalk<1> kept;
+  StridedWalk<1> reduced;
 };
 
 // y[o] = T(factor · Σ x) per output, summed in double (sum, mean, sum_to).

@@ -17,62 +17,25 @@ namespace {
 
 // ---- strided walks --------------------------------------------------------------------------------------
 
-// Appends dimension (size, strides) to a walk's arrays of `rank` dimensions, or merges it into the last one
-// when every operand steps through both as through one (the last stride is this one's times size). Size-1
-// dimensions are skipped: they move no offset.
-template <std::size_t Operands>
-void add_dimension(const char* op, int& rank, std::int64_t* shape, std::int64_t* const (&strides)[Operands],
-                   std::int64_t size, const std::int64_t (&step)[Operands]) {
-  if (size == 1) return;
-  bool merges = rank > 0;
-  for (std::size_t k = 0; k < Operands && merges; ++k) merges = strides[k][rank - 1] == step[k] * size;
-  if (merges) {
-    shape[rank - 1] *= size;
-    for (std::size_t k = 0; k < Operands; ++k) strides[k][rank - 1] = step[k];
-    return;
-  }
-  DTR_CHECK(rank < max_walk_rank, InvalidArgument, "op '", op, "' on CUDA supports at most ", max_walk_rank,
-            " dimensions after merging contiguous ones");
-  shape[rank] = size;
-  for (std::size_t k = 0; k < Operands; ++k) strides[k][rank] = step[k];
-  ++rank;
-}
-
 // The walk over `out` of `a` and `b` broadcast to it (NumPy rules; b may be absent).
 BroadcastWalk broadcast_walk(const char* op, const Shape& out, const Shape& a, const Shape& b) {
   const Shape sa = broadcast_strides(a, out);
   const Shape sb = broadcast_strides(b, out);
   BroadcastWalk walk;
-  walk.count = TensorMeta{out}.numel();
-  std::int64_t* const strides[2] = {walk.stride_a, walk.stride_b};
-  for (std::size_t d = 0; d < out.size(); ++d) {
-    add_dimension<2>(op, walk.rank, walk.shape, strides, out[d], {sa[d], sb[d]});
-  }
+  for (std::size_t d = 0; d < out.size(); ++d) walk.append(op, out[d], {sa[d], sb[d]});
   return walk;
 }
 
 // The walk of a reduction of the contiguous `shape` over the dimensions `mask` marks.
-ReduceWalk reduce_walk(const char* op, const Shape& shape, const AxisMask& mask, std::int64_t out_count) {
+ReduceWalk reduce_walk(const char* op, const Shape& shape, const AxisMask& mask) {
   ReduceWalk walk;
-  walk.count = out_count;
-  walk.reduced_count = 1;
-  std::int64_t* const kept[1] = {walk.kept_stride};
-  std::int64_t* const reduced[1] = {walk.reduced_stride};
-  Shape strides(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
-  for (std::size_t d = 0; d < shape.size(); ++d) {
-    if (mask[d]) {
-      walk.reduced_count *= shape[d];
-      add_dimension<1>(op, walk.reduced_rank, walk.reduced_shape, reduced, shape[d], {strides[d]});
-    } else {
-      add_dimension<1>(op, walk.kept_rank, walk.kept_shape, kept, shape[d], {strides[d]});
-    }
-  }
+  const Shape strides = contiguous_strides(shape);
+  for (std::size_t d = 0; d < shape.size(); ++d) (mask[d] ? walk.reduced : walk.kept).append(op, shape[d], {strides[d]});
   // The sequential kernel's inner loop runs over the last reduced dimension: one of size 1 when none is left.
-  if (walk.reduced_rank == 0) {
-    walk.reduced_rank = 1;
-    walk.reduced_shape[0] = 1;
-    walk.reduced_stride[0] = 0;
+  if (walk.reduced.rank == 0) {
+    walk.reduced.rank = 1;
+    walk.reduced.shape[0] = 1;
+    walk.reduced.strides[0][0] = 0;
   }
   return walk;
 }
@@ -143,7 +106,7 @@ Kernel reduction(const char* op, bool mean) {
     const AxisMask mask = reduced_axes(op, args.input_meta, args.attrs);
     const std::int64_t out_count = args.output_meta[0].numel();
     const double factor = reduction_factor(mean, args.input_meta[0].numel(), out_count);
-    const ReduceWalk walk = reduce_walk(op, args.input_meta[0].shape, mask, out_count);
+    const ReduceWalk walk = reduce_walk(op, args.input_meta[0].shape, mask);
     dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
       launch_reduce_sum(walk, factor, args.input<T>(0), args.output<T>(0));
     });
@@ -151,8 +114,7 @@ Kernel reduction(const char* op, bool mean) {
 }
 
 void sum_to_cuda(const KernelArgs& args) {
-  const ReduceWalk walk = reduce_walk("sum_to", args.input_meta[0].shape, sum_to_mask(args.input_meta, args.attrs),
-                                      args.output_meta[0].numel());
+  const ReduceWalk walk = reduce_walk("sum_to", args.input_meta[0].shape, sum_to_mask(args.input_meta, args.attrs));
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
     launch_reduce_sum(walk, 1.0, args.input<T>(0), args.output<T>(0));
   });

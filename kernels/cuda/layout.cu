@@ -12,21 +12,13 @@
 namespace dtr::kernels::cuda {
 namespace {
 
-// One thread per element, in the walk's row-major order: its index spelled out dimension by dimension (the
-// last fastest) gives its offset on both sides.
+// One thread per element, in the walk's row-major order.
 template <typename Word>
 __global__ void strided_copy_kernel(StridedCopy walk, std::int64_t count, const Word* from, Word* to) {
   for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
-    std::int64_t rest = i;
-    std::int64_t source = 0;
-    std::int64_t target = 0;
-    for (int d = walk.rank - 1; d >= 0; --d) {
-      const std::int64_t index = rest % walk.shape[d];
-      rest /= walk.shape[d];
-      source += index * walk.from_strides[d];
-      target += index * walk.to_strides[d];
-    }
-    to[target] = from[source];
+    std::int64_t offsets[2];
+    walk.offsets(i, offsets);
+    to[offsets[1]] = from[offsets[0]];
   }
 }
 
@@ -40,8 +32,7 @@ void launch(const StridedCopy& walk, std::int64_t count, const void* from, void*
 }  // namespace
 
 void launch_strided_copy(const StridedCopy& walk, std::size_t element_bytes, const void* from, void* to) {
-  std::int64_t count = 1;
-  for (int d = 0; d < walk.rank; ++d) count *= walk.shape[d];
+  const std::int64_t count = walk.count();
   if (count == 0) return;
   switch (element_bytes) {
     case 1:

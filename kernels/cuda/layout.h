@@ -6,19 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "strided_walk.h"
+
 namespace dtr::kernels::cuda {
 
-// The most dimensions a strided copy walks, after merging the dimensions that are contiguous on both sides.
-inline constexpr int max_copy_rank = 8;
-
-// Element (i_0, ..., i_{rank-1}) of `shape` goes from element Σ i_d · from_strides[d] of the source to element
-// Σ i_d · to_strides[d] of the destination (strides in elements, rank 0 being one element).
-struct StridedCopy {
-  int rank = 0;
-  std::int64_t shape[max_copy_rank] = {};
-  std::int64_t from_strides[max_copy_rank] = {};
-  std::int64_t to_strides[max_copy_rank] = {};
-};
+// A copy's walk: operand 0 the source, 1 the destination (strides in elements).
+using StridedCopy = StridedWalk<2>;
 
 // Enqueues the copy of `walk` on cuda::stream, elements of `element_bytes` (1, 2, 4 or 8) bytes, from `from` to
 // `to` (device memory, aligned to the element size); launches nothing when the walk holds no element.

@@ -5,7 +5,6 @@
 // views has nothing to write. Every copy is enqueued on cuda::stream.
 #include <cstddef>
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "cuda_kernels.h"
@@ -16,9 +15,6 @@
 namespace dtr::kernels::cuda {
 namespace {
 
-const std::byte* bytes(const void* p) { return static_cast<const std::byte*>(p); }
-std::byte* bytes(void* p) { return static_cast<std::byte*>(p); }
-
 // One contiguous device-to-device copy of `count` bytes; nothing for none.
 void copy_bytes(const void* from, void* to, std::size_t count) {
   if (count == 0) return;
@@ -26,52 +22,36 @@ void copy_bytes(const void* from, void* to, std::size_t count) {
 }
 
 // Copies the elements of `shape` (row-major order) from `from` + `from_offset` at `from_strides` to `to` +
-// `to_offset` at `to_strides` (offsets and strides in elements). Dimensions of size 1 are dropped and
-// neighbours contiguous on both sides merged, so that a contiguous piece becomes one cudaMemcpyAsync and any
-// other walk fits in max_copy_rank dimensions unless it truly needs more (InvalidArgument naming `op`).
-// Strides are >= 0.
-void strided_copy(std::string_view op, std::size_t element_bytes, const Shape& shape, const Shape& from_strides,
+// `to_offset` at `to_strides` (offsets and strides in elements, strides >= 0). The walk drops size-1
+// dimensions and merges neighbours contiguous on both sides (StridedWalk::append), so that a contiguous piece
+// becomes one cudaMemcpyAsync and any other walk fits in max_walk_rank dimensions unless it truly needs more
+// (InvalidArgument naming `op`).
+void strided_copy(const char* op, std::size_t element_bytes, const Shape& shape, const Shape& from_strides,
                   const void* from, std::int64_t from_offset, const Shape& to_strides, void* to,
                   std::int64_t to_offset) {
-  Shape dims;
-  Shape source;
-  Shape target;
+  StridedCopy walk;  // operand 0 the source, 1 the destination
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 0) return;  // no element to move
-    if (shape[d] == 1) continue;
-    if (!dims.empty() && source.back() == from_strides[d] * shape[d] && target.back() == to_strides[d] * shape[d]) {
-      // The previous dimension steps over exactly this one on both sides: one dimension of their product.
-      dims.back() *= shape[d];
-      source.back() = from_strides[d];
-      target.back() = to_strides[d];
-      continue;
-    }
-    dims.push_back(shape[d]);
-    source.push_back(from_strides[d]);
-    target.push_back(to_strides[d]);
+    walk.append(op, shape[d], {from_strides[d], to_strides[d]});
   }
   const std::byte* first_from = bytes(from) + static_cast<std::size_t>(from_offset) * element_bytes;
   std::byte* first_to = bytes(to) + static_cast<std::size_t>(to_offset) * element_bytes;
-  if (dims.empty() || (dims.size() == 1 && source[0] == 1 && target[0] == 1)) {
-    const std::int64_t count = dims.empty() ? 1 : dims[0];
-    copy_bytes(first_from, first_to, static_cast<std::size_t>(count) * element_bytes);
+  const int last = walk.rank - 1;
+  if (walk.rank == 0 || (walk.rank == 1 && walk.strides[0][0] == 1 && walk.strides[1][0] == 1)) {
+    copy_bytes(first_from, first_to, static_cast<std::size_t>(walk.count()) * element_bytes);
     return;
   }
-  DTR_CHECK(dims.size() <= static_cast<std::size_t>(max_copy_rank), InvalidArgument, "op '", op,
-            "' on CUDA: a copy walking ", dims.size(), " dimensions (", to_string(dims),
-            " after merging contiguous ones) is beyond the ", max_copy_rank, " the CUDA kernel supports");
   // Runs contiguous on both sides move as the widest word (up to 8 bytes) that every run length, stride and
   // start is a multiple of: the same bytes in fewer, wider loads and stores.
-  const std::size_t last = dims.size() - 1;
   std::size_t word = element_bytes;
-  if (source[last] == 1 && target[last] == 1) {
+  if (walk.strides[0][last] == 1 && walk.strides[1][last] == 1) {
     const auto fits = [&](std::size_t w) {
       const auto whole = [&](std::int64_t elements) {
         return (static_cast<std::size_t>(elements) * element_bytes) % w == 0;
       };
-      bool ok = whole(dims[last]) && reinterpret_cast<std::uintptr_t>(first_from) % w == 0 &&
+      bool ok = whole(walk.shape[last]) && reinterpret_cast<std::uintptr_t>(first_from) % w == 0 &&
                 reinterpret_cast<std::uintptr_t>(first_to) % w == 0;
-      for (std::size_t d = 0; ok && d < last; ++d) ok = whole(source[d]) && whole(target[d]);
+      for (int d = 0; ok && d < last; ++d) ok = whole(walk.strides[0][d]) && whole(walk.strides[1][d]);
       return ok;
     };
     for (std::size_t w = 8; w > element_bytes; w /= 2) {
@@ -81,21 +61,16 @@ void strided_copy(std::string_view op, std::size_t element_bytes, const Shape& s
       }
     }
   }
-  // Element counts and strides in words; the last dimension's run (stride 1 when widened) in words too.
-  const auto in_words = [&](std::int64_t elements) {
-    return static_cast<std::int64_t>(static_cast<std::size_t>(elements) * element_bytes / word);
-  };
-  StridedCopy walk;
-  walk.rank = static_cast<int>(dims.size());
-  for (std::size_t d = 0; d < dims.size(); ++d) {
-    walk.shape[d] = dims[d];
-    walk.from_strides[d] = in_words(source[d]);
-    walk.to_strides[d] = in_words(target[d]);
-  }
+  // Element counts and strides in words: the last dimension's run (stride 1 when widened) in words too.
   if (word != element_bytes) {
-    walk.shape[last] = in_words(dims[last]);
-    walk.from_strides[last] = 1;
-    walk.to_strides[last] = 1;
+    const auto in_words = [&](std::int64_t elements) {
+      return static_cast<std::int64_t>(static_cast<std::size_t>(elements) * element_bytes / word);
+    };
+    for (int d = 0; d < last; ++d) {
+      walk.strides[0][d] = in_words(walk.strides[0][d]);
+      walk.strides[1][d] = in_words(walk.strides[1][d]);
+    }
+    walk.shape[last] = in_words(walk.shape[last]);
   }
   launch_strided_copy(walk, word, first_from, first_to);
 }
@@ -196,10 +171,8 @@ Kernel permuting(const char* name) {
     const std::vector<std::size_t> perm = permutation(name, args.input_meta, args.attrs);
     const Shape from_strides = permuted_strides(args.input_meta[0].shape, perm);
     const Shape& out_shape = args.output_meta[0].shape;
-    Shape to_strides(out_shape.size(), 1);
-    for (std::size_t d = out_shape.size(); d-- > 1;) to_strides[d - 1] = to_strides[d] * out_shape[d];
     strided_copy(name, element_size(args.input_meta[0].dtype), out_shape, from_strides, args.inputs[0], 0,
-                 to_strides, args.outputs[0], 0);
+                 contiguous_strides(out_shape), args.outputs[0], 0);
   };
 }
 
