@@ -9,6 +9,7 @@
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "normalization_layout.h"
+#include "normalization_math.h"
 #include "op_checks.h"
 
 namespace dtr::ops {
@@ -69,18 +70,8 @@ void layer_norm_cpu(const KernelArgs& args) {
     const T* w = args.input<T>(1);
     const T* b = args.input<T>(2);
     for (std::int64_t r = 0; r < rows; ++r) {
-      const T* row = x + r * d;
-      double sum = 0.0;
-      for (std::int64_t k = 0; k < d; ++k) sum += static_cast<double>(row[k]);
-      const double mean = sum / static_cast<double>(d);
-      double squares = 0.0;
-      for (std::int64_t k = 0; k < d; ++k) squares += (row[k] - mean) * (row[k] - mean);
-      const double invstd = 1.0 / std::sqrt(squares / static_cast<double>(d) + eps);
-      for (std::int64_t k = 0; k < d; ++k) {
-        args.output<T>(0)[r * d + k] = static_cast<T>((row[k] - mean) * invstd * w[k] + b[k]);
-      }
-      args.output<T>(1)[r] = static_cast<T>(mean);
-      args.output<T>(2)[r] = static_cast<T>(invstd);
+      kernels::layer_norm_row(x + r * d, w, b, d, eps, args.output<T>(0) + r * d, args.output<T>(1)[r],
+                              args.output<T>(2)[r]);
     }
   });
 }
@@ -113,23 +104,11 @@ void layer_norm_backward_cpu(const KernelArgs& args) {
     for (std::int64_t r = 0; r < rows; ++r) {
       const double mean = args.input<T>(3)[r];
       const double invstd = args.input<T>(4)[r];
-      double h_sum = 0.0;
-      double hx_sum = 0.0;
+      kernels::layer_norm_backward_row(g + r * d, x + r * d, w, mean, invstd, d, args.output<T>(0) + r * d);
       for (std::int64_t k = 0; k < d; ++k) {
         const std::int64_t e = r * d + k;
-        const double xhat = (x[e] - mean) * invstd;
-        const double h = static_cast<double>(g[e]) * w[k];
-        h_sum += h;
-        hx_sum += h * xhat;
-        dw[static_cast<std::size_t>(k)] += g[e] * xhat;
+        dw[static_cast<std::size_t>(k)] += g[e] * ((x[e] - mean) * invstd);
         db[static_cast<std::size_t>(k)] += g[e];
-      }
-      const double h_mean = h_sum / static_cast<double>(d);
-      const double hx_mean = hx_sum / static_cast<double>(d);
-      for (std::int64_t k = 0; k < d; ++k) {
-        const std::int64_t e = r * d + k;
-        const double xhat = (x[e] - mean) * invstd;
-        args.output<T>(0)[e] = static_cast<T>(invstd * (static_cast<double>(g[e]) * w[k] - h_mean - xhat * hx_mean));
       }
     }
     for (std::int64_t k = 0; k < d; ++k) {

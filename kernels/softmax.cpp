@@ -1,15 +1,13 @@
-// Softmax and log-softmax over one axis, their backward ops, and cross-entropy with integer labels. Every row
-// is reduced in increasing index order in double and rounded once per element: reproducible, and the max is
-// subtracted before exp so large logits do not overflow.
-#include <algorithm>
-#include <cmath>
+// Softmax and log-softmax over one axis, their backward ops, and cross-entropy with integer labels. The row
+// arithmetic is normalization_math.h's, which the CUDA kernels share: each row reduced in increasing index
+// order in double and rounded once per element, the max subtracted before exp.
 #include <cstdint>
-#include <limits>
 #include <string>
 
 #include "cuda/cuda_kernels.h"
 #include "dtr/ops.h"
 #include "normalization_layout.h"
+#include "normalization_math.h"
 #include "op_checks.h"
 
 namespace dtr::ops {
@@ -24,16 +22,6 @@ void for_each_row(const AxisLayout& l, Fn fn) {
   for (std::int64_t o = 0; o < l.outer; ++o) {
     for (std::int64_t i = 0; i < l.inner; ++i) fn(o * l.length * l.inner + i, l.inner);
   }
-}
-
-// The row's max and Σ exp(x - max), in double.
-template <typename T>
-std::pair<double, double> max_and_exp_sum(const T* x, std::int64_t length, std::int64_t stride) {
-  double max = -std::numeric_limits<double>::infinity();
-  for (std::int64_t k = 0; k < length; ++k) max = std::max(max, static_cast<double>(x[k * stride]));
-  double sum = 0.0;
-  for (std::int64_t k = 0; k < length; ++k) sum += std::exp(static_cast<double>(x[k * stride]) - max);
-  return {max, sum};
 }
 
 // softmax / log_softmax: one input, attribute "axis".
@@ -51,12 +39,7 @@ OpDef softmax_op(const std::string& name, bool log) {
     const T* x = args.input<T>(0);
     T* y = args.output<T>(0);
     for_each_row(l, [&](std::int64_t base, std::int64_t stride) {
-      const auto [max, sum] = max_and_exp_sum(x + base, l.length, stride);
-      const double log_sum = std::log(sum);
-      for (std::int64_t k = 0; k < l.length; ++k) {
-        const double shifted = static_cast<double>(x[base + k * stride]) - max;
-        y[base + k * stride] = static_cast<T>(log ? shifted - log_sum : std::exp(shifted) / sum);
-      }
+      kernels::softmax_row(x + base, y + base, l.length, stride, log);
     });
   });
   def.flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
@@ -83,17 +66,7 @@ OpDef softmax_backward_op(const std::string& name, bool log) {
     const T* y = args.input<T>(1);
     T* dx = args.output<T>(0);
     for_each_row(l, [&](std::int64_t base, std::int64_t stride) {
-      double total = 0.0;
-      for (std::int64_t k = 0; k < l.length; ++k) {
-        const std::int64_t e = base + k * stride;
-        total += log ? static_cast<double>(g[e]) : static_cast<double>(g[e]) * static_cast<double>(y[e]);
-      }
-      for (std::int64_t k = 0; k < l.length; ++k) {
-        const std::int64_t e = base + k * stride;
-        const double ge = g[e];
-        const double ye = y[e];
-        dx[e] = static_cast<T>(log ? ge - std::exp(ye) * total : ye * (ge - total));
-      }
+      kernels::softmax_backward_row(g + base, y + base, dx + base, l.length, stride, log);
     });
   });
   def.flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
@@ -140,10 +113,7 @@ void cross_entropy_cpu(const KernelArgs& args) {
     const T* x = args.input<T>(0);
     const std::int64_t* labels = args.input<std::int64_t>(1);
     double total = 0.0;
-    for (std::int64_t r = 0; r < n; ++r) {
-      const auto [max, sum] = max_and_exp_sum(x + r * c, c, 1);
-      total += std::log(sum) + max - static_cast<double>(x[r * c + labels[r]]);
-    }
+    for (std::int64_t r = 0; r < n; ++r) total += kernels::cross_entropy_term(x + r * c, c, labels[r]);
     args.output<T>(0)[0] = static_cast<T>(total / static_cast<double>(n));
   });
 }
@@ -165,13 +135,7 @@ void cross_entropy_backward_cpu(const KernelArgs& args) {
     const T* x = args.input<T>(1);
     const std::int64_t* labels = args.input<std::int64_t>(2);
     T* dx = args.output<T>(0);
-    for (std::int64_t r = 0; r < n; ++r) {
-      const auto [max, sum] = max_and_exp_sum(x + r * c, c, 1);
-      for (std::int64_t k = 0; k < c; ++k) {
-        const double p = std::exp(static_cast<double>(x[r * c + k]) - max) / sum;
-        dx[r * c + k] = static_cast<T>(g * (p - (k == labels[r] ? 1.0 : 0.0)));
-      }
-    }
+    for (std::int64_t r = 0; r < n; ++r) kernels::cross_entropy_backward_row(x + r * c, c, labels[r], g, dx + r * c);
   });
 }
 

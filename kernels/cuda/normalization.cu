@@ -1,8 +1,9 @@
-// Device code of the normalization ops (softmax, losses, layer and batch norm, embedding). Each kernel
-// reproduces its CPU kernel (kernels/softmax.cpp, normalization.cpp, embedding.cpp): one thread per row or
-// per channel runs the CPU's loops in the CPU's order, in double, and rounds once per output, so every sum
-// has the CPU's order and the results differ from the CPU's only by the last bits of exp/log and fused
-// multiply-adds. No atomics: the same inputs give the same bits on every run.
+// Device code of the normalization ops (softmax, losses, layer and batch norm, embedding). Softmax,
+// cross-entropy and layer norm run the CPU kernels' own row functions (kernels/normalization_math.h), one
+// thread per row; batch norm and embedding reproduce their CPU loops (kernels/normalization.cpp,
+// embedding.cpp) one thread per channel or output. Every sum has the CPU's order, in double, rounded once per
+// output, so the results differ from the CPU's only by the last bits of exp/log and fused multiply-adds. No
+// atomics: the same inputs give the same bits on every run.
 //
 // Labels and indices were checked by the ops' check_values before the kernel runs (the runtime copies them
 // to the host for it); a device kernel cannot throw, so one out of range that reaches it anyway is never
@@ -13,25 +14,13 @@
 
 #include "cuda_support.h"
 #include "grid_stride.cuh"
+#include "kernels/normalization_math.h"
 #include "normalization.h"
 
 namespace dtr::kernels::cuda {
 namespace {
 
 // ---- softmax, cross-entropy ----
-
-// The row's max and Σ exp(x - max), in double: softmax.cpp's max_and_exp_sum (std::max keeps the running
-// max unless it is less than x, so a NaN is skipped the same way).
-template <typename T>
-__device__ void max_and_exp_sum(const T* x, std::int64_t length, std::int64_t stride, double& max, double& sum) {
-  max = -INFINITY;
-  for (std::int64_t k = 0; k < length; ++k) {
-    const double v = static_cast<double>(x[k * stride]);
-    max = max < v ? v : max;
-  }
-  sum = 0.0;
-  for (std::int64_t k = 0; k < length; ++k) sum += exp(static_cast<double>(x[k * stride]) - max);
-}
 
 // One thread per row (o, i) of the [outer, length, inner] layout.
 template <typename T>
@@ -40,14 +29,7 @@ __global__ void softmax_kernel(std::int64_t outer, std::int64_t length, std::int
   const std::int64_t rows = outer * inner;
   for (std::int64_t row = first_index(); row < rows; row += grid_stride()) {
     const std::int64_t base = (row / inner) * length * inner + row % inner;
-    double max = 0.0;
-    double sum = 0.0;
-    max_and_exp_sum(x + base, length, inner, max, sum);
-    const double log_sum = ::log(sum);
-    for (std::int64_t k = 0; k < length; ++k) {
-      const double shifted = static_cast<double>(x[base + k * inner]) - max;
-      y[base + k * inner] = static_cast<T>(log ? shifted - log_sum : exp(shifted) / sum);
-    }
+    softmax_row(x + base, y + base, length, inner, log);
   }
 }
 
@@ -57,17 +39,7 @@ __global__ void softmax_backward_kernel(std::int64_t outer, std::int64_t length,
   const std::int64_t rows = outer * inner;
   for (std::int64_t row = first_index(); row < rows; row += grid_stride()) {
     const std::int64_t base = (row / inner) * length * inner + row % inner;
-    double total = 0.0;
-    for (std::int64_t k = 0; k < length; ++k) {
-      const std::int64_t e = base + k * inner;
-      total += log ? static_cast<double>(g[e]) : static_cast<double>(g[e]) * static_cast<double>(y[e]);
-    }
-    for (std::int64_t k = 0; k < length; ++k) {
-      const std::int64_t e = base + k * inner;
-      const double ge = g[e];
-      const double ye = y[e];
-      dx[e] = static_cast<T>(log ? ge - exp(ye) * total : ye * (ge - total));
-    }
+    softmax_backward_row(g + base, y + base, dx + base, length, inner, log);
   }
 }
 
@@ -82,10 +54,7 @@ __global__ void cross_entropy_kernel(std::int64_t n, std::int64_t c, const T* x,
     const std::int64_t r = first + threadIdx.x;
     if (r < n) {
       const std::int64_t label = labels[r];
-      double max = 0.0;
-      double sum = 0.0;
-      max_and_exp_sum(x + r * c, c, 1, max, sum);
-      terms[threadIdx.x] = label >= 0 && label < c ? ::log(sum) + max - static_cast<double>(x[r * c + label]) : NAN;
+      terms[threadIdx.x] = label >= 0 && label < c ? cross_entropy_term(x + r * c, c, label) : NAN;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -103,60 +72,28 @@ __global__ void cross_entropy_backward_kernel(std::int64_t n, std::int64_t c, co
                                               const std::int64_t* labels, T* dx) {
   const double g = static_cast<double>(grad[0]) / static_cast<double>(n);
   for (std::int64_t r = first_index(); r < n; r += grid_stride()) {
-    double max = 0.0;
-    double sum = 0.0;
-    max_and_exp_sum(x + r * c, c, 1, max, sum);
-    const std::int64_t label = labels[r];
-    for (std::int64_t k = 0; k < c; ++k) {
-      const double p = exp(static_cast<double>(x[r * c + k]) - max) / sum;
-      dx[r * c + k] = static_cast<T>(g * (p - (k == label ? 1.0 : 0.0)));
-    }
+    cross_entropy_backward_row(x + r * c, c, labels[r], g, dx + r * c);
   }
 }
 
 // ---- layer norm ----
 
-// One thread per row of d elements: two-pass mean and biased variance, in double.
+// One thread per row of d elements.
 template <typename T>
 __global__ void layer_norm_kernel(std::int64_t rows, std::int64_t d, double eps, const T* x, const T* w, const T* b,
                                   T* y, T* mean_out, T* invstd_out) {
   for (std::int64_t r = first_index(); r < rows; r += grid_stride()) {
-    const T* row = x + r * d;
-    double sum = 0.0;
-    for (std::int64_t k = 0; k < d; ++k) sum += static_cast<double>(row[k]);
-    const double mean = sum / static_cast<double>(d);
-    double squares = 0.0;
-    for (std::int64_t k = 0; k < d; ++k) squares += (row[k] - mean) * (row[k] - mean);
-    const double invstd = 1.0 / sqrt(squares / static_cast<double>(d) + eps);
-    for (std::int64_t k = 0; k < d; ++k) y[r * d + k] = static_cast<T>((row[k] - mean) * invstd * w[k] + b[k]);
-    mean_out[r] = static_cast<T>(mean);
-    invstd_out[r] = static_cast<T>(invstd);
+    layer_norm_row(x + r * d, w, b, d, eps, y + r * d, mean_out[r], invstd_out[r]);
   }
 }
 
-// dx: one thread per row, dx = invstd (h - mean(h) - x̂ mean(h x̂)) with h = grad · weight.
+// dx: one thread per row.
 template <typename T>
 __global__ void layer_norm_backward_rows_kernel(std::int64_t rows, std::int64_t d, const T* g, const T* x, const T* w,
                                                 const T* mean_in, const T* invstd_in, T* dx) {
   for (std::int64_t r = first_index(); r < rows; r += grid_stride()) {
-    const double mean = mean_in[r];
-    const double invstd = invstd_in[r];
-    double h_sum = 0.0;
-    double hx_sum = 0.0;
-    for (std::int64_t k = 0; k < d; ++k) {
-      const std::int64_t e = r * d + k;
-      const double xhat = (x[e] - mean) * invstd;
-      const double h = static_cast<double>(g[e]) * w[k];
-      h_sum += h;
-      hx_sum += h * xhat;
-    }
-    const double h_mean = h_sum / static_cast<double>(d);
-    const double hx_mean = hx_sum / static_cast<double>(d);
-    for (std::int64_t k = 0; k < d; ++k) {
-      const std::int64_t e = r * d + k;
-      const double xhat = (x[e] - mean) * invstd;
-      dx[e] = static_cast<T>(invstd * (static_cast<double>(g[e]) * w[k] - h_mean - xhat * hx_mean));
-    }
+    layer_norm_backward_row(g + r * d, x + r * d, w, static_cast<double>(mean_in[r]),
+                            static_cast<double>(invstd_in[r]), d, dx + r * d);
   }
 }
 
