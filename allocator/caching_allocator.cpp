@@ -12,7 +12,7 @@
 #include "address_map.h"
 #include "fast_mutex.h"
 #include "dtr/check.h"
-#include "log.h"
+#include "common/log.h"
 
 namespace dtr {
 

@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "dtr/check.h"
-#include "log.h"
+#include "common/log.h"
 
 namespace dtr {
 

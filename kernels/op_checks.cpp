@@ -1,4 +1,4 @@
-#include "op_checks.h"
+#include "kernels/op_checks.h"
 
 #include <algorithm>
 

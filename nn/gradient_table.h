@@ -12,17 +12,11 @@ namespace dtr::nn {
 
 using GradientTable = std::unordered_map<const OpDef*, GradientRule>;
 
-// Each op family adds its rules (one file per family).
-void add_elementwise_rules(GradientTable& table);
-void add_matmul_rules(GradientTable& table);
-void add_reduce_rules(GradientTable& table);
-void add_shape_rules(GradientTable& table);
-void add_conv_rules(GradientTable& table);  // convolution and pooling
-// layout, embedding and dropout
-void add_layout_rules(GradientTable& table);
-void add_embedding_rules(GradientTable& table);
-// softmax, losses and normalization
-void add_norm_rules(GradientTable& table);
+// Each op family adds its rules, one file per family, named as in kernels/ and kernels/cuda/.
+void add_elementwise_rules(GradientTable& table);     // arithmetic, activations, reductions, broadcasts, dropout
+void add_dense_rules(GradientTable& table);           // matrix products, convolution, pooling
+void add_normalization_rules(GradientTable& table);   // softmax, losses, normalizations, embedding
+void add_layout_rules(GradientTable& table);          // reshape, slice, split, concat, transpose, permute
 
 // The output gradient i, or zeros of output i's shape when it is undefined.
 Tensor output_grad(const GradientContext& context, std::size_t i);

@@ -32,13 +32,9 @@ const GradientTable& table() {
   static const GradientTable rules = [] {
     GradientTable t;
     add_elementwise_rules(t);
-    add_matmul_rules(t);
-    add_reduce_rules(t);
-    add_shape_rules(t);
-    add_conv_rules(t);
+    add_dense_rules(t);
+    add_normalization_rules(t);
     add_layout_rules(t);
-    add_embedding_rules(t);
-    add_norm_rules(t);
     return t;
   }();
   return rules;

@@ -1,5 +1,7 @@
-// Gradient rules of reshape, slice, split, concat, transpose and permute: the gradient moves back the way the
-// elements came.
+// Gradient rules of the layout family (kernels/layout/): reshape, slice, split, concat, transpose, permute,
+// split2 and concat2: the gradient moves back the way the elements came.
+#include <vector>
+
 #include "nn/gradient_table.h"
 
 namespace dtr::nn {
@@ -40,6 +42,15 @@ void add_layout_rules(GradientTable& table) {
       inverse[static_cast<std::size_t>(d < 0 ? d + rank : d)] = i;
     }
     return Grads{call(c, ops::permute(), {output_grad(c, 0)}, {{"dims", inverse}})};
+  };
+  table[&ops::split2()] = [](const GradientContext& c) {
+    return Grads{call(c, ops::concat2(), {output_grad(c, 0), output_grad(c, 1)})};
+  };
+  // The two parts of the output gradient, as views: no copy.
+  table[&ops::concat2()] = [](const GradientContext& c) {
+    const Tensor g = output_grad(c, 0);
+    const Tensor& a = c.inputs[0];
+    return Grads{c.runtime.view(g, a.shape()), c.runtime.view(g, c.inputs[1].shape(), a.numel())};
   };
 }
 

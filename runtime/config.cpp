@@ -53,6 +53,17 @@ double parse_size_floor(std::string_view text, std::string_view variable) {
   return fraction;
 }
 
+std::vector<std::string> heuristic_names() { return heuristics::heuristic_names(); }
+
+std::string parse_heuristic(std::string_view text, std::string_view variable) {
+  heuristics::make_heuristic(text, variable);  // throws ConfigError naming the accepted names
+  return std::string(text);
+}
+
+bool fragmentation_aware(std::string_view name) {
+  return heuristics::make_heuristic(name, "heuristic")->fragmentation_aware();
+}
+
 const char* to_string(CostModel model) {
   switch (model) {
     case CostModel::measured: return "measured";
@@ -80,10 +91,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   auto env = [](const char* name) -> const char* { return std::getenv(name); };  // NOLINT(concurrency-mt-unsafe)
   Config config;
   config.memory_budget = memory_budget_from_env(capacity_bytes);
-  if (const char* v = env("DTR_HEURISTIC")) {
-    heuristics::make_heuristic(v, "DTR_HEURISTIC");  // validates the name
-    config.heuristic = v;
-  }
+  if (const char* v = env("DTR_HEURISTIC")) config.heuristic = parse_heuristic(v);
   if (const char* v = env("DTR_COST_MODEL")) config.cost_model = parse_cost_model(v);
   if (const char* v = env("DTR_CLOCK")) config.clock = parse_clock(v);
   if (const char* v = env("DTR_BUDGET_MODE")) config.budget_mode = parse_budget_mode(v);

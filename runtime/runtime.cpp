@@ -9,7 +9,7 @@
 #include <limits>
 #include <utility>
 
-#include "allocator/log.h"
+#include "common/log.h"
 #include "dtr/check.h"
 #include "heuristics/eviction_index.h"
 #include "heuristics/heuristic.h"

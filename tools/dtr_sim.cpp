@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "dtr/dtr.h"
-#include "heuristics/heuristic.h"
 
 namespace {
 
@@ -202,12 +201,10 @@ int main(int argc, char** argv) {
     std::vector<double> ratios = sweep.empty() ? std::vector<double>{ratio.value_or(0.5)} : parse_sweep(sweep);
     if (heuristics.size() == 1 && heuristics.front() == "all") {
       // The DTR paper's set: every named heuristic but the fragmentation-aware ones.
-      heuristics = dtr::heuristics::heuristic_names();
-      std::erase_if(heuristics, [](const std::string& h) {
-        return dtr::heuristics::make_heuristic(h)->fragmentation_aware();
-      });
+      heuristics = dtr::heuristic_names();
+      std::erase_if(heuristics, [](const std::string& h) { return dtr::fragmentation_aware(h); });
     }
-    for (const std::string& h : heuristics) dtr::heuristics::make_heuristic(h, "--heuristic");
+    for (const std::string& h : heuristics) dtr::parse_heuristic(h, "--heuristic");
     std::vector<dtr::BudgetMode> modes;
     if (mode_text != "device") modes.push_back(dtr::BudgetMode::bytes);
     if (mode_text != "bytes") modes.push_back(dtr::BudgetMode::device);

@@ -2,7 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../allocation_registry.h"
-#include "cuda_check.h"
+#include "common/cuda_check.h"
 #include "current_device.h"
 #include "dtr/device.h"
 #include "dtr/memory_resource.h"

@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
 #include "dtr/device.h"
 
 namespace dtr::detail {

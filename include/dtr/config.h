@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dtr/caching_allocator.h"
 #include "dtr/device.h"
@@ -59,6 +60,15 @@ BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = 
 InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable = "DTR_INPLACE");
 EvictionSearch parse_search(std::string_view text, std::string_view variable = "DTR_SEARCH");
 double parse_size_floor(std::string_view text, std::string_view variable = "DTR_SIZE_FLOOR");
+// The eviction heuristics DTR_HEURISTIC accepts (docs/heuristics.md), in the order of the DTR paper, then the
+// fragmentation-aware ones.
+std::vector<std::string> heuristic_names();
+// `text` if it names a heuristic; otherwise throws dtr::ConfigError naming `variable` and the accepted names.
+std::string parse_heuristic(std::string_view text, std::string_view variable = "DTR_HEURISTIC");
+// Whether the heuristic `name` (accepted by parse_heuristic) evicts contiguous windows of the allocator's blocks
+// under a device budget (Coop) rather than one storage at a time.
+bool fragmentation_aware(std::string_view name);
+
 const char* to_string(CostModel model);
 const char* to_string(ClockKind clock);
 const char* to_string(BudgetMode mode);

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "allocator/cuda/cuda_check.h"
+#include "common/cuda_check.h"
 #include "dtr/check.h"
 
 #define DTR_CUBLAS_CHECK(call)                                                                       \

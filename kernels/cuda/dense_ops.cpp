@@ -18,7 +18,7 @@
 #include "cuda_support.h"
 #include "dense.h"
 #include "kernels/op_checks.h"
-#include "kernels/window_geometry.h"
+#include "kernels/dense/window_geometry.h"
 #include "workspace.h"
 
 namespace dtr::kernels::cuda {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/elementwise_math.h"
+#include "kernels/elementwise/elementwise_math.h"
 #include "strided_walk.h"
 
 namespace dtr::kernels::cuda {

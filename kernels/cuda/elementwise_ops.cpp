@@ -7,9 +7,9 @@
 
 #include "cuda_kernels.h"
 #include "elementwise.h"
-#include "kernels/counter_random.h"
-#include "kernels/elementwise_attrs.h"
-#include "kernels/elementwise_math.h"
+#include "kernels/elementwise/counter_random.h"
+#include "kernels/elementwise/elementwise_attrs.h"
+#include "kernels/elementwise/elementwise_math.h"
 #include "kernels/op_checks.h"
 
 namespace dtr::kernels::cuda {

@@ -9,7 +9,7 @@
 
 #include "cuda_kernels.h"
 #include "cuda_support.h"
-#include "kernels/layout_geometry.h"
+#include "kernels/layout/layout_geometry.h"
 #include "layout.h"
 
 namespace dtr::kernels::cuda {

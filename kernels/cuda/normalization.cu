@@ -14,7 +14,7 @@
 
 #include "cuda_support.h"
 #include "grid_stride.cuh"
-#include "kernels/normalization_math.h"
+#include "kernels/normalization/normalization_math.h"
 #include "normalization.h"
 
 namespace dtr::kernels::cuda {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/running_stat.h"
+#include "kernels/normalization/running_stat.h"
 
 namespace dtr::kernels::cuda {
 

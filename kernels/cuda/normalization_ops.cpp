@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cuda_kernels.h"
-#include "kernels/normalization_layout.h"
+#include "kernels/normalization/normalization_layout.h"
 #include "kernels/op_checks.h"
 #include "normalization.h"
 

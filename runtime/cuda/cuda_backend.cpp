@@ -2,7 +2,7 @@
 // ordered too; the host waits only where it needs values (copy_to_host) or a measured time (synchronize).
 #include <cuda_runtime_api.h>
 
-#include "allocator/cuda/cuda_check.h"
+#include "common/cuda_check.h"
 #include "allocator/cuda/current_device.h"
 #include "dtr/check.h"
 #include "runtime/backend.h"

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "gemm.h"
-#include "op_checks.h"
-#include "window_geometry.h"
+#include "kernels/dense/gemm.h"
+#include "kernels/op_checks.h"
+#include "kernels/dense/window_geometry.h"
 
 namespace dtr::ops {
 namespace {

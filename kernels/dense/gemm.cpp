@@ -1,4 +1,4 @@
-#include "gemm.h"
+#include "kernels/dense/gemm.h"
 
 #include <cblas.h>
 

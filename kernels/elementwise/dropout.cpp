@@ -4,12 +4,12 @@
 // output, so the backward needs no randomness.
 #include <cstdint>
 
-#include "counter_random.h"
-#include "cuda/cuda_kernels.h"
+#include "kernels/elementwise/counter_random.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "elementwise_attrs.h"
-#include "elementwise_math.h"
-#include "op_checks.h"
+#include "kernels/elementwise/elementwise_attrs.h"
+#include "kernels/elementwise/elementwise_math.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::kernels {
 

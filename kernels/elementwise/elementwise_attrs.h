@@ -9,7 +9,7 @@
 #include <string>
 
 #include "dtr/op.h"
-#include "elementwise_math.h"
+#include "kernels/elementwise/elementwise_math.h"
 
 namespace dtr::kernels {
 

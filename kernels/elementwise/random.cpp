@@ -2,10 +2,10 @@
 // that replays the captured seed reproduces the first run's bits exactly.
 #include <cstdint>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "counter_random.h"
-#include "op_checks.h"
+#include "kernels/elementwise/counter_random.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {

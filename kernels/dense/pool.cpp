@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "op_checks.h"
-#include "window_geometry.h"
+#include "kernels/op_checks.h"
+#include "kernels/dense/window_geometry.h"
 
 namespace dtr::ops {
 namespace {

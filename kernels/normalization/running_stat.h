@@ -3,7 +3,7 @@
 // nvcc compiles it. The attributes are read and checked by running_stat_of (kernels/normalization_layout.h).
 #pragma once
 
-#include "host_device.h"
+#include "kernels/host_device.h"
 
 namespace dtr::kernels {
 

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "elementwise_attrs.h"
-#include "op_checks.h"
+#include "kernels/elementwise/elementwise_attrs.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "dtr/check.h"
 #include "dtr/op.h"
-#include "op_checks.h"
-#include "running_stat.h"
+#include "kernels/op_checks.h"
+#include "kernels/normalization/running_stat.h"
 
 namespace dtr::kernels {
 

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "normalization_layout.h"
-#include "normalization_math.h"
-#include "op_checks.h"
+#include "kernels/normalization/normalization_layout.h"
+#include "kernels/normalization/normalization_math.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {

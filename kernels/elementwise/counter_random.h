@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "host_device.h"
+#include "kernels/host_device.h"
 
 namespace dtr::kernels {
 

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "counter_random.h"
-#include "host_device.h"
+#include "kernels/elementwise/counter_random.h"
+#include "kernels/host_device.h"
 
 namespace dtr::kernels {
 

@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "layout_geometry.h"
-#include "op_checks.h"
+#include "kernels/layout/layout_geometry.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {

@@ -1,10 +1,12 @@
-// Gradient rules of softmax, the losses and the normalizations. The forward statistics (mean, invstd) are
-// saved outputs for the backward ops, not values a loss reads: their output gradients are taken as zero.
+// Gradient rules of the normalization family (kernels/normalization/): softmax, the losses, the
+// normalizations and their running statistics, embedding. The forward statistics (mean, invstd) are saved
+// outputs for the backward ops, not values a loss reads: their output gradients are taken as zero.
 #include <vector>
 
 #include "nn/gradient_table.h"
 
 namespace dtr::nn {
+
 namespace {
 
 using Grads = std::vector<Tensor>;
@@ -18,7 +20,7 @@ Grads from_saved_statistics(const GradientContext& c, const OpDef& backward) {
 
 }  // namespace
 
-void add_norm_rules(GradientTable& table) {
+void add_normalization_rules(GradientTable& table) {
   // Softmax and log-softmax read their output, not their input.
   table[&ops::softmax()] = [](const GradientContext& c) {
     return Grads{call(c, ops::softmax_backward(), {output_grad(c, 0), c.outputs[0]}, c.attrs)};
@@ -58,6 +60,11 @@ void add_norm_rules(GradientTable& table) {
       g_stat = call(c, ops::scale(), {g}, {{"factor", factor}});
     }
     return Grads{call(c, ops::scale(), {g}, {{"factor", 1.0 - momentum}}), g_stat};
+  };
+  // The weight's gradient scatters the output gradient's rows back; integer indices get none.
+  table[&ops::embedding()] = [](const GradientContext& c) {
+    const Attrs attrs{{"num_embeddings", c.inputs[0].shape()[0]}};
+    return Grads{call(c, ops::embedding_backward(), {output_grad(c, 0), c.inputs[1]}, attrs), Tensor()};
   };
 }
 

@@ -1,4 +1,4 @@
-#include "log.h"
+#include "common/log.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

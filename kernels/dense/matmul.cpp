@@ -2,10 +2,10 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "gemm.h"
-#include "op_checks.h"
+#include "kernels/dense/gemm.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {

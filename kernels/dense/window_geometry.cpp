@@ -1,7 +1,7 @@
 // The window geometry of convolution and pooling (window_geometry.h).
-#include "window_geometry.h"
+#include "kernels/dense/window_geometry.h"
 
-#include "op_checks.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::kernels {
 namespace {

@@ -5,9 +5,9 @@
 #include <span>
 #include <string_view>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "op_checks.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {

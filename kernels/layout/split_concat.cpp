@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "op_checks.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {

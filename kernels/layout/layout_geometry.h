@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "dtr/op.h"
-#include "op_checks.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::kernels {
 

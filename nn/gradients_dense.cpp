@@ -1,13 +1,17 @@
-// Gradient rules of the matrix products. With C = op(A) op(B) and G = dC: dop(A) = G op(B)ᵀ and
-// dop(B) = op(A)ᵀ G; a stored transpose takes the transpose of its gradient, which the transpose attributes
-// express without a copy.
+// Gradient rules of the dense family (kernels/dense/): matrix products, convolution and pooling.
+//
+// Products: with C = op(A) op(B) and G = dC: dop(A) = G op(B)ᵀ and dop(B) = op(A)ᵀ G; a stored transpose takes
+// the transpose of its gradient, which the transpose attributes express without a copy. Convolution and pooling:
+// each is a backward op called with the forward call's attributes plus the shape the backward op cannot see
+// from its inputs (the input's or the weight's).
+#include <vector>
+
 #include "nn/gradient_table.h"
 
 namespace dtr::nn {
 namespace {
 
 using Grads = std::vector<Tensor>;
-
 
 Attrs transposes(bool a, bool b) {
   return Attrs{{"transpose_a", std::int64_t{a ? 1 : 0}}, {"transpose_b", std::int64_t{b ? 1 : 0}}};
@@ -25,9 +29,16 @@ Grads product_grads(const GradientContext& c, const OpDef& product) {
   return {ga, gb};
 }
 
+// The forward call's attributes with `name` set to `shape`.
+Attrs with_shape(const Attrs& attrs, const char* name, const Shape& shape) {
+  Attrs more = attrs;
+  more.set(name, to_ints(shape));
+  return more;
+}
+
 }  // namespace
 
-void add_matmul_rules(GradientTable& table) {
+void add_dense_rules(GradientTable& table) {
   table[&ops::matmul()] = [](const GradientContext& c) { return product_grads(c, ops::matmul()); };
   table[&ops::bmm()] = [](const GradientContext& c) { return product_grads(c, ops::bmm()); };
   // y = x wᵀ + bias over rows of x: dx = g w, dw = gᵀ x, dbias = the column sums of g.
@@ -45,6 +56,26 @@ void add_matmul_rules(GradientTable& table) {
                 call(c, ops::matmul(), {g2, x2}, transposes(true, false))};
     if (c.inputs.size() == 3) grads.push_back(call(c, ops::sum(), {g2}, {{"axis", std::int64_t{0}}}));
     return grads;
+  };
+  // y = conv2d(x, w) + b: dx = conv2d_backward_input(g, w), dw = conv2d_backward_weight(g, x), db = g summed
+  // over images and positions.
+  table[&ops::conv2d()] = [](const GradientContext& c) {
+    const Tensor g = output_grad(c, 0);
+    const Tensor& x = c.inputs[0];
+    const Tensor& w = c.inputs[1];
+    Grads grads{call(c, ops::conv2d_backward_input(), {g, w}, with_shape(c.attrs, "input_shape", x.shape())),
+                call(c, ops::conv2d_backward_weight(), {g, x}, with_shape(c.attrs, "weight_shape", w.shape()))};
+    if (c.inputs.size() == 3) {
+      grads.push_back(call(c, ops::sum(), {g}, {{"axes", std::vector<std::int64_t>{0, 2, 3}}}));
+    }
+    return grads;
+  };
+  table[&ops::max_pool2d()] = [](const GradientContext& c) {
+    return Grads{call(c, ops::max_pool2d_backward(), {output_grad(c, 0), c.inputs[0]}, c.attrs)};
+  };
+  table[&ops::avg_pool2d()] = [](const GradientContext& c) {
+    return Grads{call(c, ops::avg_pool2d_backward(), {output_grad(c, 0)},
+                      with_shape(c.attrs, "input_shape", c.inputs[0].shape()))};
   };
 }
 

@@ -5,10 +5,10 @@
 #include <string>
 #include <utility>
 
-#include "cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "elementwise_math.h"
-#include "op_checks.h"
+#include "kernels/elementwise/elementwise_math.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "host_device.h"
+#include "kernels/host_device.h"
 
 namespace dtr::kernels {
 
