@@ -1,0 +1,205 @@
+// Memory under the budget: which storages are candidates, buffers for storages, and eviction when the budget
+// needs room (design section 4). Both budget modes reach eviction through make_room().
+#include <algorithm>
+#include <limits>
+
+#include "dtr/check.h"
+#include "runtime/runtime_impl.h"
+#include "runtime/steady_ns.h"
+
+namespace dtr {
+
+using detail::Storage;
+
+void Runtime::Impl::sync_candidate(Storage& s) {
+  const bool is_candidate = candidate(s);
+  if (is_candidate == (s.candidate_since != 0)) return;
+  s.candidate_since = is_candidate ? ++candidate_arrivals : 0;
+  if (!index) return;
+  if (is_candidate) {
+    index->add(s, now());
+  } else {
+    index->remove(s, now());
+  }
+}
+
+void Runtime::Impl::pin(Storage& s) {
+  s.pins += 1;
+  if (s.pins == 1) sync_candidate(s);
+}
+
+void Runtime::Impl::unpin(Storage& s) {
+  s.pins -= 1;
+  if (s.pins == 0) sync_candidate(s);
+}
+
+void Runtime::Impl::Pins::release_last(const Storage* s) {
+  const auto it = std::find(pinned_.begin(), pinned_.end(), s);
+  if (it != pinned_.end()) std::rotate(it, it + 1, pinned_.end());
+}
+
+void Runtime::Impl::add_resident(Storage& s) {
+  if (!s.constant()) {
+    s.resident_slot = recomputable.size();
+    recomputable.push_back(&s);
+  }
+  resident_bytes += s.nbytes;
+  stats.peak_resident_bytes = std::max(stats.peak_resident_bytes, resident_bytes);
+}
+
+void Runtime::Impl::remove_resident(Storage& s) {
+  if (s.resident_slot != Storage::kNotResident) {
+    Storage* last = recomputable.back();
+    recomputable[s.resident_slot] = last;
+    last->resident_slot = s.resident_slot;
+    recomputable.pop_back();
+    s.resident_slot = Storage::kNotResident;
+  }
+  resident_bytes -= s.nbytes;
+}
+
+void Runtime::Impl::allocate(Storage& s) {
+  if (config.budget_mode == BudgetMode::bytes && config.memory_budget) {
+    while (resident_bytes + s.nbytes > *config.memory_budget) {
+      if (make_room(nullptr) == 0) throw out_of_memory(s.nbytes, nullptr);
+    }
+  }
+  try {
+    s.data = static_cast<std::byte*>(allocator->allocate(std::max<std::size_t>(s.nbytes, 1)));
+  } catch (const OutOfMemory& e) {
+    throw out_of_memory(s.nbytes, &e);
+  }
+  // Windows map the allocator's blocks back to storages through the owner tag.
+  if (windows) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
+  s.in_memory = true;
+  s.residency += 1;
+  add_resident(s);
+}
+
+void Runtime::Impl::release_buffer(Storage& s) {
+  allocator->free(s.data);
+  s.data = nullptr;
+  s.in_memory = false;
+  remove_resident(s);
+  sync_candidate(s);
+}
+
+void Runtime::Impl::evict(Storage& s) {
+  release_buffer(s);
+  heuristic->on_evict(s);
+}
+
+std::size_t Runtime::Impl::reclaim(const ReclaimRequest& request) { return make_room(&request); }
+
+std::size_t Runtime::Impl::make_room(const ReclaimRequest* request) {
+  if (windows && request != nullptr) {
+    // No window with something to evict covers it: the request needs a new segment, and the scores choose
+    // one storage at a time.
+    if (const std::size_t freed = evict_window(*request)) return freed;
+  }
+  return evict_one();
+}
+
+// Evicts the cheapest contiguous window of free and evictable blocks in the request's pool that covers it
+// (heuristics/window.h); returns the bytes evicted, 0 when no window with something to evict covers it.
+std::size_t Runtime::Impl::evict_window(const ReclaimRequest& request) {
+  using heuristics::WindowBlock;
+  const std::uint64_t search_start = detail::steady_ns();
+  const std::uint64_t clock = now();
+  window_blocks.clear();
+  window_owners.clear();
+  allocator->for_each_block(request.pool, [&](const BlockInfo& block, bool segment_start) {
+    WindowBlock w;
+    w.bytes = block.size;
+    w.segment_start = segment_start;
+    Storage* owner = block.allocated ? reinterpret_cast<Storage*>(block.owner) : nullptr;  // NOLINT
+    if (!block.allocated) {
+      w.kind = WindowBlock::Kind::free;
+    } else if (owner != nullptr && candidate(*owner)) {
+      w.kind = WindowBlock::Kind::evictable;
+      w.cost = heuristic->window_cost(*owner, clock);
+    } else {
+      w.kind = WindowBlock::Kind::fixed;
+    }
+    window_blocks.push_back(w);
+    window_owners.push_back(owner);
+  });
+  const auto window = heuristics::cheapest_window(window_blocks, request.block_bytes);
+  stats.search_ns += detail::steady_ns() - search_start;
+  if (!window) return 0;
+  std::size_t freed = 0;
+  for (std::size_t i = window->first; i < window->last; ++i) {
+    if (window_blocks[i].kind != WindowBlock::Kind::evictable) continue;
+    freed += window_blocks[i].bytes;
+    evict(*window_owners[i]);
+    stats.evictions += 1;
+  }
+  return freed;
+}
+
+// Candidates below this many bytes are passed over (Config::size_floor), unless every candidate is.
+std::size_t Runtime::Impl::size_floor_bytes() const {
+  if (config.size_floor == 0) return 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t count = 0;
+  std::size_t largest = 0;
+  for (const Storage* s : recomputable) {
+    if (s->pins > 0) continue;
+    bytes += s->nbytes;
+    count += 1;
+    largest = std::max(largest, s->nbytes);
+  }
+  if (count == 0) return 0;
+  const auto floor =
+      static_cast<std::size_t>(config.size_floor * static_cast<double>(bytes) / static_cast<double>(count));
+  return floor <= largest ? floor : 0;  // every candidate below the floor: all of them count
+}
+
+// Evicts the resident, unpinned storage with the lowest score; returns its bytes (0: nothing could go).
+std::size_t Runtime::Impl::evict_one() {
+  const std::uint64_t search_start = detail::steady_ns();
+  const std::uint64_t clock = now();
+  Storage* victim = nullptr;
+  if (index) {
+    victim = static_cast<Storage*>(index->choose(clock));  // the index holds only this runtime's storages
+  } else {
+    const std::size_t floor = size_floor_bytes();
+    double best = std::numeric_limits<double>::infinity();
+    for (Storage* s : recomputable) {
+      if (s->pins > 0 || s->nbytes < floor) continue;
+      const double score = heuristic->score(*s, clock);
+      if (victim == nullptr || score < best || (score == best && s->candidate_since > victim->candidate_since)) {
+        victim = s;
+        best = score;
+      }
+    }
+  }
+  stats.search_ns += detail::steady_ns() - search_start;
+  if (victim == nullptr) return 0;
+  const std::size_t bytes = std::max<std::size_t>(victim->nbytes, 1);
+  evict(*victim);
+  stats.evictions += 1;
+  return bytes;
+}
+
+OutOfMemory Runtime::Impl::out_of_memory(std::size_t bytes, const OutOfMemory* cause) const {
+  std::uint64_t pinned = 0;
+  std::uint64_t evictable = 0;
+  for (const Storage* s : recomputable) (s->pins > 0 ? pinned : evictable) += s->nbytes;
+  const std::uint64_t constants = resident_bytes - pinned - evictable;
+  OutOfMemoryInfo info = cause != nullptr ? cause->info() : OutOfMemoryInfo{};
+  info.requested_bytes = bytes;
+  info.budget_bytes = config.memory_budget.value_or(0);
+  std::string message = detail::concat(
+      "dtr: out of memory running op '", current_op != nullptr ? current_op->name : std::string("?"),
+      "': it needs ", format_bytes(bytes), " more; budget ",
+      config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (",
+      to_string(config.budget_mode), " mode); resident ", format_bytes(resident_bytes),
+      ", of which pinned by running ops ", format_bytes(pinned), " and constants ", format_bytes(constants),
+      " could not be evicted", evictable > 0 ? ", and the rest could not make room in one piece" : "",
+      ". Try a larger DTR_MEMORY_BUDGET or smaller ops.");
+  if (cause != nullptr) message += std::string(" Allocator: ") + cause->what();
+  return OutOfMemory(std::move(message), info, __FILE__, __LINE__);
+}
+
+}  // namespace dtr

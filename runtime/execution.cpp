@@ -1,0 +1,257 @@
+// Running ops: call() records an op as a closure and runs it the first time; run() is one kernel run of a
+// closure, first or recomputation, with its outputs' buffers, scratch memory, measured or modelled cost.
+#include <algorithm>
+
+#include "dtr/check.h"
+#include "runtime/runtime_impl.h"
+#include "runtime/steady_ns.h"
+
+namespace dtr {
+
+using detail::Closure;
+using detail::Storage;
+using detail::TensorHandle;
+
+namespace {
+
+// splitmix64: the seeds of random ops, from a counter, so that a program's random streams are reproducible.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Where the kernel reads each input of `c` (resident): its storage's buffer at the input's offset.
+SmallVector<const void*, 4> input_buffers(const Closure& c) {
+  SmallVector<const void*, 4> buffers;
+  for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+    buffers.push_back(c.inputs[i]->data + c.input_offset[i] * element_size(c.input_meta[i].dtype));
+  }
+  return buffers;
+}
+
+}  // namespace
+
+Runtime::Impl::Results Runtime::Impl::call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  DTR_CHECK(op.infer && op.cpu_kernel, InvalidArgument, "op '", op.name, "' has no shape rule or CPU kernel");
+  DTR_CHECK(kernel_memory || !op.touches_memory, InvalidArgument, "op '", op.name, "' runs a kernel, but this "
+            "runtime's memory (", allocator->upstream().name(), ") is simulated: only replayed ops can run");
+  backend->check_supported(op);
+  SmallVector<TensorMeta, 4> in_meta;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    in_meta.push_back(handle_of(inputs[i], detail::concat("op '", op.name, "': input ", i)).meta);
+  }
+  TensorMetas out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
+  const OutputViews views = output_views(op, inputs, in_meta, attrs, out_meta);
+  stats.ops += 1;
+  const CurrentOp running(*this, op);
+
+  auto closure = make<Closure>();
+  closure->op = &op;
+  closure->attrs = attrs;
+  if (op.random) closure->seed = mix(++random_calls);
+  for (const Tensor& t : inputs) {
+    closure->inputs.push_back(t.handle_->storage);
+    closure->input_meta.push_back(t.handle_->meta);
+    closure->input_offset.push_back(t.handle_->offset);
+    closure->input_view.push_back(t.handle_->view);
+  }
+  Pins input_pins(*this);
+  acquire_inputs(*closure, input_pins);
+  if (op.check_values && kernel_memory) check_values(*closure);
+  SmallVector<std::shared_ptr<Storage>, 2> outputs;  // per output; nullptr for a view
+  for (std::size_t i = 0; i < out_meta.size(); ++i) {
+    if (!views.empty() && views[i]) {
+      outputs.emplace_back();
+      continue;
+    }
+    auto s = make<Storage>(*this, next_id++, out_meta[i]);
+    live_storages += 1;
+    s->producer = closure;
+    s->output_index = closure->outputs.size();
+    closure->outputs.push_back(s.get());
+    closure->output_meta.push_back(out_meta[i]);
+    outputs.push_back(std::move(s));
+  }
+  run(*closure, /*rematerializing=*/false);
+  for (const auto& in : closure->inputs) in->dependents.push_back(closure.get());
+  Results result;
+  for (std::size_t i = 0; i < out_meta.size(); ++i) {
+    if (outputs[i]) {
+      result.push_back(Tensor(make<TensorHandle>(std::move(outputs[i]))));
+    } else {
+      result.push_back(make_op_view(inputs, *views[i], out_meta[i], closure->cost));
+    }
+  }
+  if (!views.empty()) charge_views(*closure, inputs, views);
+  if (trace) {
+    std::vector<std::uint64_t> args, results, result_bytes;
+    std::vector<std::int64_t> aliases;
+    for (const Tensor& t : inputs) args.push_back(t.handle_->id);
+    for (std::size_t i = 0; i < result.size(); ++i) {
+      results.push_back(result[i].handle_->id);
+      result_bytes.push_back(result[i].handle_->meta.nbytes());
+      aliases.push_back(!views.empty() && views[i] ? static_cast<std::int64_t>(views[i]->input) : -1);
+    }
+    trace->call(op.name, args, results, result_bytes, aliases, closure->cost);
+  }
+  return result;
+}
+
+double Runtime::Impl::cost_of(const Closure& c, std::uint64_t elapsed_ns) const {
+  if (c.op->known_cost) return std::max(0.0, c.op->known_cost(c.input_meta, c.attrs));
+  switch (config.cost_model) {
+    case CostModel::measured: return static_cast<double>(std::max<std::uint64_t>(elapsed_ns, 1));
+    case CostModel::flops: return std::max(1.0, c.op->flops ? c.op->flops(c.input_meta, c.attrs) : 1.0);
+    case CostModel::bytes: {
+      double bytes = 0;
+      for (const auto& m : c.input_meta) bytes += static_cast<double>(m.nbytes());
+      for (const auto& m : c.output_meta) bytes += static_cast<double>(m.nbytes());
+      return std::max(1.0, bytes);
+    }
+  }
+  return 1.0;
+}
+
+Storage& Runtime::Impl::new_scratch(const TensorMeta& meta, std::vector<std::unique_ptr<Storage>>& scratch) {
+  scratch.push_back(std::make_unique<Storage>(*this, 0, meta));
+  live_storages += 1;  // balanced by ~Storage
+  allocate(*scratch.back());
+  return *scratch.back();
+}
+
+namespace {
+
+// KernelArgs::workspace for one kernel run: pinned scratch storages, under the budget like any other.
+class ScratchWorkspace final : public Workspace {
+ public:
+  ScratchWorkspace(Runtime::Impl& runtime, Runtime::Impl::Pins& pins, std::vector<std::unique_ptr<Storage>>& scratch)
+      : runtime_(runtime), pins_(pins), scratch_(scratch) {}
+  void* get(std::size_t bytes) override {
+    Storage& s = runtime_.new_scratch(TensorMeta{Shape{static_cast<std::int64_t>(bytes)}, DType::uint8}, scratch_);
+    pins_.add(s);
+    return s.data;
+  }
+
+ private:
+  Runtime::Impl& runtime_;
+  Runtime::Impl::Pins& pins_;
+  std::vector<std::unique_ptr<Storage>>& scratch_;
+};
+
+}  // namespace
+
+void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* requested) {
+  // Declared before the pins, so destroyed after them: the pins release scratch storages too.
+  std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
+  Pins pins(*this);
+  SmallVector<void*, 2> out_buffers(c.outputs.size(), nullptr);
+  SmallVector<Storage*, 2> restored;
+  for (std::size_t i = 0; i < c.outputs.size(); ++i) {
+    Storage* out = c.outputs[i];
+    if (out == nullptr) {
+      out = &new_scratch(c.output_meta[i], scratch);
+    } else if (!out->in_memory) {
+      allocate(*out);
+      if (rematerializing) restored.push_back(out);
+    }
+    pins.add(*out);
+    out_buffers[i] = out->data;
+  }
+  const SmallVector<const void*, 4> in_buffers = input_buffers(c);
+  pins.release_last(requested != nullptr ? requested : c.outputs.empty() ? nullptr : c.outputs.front());
+  ScratchWorkspace workspace(*this, pins, scratch);
+  const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed, &workspace};
+  op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
+  // A GPU runs kernels asynchronously: a measured time waits for the work before it and for the kernel.
+  const bool measured = config.cost_model == CostModel::measured && !c.op->known_cost;
+  if (measured) backend->synchronize();
+  const std::uint64_t started = detail::steady_ns();
+  backend->run(*c.op, args);
+  if (measured) backend->synchronize();
+  const double cost = cost_of(c, detail::steady_ns() - started);
+  compute_clock += cost;
+  if (rematerializing) {
+    stats.remat_compute += cost;
+    stats.rematerializations += 1;
+  } else {
+    c.cost = cost;
+    stats.base_compute += cost;
+  }
+  for (Storage* out : c.outputs) {
+    if (out == nullptr) continue;
+    out->producer_cost = c.cost + out->view_cost;
+    // A first run's outputs are used now. A recomputed one keeps the access its consumer stamped when it
+    // asked for it (before the recomputation began), as the DTR authors' runtime does.
+    if (!rematerializing) touch(*out);
+  }
+  for (Storage* out : restored) heuristic->on_rematerialize(*out);
+}
+
+// Values the host cannot read are copied to it: the int64 inputs only, which are all a check reads (the others
+// are passed as null).
+void Runtime::Impl::check_values(const Closure& c) {
+  SmallVector<const void*, 4> in_buffers = input_buffers(c);
+  std::vector<std::vector<std::int64_t>> copies;
+  if (!backend->host_readable()) {
+    for (std::size_t i = 0; i < in_buffers.size(); ++i) {
+      if (c.input_meta[i].dtype != DType::int64) {
+        in_buffers[i] = nullptr;
+        continue;
+      }
+      copies.emplace_back(static_cast<std::size_t>(c.input_meta[i].numel()));
+      backend->copy_to_host(copies.back().data(), in_buffers[i], c.input_meta[i].nbytes());
+      in_buffers[i] = copies.back().data();
+    }
+  }
+  c.op->check_values(KernelArgs{c.input_meta, in_buffers, {}, {}, c.attrs, c.seed});
+}
+
+OutputViews Runtime::Impl::output_views(const OpDef& op, std::span<const Tensor> inputs,
+                                        std::span<const TensorMeta> in_meta, const Attrs& attrs,
+                                        const TensorMetas& out_meta) {
+  if (!op.views) return {};  // empty: no output is a view (the common case, kept cheap)
+  OutputViews views = op.views(in_meta, attrs);
+  DTR_CHECK(views.size() == out_meta.size(), InvalidArgument, "op '", op.name, "' describes ", views.size(),
+            " output views for ", out_meta.size(), " outputs");
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    if (!views[i]) continue;
+    const ViewOf& v = *views[i];
+    DTR_CHECK(v.input < inputs.size(), InvalidArgument, "op '", op.name, "': output ", i, " views input ", v.input,
+              " of ", inputs.size());
+    const TensorMeta& base = in_meta[v.input];
+    DTR_CHECK(out_meta[i].dtype == base.dtype && v.offset >= 0 && v.offset + out_meta[i].numel() <= base.numel(),
+              ShapeError, "op '", op.name, "': output ", i, " (", to_string(out_meta[i].dtype), " ",
+              to_string(out_meta[i].shape), " at element offset ", v.offset, ") does not fit in input ", v.input,
+              " (", to_string(base.dtype), " ", to_string(base.shape), ")");
+  }
+  return views;
+}
+
+Tensor Runtime::Impl::make_op_view(std::span<const Tensor> inputs, const ViewOf& v, TensorMeta meta, double cost) {
+  const TensorHandle& base = *inputs[v.input].handle_;
+  Storage& s = *base.storage;
+  s.views.push_back(Storage::View{base.view, cost, s.residency});
+  return Tensor(make<TensorHandle>(base.storage, next_id++, std::move(meta),
+                                   base.offset + static_cast<std::size_t>(v.offset),
+                                   static_cast<std::uint32_t>(s.views.size())));
+}
+
+// The viewed storages were used when the op ended. They are its inputs, still pinned: out of the index while
+// their cost changes.
+void Runtime::Impl::charge_views(const Closure& c, std::span<const Tensor> inputs, const OutputViews& views) {
+  SmallVector<Storage*, 2> viewed;
+  for (const auto& v : views) {
+    if (!v) continue;
+    Storage* s = inputs[v->input].handle_->storage.get();
+    if (std::find(viewed.begin(), viewed.end(), s) == viewed.end()) viewed.push_back(s);
+  }
+  for (Storage* s : viewed) {
+    s->view_cost += c.cost;
+    if (!s->constant()) s->producer_cost += c.cost;
+    touch(*s);
+  }
+}
+
+}  // namespace dtr

@@ -1,0 +1,78 @@
+// In-place updates (Runtime::assign): a tensor takes a new value without a recomputation of something computed
+// before the update ever seeing it (design section 4, Config::inplace).
+#include <algorithm>
+
+#include "dtr/check.h"
+#include "runtime/runtime_impl.h"
+
+namespace dtr {
+
+using detail::Closure;
+using detail::Storage;
+using detail::TensorHandle;
+
+void Runtime::Impl::assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  TensorHandle& h = handle_of(target, "assign: the target");
+  DTR_CHECK(!target.is_view(), InvalidArgument, "assign: the target is a view; update the tensor it views instead");
+  Results outputs = call(op, inputs, attrs);
+  DTR_CHECK(outputs.size() == 1 && outputs[0].meta() == h.meta, ShapeError, "assign: op '", op.name, "' gives ",
+            outputs.size() == 1 ? to_string(outputs[0].shape()) : std::to_string(outputs.size()) + " outputs",
+            ", the target has shape ", to_string(h.meta.shape));
+  DTR_CHECK(!outputs[0].is_view(), InvalidArgument, "assign: op '", op.name,
+            "' makes a view of an input, not a new value");
+  std::shared_ptr<Storage> fresh = outputs[0].handle_->storage;
+  std::shared_ptr<Storage> old = h.storage;
+  const bool reads_old = std::any_of(fresh->producer->inputs.begin(), fresh->producer->inputs.end(),
+                                     [&](const std::shared_ptr<Storage>& in) { return in == old; });
+  // Views of the old value must keep seeing it, so with other handles on the storage only copy-on-write fits.
+  if (config.inplace == InplaceMode::pin_dependents && old->handles == 1) {
+    const CurrentOp running(*this, op);
+    pin_dependents(*old, *fresh);
+    // The new value cannot be recomputed from an old value that is about to go.
+    if (reads_old) (void)make_constant(*fresh);
+  }
+  // A new parameter value is not worth a lineage back to every old one: it becomes a constant.
+  if (old->constant() && !fresh->constant()) (void)make_constant(*fresh);
+  if (trace) trace->copy_from(h.id, fresh->id);
+  h.storage = fresh;
+  fresh->handles += 1;
+  h.meta = fresh->meta;
+  release_handle(*old, 0, old.use_count() == 1);
+}
+
+// Materializes every storage whose recomputation reads `old` (the outputs of its dependent closures, but
+// `fresh`) and cuts their lineage: they become constants, so `old` is needed by nothing and can be freed.
+// All are materialized before any is cut, so an OutOfMemory leaves the lineage as it was.
+void Runtime::Impl::pin_dependents(Storage& old, Storage& fresh) {
+  // Cut producers are released after the pins: releasing one may release storages still in `needed`.
+  std::vector<std::shared_ptr<Closure>> cut;
+  Pins pins(*this);
+  pins.add(fresh);
+  std::vector<Storage*> needed;
+  for (Closure* c : old.dependents) {
+    for (Storage* out : c->outputs) {
+      if (out != nullptr && out != &fresh) needed.push_back(out);
+    }
+  }
+  for (Storage* s : needed) {
+    materialize(*s);
+    pins.add(*s);
+  }
+  for (Storage* s : needed) {
+    if (!s->constant()) cut.push_back(make_constant(*s));
+  }
+}
+
+// Drops `s`'s producer, which it returns (releasing it may free the closure's inputs): `s` is never evicted
+// again and is freed when nothing references it.
+std::shared_ptr<Closure> Runtime::Impl::make_constant(Storage& s) {
+  heuristic->on_cut(s);
+  remove_resident(s);
+  s.producer->outputs[s.output_index] = nullptr;
+  std::shared_ptr<Closure> producer = std::move(s.producer);
+  add_resident(s);
+  sync_candidate(s);
+  return producer;
+}
+
+}  // namespace dtr

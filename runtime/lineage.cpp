@@ -1,0 +1,90 @@
+// The lineage's lifetime: storages, closures and user handles as they die. A storage whose last user handle
+// dies is evicted at once (eager eviction) and stays in the lineage while closures still read it; it is freed
+// when nothing references it (design section 4, "Release").
+#include <algorithm>
+
+#include "runtime/runtime_impl.h"
+
+namespace dtr {
+
+using detail::Storage;
+
+void Runtime::Impl::bury(std::shared_ptr<Storage> storage) {
+  graveyard.push_back(std::move(storage));
+  if (draining) return;
+  draining = true;
+  while (!graveyard.empty()) {
+    std::shared_ptr<Storage> last = std::move(graveyard.back());
+    graveyard.pop_back();
+    last.reset();  // may destroy a closure, which buries its inputs
+  }
+  draining = false;
+}
+
+// handle_id 0: a handle moved to another storage, which is not a release in traces. `last_reference`: nothing
+// else holds the storage, so it is destroyed next and its buffer freed then; an eviction first would only be
+// work for the heuristic.
+void Runtime::Impl::release_handle(Storage& s, std::uint64_t handle_id, bool last_reference) {
+  s.handles -= 1;
+  if (trace && handle_id != 0) trace->release(handle_id);
+  if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant() && !last_reference) {
+    evict(s);
+    stats.eager_evictions += 1;
+  }
+}
+
+// `s` is dying, already detached from its producer's outputs (so no walk finds it from its inputs).
+void Runtime::Impl::destroyed(Storage& s) {
+  heuristic->on_destroy(s);
+  if (s.in_memory) release_buffer(s);
+  live_storages -= 1;
+}
+
+namespace detail {
+
+Storage::~Storage() {
+  if (producer != nullptr) producer->outputs[output_index] = nullptr;
+  runtime.destroyed(*this);
+}
+
+void Storage::for_each_input(heuristics::NeighbourVisitor visit) {
+  if (producer == nullptr) return;
+  for (const auto& in : producer->inputs) visit(*in);
+}
+
+void Storage::for_each_dependent(heuristics::NeighbourVisitor visit) {
+  for (Closure* c : dependents) {
+    for (Storage* out : c->outputs) {
+      if (out != nullptr) visit(*out);
+    }
+  }
+}
+
+Closure::~Closure() {
+  for (auto& in : inputs) {
+    auto& deps = in->dependents;
+    auto it = std::find(deps.begin(), deps.end(), this);
+    if (it != deps.end()) {
+      *it = deps.back();
+      deps.pop_back();
+    }
+    Runtime::Impl& runtime = in->runtime;
+    runtime.bury(std::move(in));
+  }
+}
+
+TensorHandle::TensorHandle(std::shared_ptr<Storage> s)
+    : storage(std::move(s)), id(storage->id), meta(storage->meta), offset(0), view(0) {
+  storage->handles += 1;
+}
+
+TensorHandle::TensorHandle(std::shared_ptr<Storage> s, std::uint64_t view_id, TensorMeta view_meta,
+                           std::size_t view_offset, std::uint32_t op_view)
+    : storage(std::move(s)), id(view_id), meta(std::move(view_meta)), offset(view_offset), view(op_view) {
+  storage->handles += 1;
+}
+
+TensorHandle::~TensorHandle() { storage->runtime.release_handle(*storage, id, storage.use_count() == 1); }
+
+}  // namespace detail
+}  // namespace dtr

@@ -1,0 +1,137 @@
+// Rematerialization: evicted storages recomputed from their closures when something needs them, ancestors
+// first, with an explicit stack (a chain of any length recomputes without growing the C stack); op-made views
+// that an eviction undid are made again (design section 4).
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "runtime/runtime_impl.h"
+
+namespace dtr {
+
+using detail::Closure;
+using detail::Storage;
+
+namespace {
+
+// A closure whose inputs are being made ready (resident, their op-made views made, pinned): the op being
+// called (its pins are the caller's, and the caller runs it), or a recomputation of `requested`.
+struct Frame {
+  Frame(Runtime::Impl& runtime, Closure& c, const Storage* wanted, Runtime::Impl::Pins* caller_pins)
+      : closure(&c), requested(wanted), own_pins(runtime), pins(caller_pins != nullptr ? caller_pins : &own_pins),
+        recomputation(caller_pins == nullptr) {}
+  Closure* closure;
+  const Storage* requested;  // the output this recomputation is for
+  std::size_t next_input = 0;
+  Runtime::Impl::Pins own_pins;
+  Runtime::Impl::Pins* pins;
+  SmallVector<bool, 4> ready;  // per input: resident with its view made when the frame began
+  bool recomputation;
+  bool reading = false;  // the input at next_input is being recomputed
+};
+
+}  // namespace
+
+// A view that must be made again stamps its storage first, before the storage is recomputed.
+void Runtime::Impl::materialize_view(Storage& s, std::uint32_t view) {
+  if (view != 0 && !view_made(s, view)) touch(s);
+  materialize(s);
+  make_view(s, view);
+}
+
+// Each made-again view costs its op's cost again, a recomputation that needs no memory. The caller stamped `s`
+// when it began to need the view (before recomputing `s`, if it was evicted).
+void Runtime::Impl::make_view(Storage& s, std::uint32_t view) {
+  SmallVector<std::uint32_t, 4> undone;  // innermost first
+  for (std::uint32_t v = view; v != 0 && s.views[v - 1].made_in != s.residency; v = s.views[v - 1].base) {
+    undone.push_back(v);
+  }
+  for (std::size_t i = undone.size(); i-- > 0;) {
+    Storage::View& v = s.views[undone[i] - 1];
+    pin(s);  // its op holds the storage while it runs
+    op_clock += 1;
+    compute_clock += v.cost;
+    stats.remat_compute += v.cost;
+    stats.rematerializations += 1;
+    unpin(s);
+    v.made_in = s.residency;
+  }
+}
+
+namespace {
+
+// The walk shared by a new op's inputs and a recomputation: each frame stamps all its closure's inputs, then
+// pins the ready ones before any other is recomputed, so that no recomputation evicts them meanwhile (as the
+// DTR authors' runtime locks them); then it recomputes the others in order, descending into a new frame for
+// each evicted one; when all are ready, a recomputation frame runs its closure.
+class Walk {
+ public:
+  explicit Walk(Runtime::Impl& runtime) : runtime_(runtime) {}
+
+  void push(Closure& c, const Storage* requested, Runtime::Impl::Pins* caller_pins) {
+    stack_.push_back(std::make_unique<Frame>(runtime_, c, requested, caller_pins));
+    Frame& frame = *stack_.back();
+    for (const auto& in : c.inputs) runtime_.touch(*in);
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+      Storage& in = *c.inputs[i];
+      frame.ready.push_back(Runtime::Impl::view_made(in, c.input_view[i]));
+      if (frame.ready.back()) frame.pins->add(in);
+    }
+  }
+
+  void finish() {
+    while (!stack_.empty()) {
+      Frame& frame = *stack_.back();
+      if (descend(frame)) continue;
+      Closure& c = *frame.closure;
+      const bool needed = std::any_of(c.outputs.begin(), c.outputs.end(),
+                                      [](const Storage* out) { return out != nullptr && !out->in_memory; });
+      if (frame.recomputation && needed) runtime_.run(c, /*rematerializing=*/true, frame.requested);
+      stack_.pop_back();
+    }
+  }
+
+ private:
+  // Makes the frame's next inputs ready; true when it pushed a frame for an evicted one.
+  bool descend(Frame& frame) {
+    Closure& c = *frame.closure;
+    for (; frame.next_input < c.inputs.size(); frame.next_input += 1) {
+      if (frame.ready[frame.next_input]) continue;
+      Storage& in = *c.inputs[frame.next_input];
+      const std::uint32_t view = c.input_view[frame.next_input];
+      if (!frame.reading && view != 0) runtime_.touch(in);  // remaking a view reads its storage, from now
+      frame.reading = true;
+      if (!in.in_memory) {
+        push(*in.producer, &in, nullptr);
+        return true;
+      }
+      runtime_.make_view(in, view);
+      frame.pins->add(in);
+      frame.reading = false;
+    }
+    return false;
+  }
+
+  Runtime::Impl& runtime_;
+  std::vector<std::unique_ptr<Frame>> stack_;
+};
+
+}  // namespace
+
+void Runtime::Impl::materialize(Storage& target) {
+  if (target.in_memory) {
+    touch(target);
+    return;
+  }
+  Walk walk(*this);
+  walk.push(*target.producer, &target, nullptr);
+  walk.finish();
+}
+
+void Runtime::Impl::acquire_inputs(Closure& c, Pins& pins) {
+  Walk walk(*this);
+  walk.push(c, nullptr, &pins);
+  walk.finish();
+}
+
+}  // namespace dtr

@@ -1,0 +1,206 @@
+// Runtime::Impl: one runtime's state and the steps of an op's life. Internal to runtime/; each step is defined
+// in the file of its concept (docs/contributing.md, "life of an op"):
+//   runtime.cpp            construction and the public API: constants, views, stats
+//   execution.cpp          call(): an op's first run; run(): one kernel run of a closure, its outputs and cost
+//   rematerialization.cpp  materialize(): evicted storages recomputed from their closures, iteratively
+//   eviction.cpp           candidates and pins; buffers under the budget; choosing and evicting victims
+//   inplace.cpp            assign(): in-place updates (copy-on-write or pin-dependents)
+//   lineage.cpp            storages, closures and handles as they die: eager eviction, the graveyard
+//   tensor.cpp             the Tensor methods
+//
+// Thread safety: as the runtime (one thread at a time).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "dtr/caching_allocator.h"
+#include "dtr/config.h"
+#include "dtr/runtime.h"
+#include "heuristics/eviction_index.h"
+#include "heuristics/heuristic.h"
+#include "heuristics/window.h"
+#include "runtime/backend.h"
+#include "runtime/lineage.h"
+#include "runtime/object_pool.h"
+#include "runtime/trace_writer.h"
+
+namespace dtr {
+
+struct Runtime::Impl final : Reclaimer {
+  using Closure = detail::Closure;
+  using Storage = detail::Storage;
+  using TensorHandle = detail::TensorHandle;
+  using Results = SmallVector<Tensor, 2>;
+
+  Impl(Config cfg, std::unique_ptr<MemoryResource> memory);
+  ~Impl() override;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // ---- state ----
+
+  // First, so destroyed last: every lineage object's block comes from it.
+  detail::ObjectPool pool;
+  Config config;
+  std::unique_ptr<heuristics::Heuristic> heuristic;
+  bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
+  std::unique_ptr<heuristics::EvictionIndex> index;  // the candidates in score order; none: scan `recomputable`
+  std::unique_ptr<CachingAllocator> allocator;
+  std::unique_ptr<detail::TraceWriter> trace;  // DTR_TRACE, when set
+  // The resident storages that have a producer: the eviction candidates, but for the pinned ones. Constants
+  // are resident too (resident_bytes counts them) but never here.
+  std::vector<Storage*> recomputable;
+  // evict_window's scratch, kept to reuse its capacity: the pool's blocks and their owners (nullptr: free).
+  std::vector<heuristics::WindowBlock> window_blocks;
+  std::vector<Storage*> window_owners;
+  std::uint64_t resident_bytes = 0;  // every storage in memory, constants included
+  std::uint64_t next_id = 1;
+  std::uint64_t op_clock = 0;
+  std::uint64_t candidate_arrivals = 0;  // Storage::candidate_since
+  double compute_clock = 0;  // ClockKind::compute: the cost of every kernel run so far
+  bool kernel_memory = true;  // whether kernels can touch the buffers (false over simulated memory)
+  std::unique_ptr<detail::Backend> backend;  // where kernels run: the CPU, or the GPU that holds the memory
+  std::uint64_t random_calls = 0;
+  std::uint64_t start_ns = 0;
+  std::int64_t live_storages = 0;
+  RuntimeStats stats;
+  const OpDef* current_op = nullptr;  // the program's op being run, for error messages (CurrentOp sets it)
+  // Storages whose last owner was a dying closure. Released here, one at a time, instead of from inside the
+  // closure's destructor, so that dropping the end of a 100 000-op chain does not recurse 100 000 deep.
+  std::vector<std::shared_ptr<Storage>> graveyard;
+  bool draining = false;
+
+  // ---- helpers every step uses (runtime.cpp) ----
+
+  // A lineage object from the pool (one block for the object and its reference count).
+  template <typename T, typename... Args>
+  std::shared_ptr<T> make(Args&&... args) {
+    return std::allocate_shared<T>(detail::PoolAllocator<T>(pool), std::forward<Args>(args)...);
+  }
+  // The handle of `tensor`, which must be defined and this runtime's; otherwise dtr::InvalidArgument, the
+  // message starting with `context` ("view", "op 'relu': input 1").
+  TensorHandle& handle_of(const Tensor& tensor, std::string_view context) const;
+  std::uint64_t now() const;  // the clock (Config::clock)
+  void touch(Storage& s);     // s is used now
+  RuntimeStats current_stats() const;
+  Tensor constant(TensorMeta meta);
+  template <typename T>
+  Tensor constant(TensorMeta meta, std::span<const T> values);
+  Tensor view(const Tensor& base, Shape shape, std::int64_t offset);
+
+  // Marks the program's op being run for the error messages of everything below it; restores the previous
+  // one (an assign's op around the call it makes) when the scope ends, also by an exception.
+  class CurrentOp {
+   public:
+    CurrentOp(Impl& runtime, const OpDef& op) : runtime_(runtime), previous_(runtime.current_op) {
+      runtime.current_op = &op;
+    }
+    ~CurrentOp() { runtime_.current_op = previous_; }
+    CurrentOp(const CurrentOp&) = delete;
+    CurrentOp& operator=(const CurrentOp&) = delete;
+
+   private:
+    Impl& runtime_;
+    const OpDef* previous_;
+  };
+
+  // ---- candidates, pins and memory under the budget (eviction.cpp) ----
+
+  // A candidate for eviction: resident, unpinned, recomputable. The index holds exactly the candidates.
+  static bool candidate(const Storage& s) { return s.in_memory && s.pins == 0 && !s.constant(); }
+  void sync_candidate(Storage& s);
+  void pin(Storage& s);
+  void unpin(Storage& s);
+
+  // Holds pins for a scope so that an exception leaves no storage pinned.
+  class Pins {
+   public:
+    explicit Pins(Impl& runtime) : runtime_(runtime) {}
+    Pins(const Pins&) = delete;
+    Pins& operator=(const Pins&) = delete;
+    ~Pins() {
+      for (Storage* s : pinned_) runtime_.unpin(*s);
+    }
+    void add(Storage& s) {
+      runtime_.pin(s);
+      pinned_.push_back(&s);
+    }
+    // Releases `s` last: the order in which storages become candidates again breaks ties between equal scores.
+    void release_last(const Storage* s);
+
+   private:
+    Impl& runtime_;
+    SmallVector<Storage*, 4> pinned_;
+  };
+
+  void add_resident(Storage& s);
+  void remove_resident(Storage& s);
+  // Gives `s` a buffer, evicting others if the budget needs room; dtr::OutOfMemory naming the op when it cannot.
+  void allocate(Storage& s);
+  void release_buffer(Storage& s);
+  void evict(Storage& s);
+  // Reclaimer: the allocator needs room for `request` (device budgets).
+  std::size_t reclaim(const ReclaimRequest& request) override;
+  // The one way to eviction, for both budget modes: evicts what the heuristic picks to make room (the window
+  // covering a device request, when the heuristic chooses windows, else one storage); returns the bytes freed,
+  // 0 when nothing could go. `request` is the allocator's (device budgets) or nullptr (bytes budgets).
+  std::size_t make_room(const ReclaimRequest* request);
+  std::size_t evict_window(const ReclaimRequest& request);
+  std::size_t evict_one();
+  std::size_t size_floor_bytes() const;
+  OutOfMemory out_of_memory(std::size_t bytes, const OutOfMemory* cause) const;
+
+  // ---- running closures (execution.cpp) ----
+
+  Results call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+  // Runs `c` with its inputs resident and pinned: gives evicted (or first-time) outputs buffers, dead outputs
+  // scratch memory, and records the cost. `requested` is the output the caller needs (the first when it is a
+  // new call): the others become candidates before it, as in the DTR authors' runtime.
+  void run(Closure& c, bool rematerializing, const Storage* requested = nullptr);
+  double cost_of(const Closure& c, std::uint64_t elapsed_ns) const;
+  // A storage nobody holds, for the length of one kernel run: an output no tensor wants any more, or the
+  // kernel's workspace. Kept in `scratch`, which frees it.
+  Storage& new_scratch(const TensorMeta& meta, std::vector<std::unique_ptr<Storage>>& scratch);
+  // OpDef::check_values on the resident inputs of `c`, before its outputs exist.
+  void check_values(const Closure& c);
+  // The op's output views, checked to fit in the inputs they view; empty when it makes none.
+  static OutputViews output_views(const OpDef& op, std::span<const Tensor> inputs, std::span<const TensorMeta> in_meta,
+                                  const Attrs& attrs, const TensorMetas& out_meta);
+  // An output of the op that cost `cost`: a view of the input `v` names.
+  Tensor make_op_view(std::span<const Tensor> inputs, const ViewOf& v, TensorMeta meta, double cost);
+  // The storages op `c` made views of cost it too from now on (once each, however many views it made of one).
+  void charge_views(const Closure& c, std::span<const Tensor> inputs, const OutputViews& views);
+
+  // ---- rematerialization (rematerialization.cpp) ----
+
+  // Makes `target` resident, replaying evicted ancestors first.
+  void materialize(Storage& target);
+  // Makes `s` resident with its op-made view `view` made, as a program reading that view does.
+  void materialize_view(Storage& s, std::uint32_t view);
+  // Makes every input of `c` (an op about to run for the first time) resident with its view made, pinned in
+  // `pins`, recomputing the evicted ones.
+  void acquire_inputs(Closure& c, Pins& pins);
+  // Whether `s` is resident with its op-made view `view` (0: the storage itself) made.
+  static bool view_made(const Storage& s, std::uint32_t view) {
+    return s.in_memory && (view == 0 || s.views[view - 1].made_in == s.residency);
+  }
+  void make_view(Storage& s, std::uint32_t view);
+
+  // ---- in-place updates (inplace.cpp) ----
+
+  void assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+  void pin_dependents(Storage& old, Storage& fresh);
+  [[nodiscard]] std::shared_ptr<Closure> make_constant(Storage& s);
+
+  // ---- lineage lifetime (lineage.cpp) ----
+
+  void bury(std::shared_ptr<Storage> storage);
+  void release_handle(Storage& s, std::uint64_t handle_id, bool last_reference);
+  void destroyed(Storage& s);
+};
+
+}  // namespace dtr
