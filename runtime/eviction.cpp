@@ -65,19 +65,19 @@ void Runtime::Impl::allocate(Storage& s) {
     }
   }
   try {
-    s.data = static_cast<std::byte*>(allocator->allocate(std::max<std::size_t>(s.nbytes, 1)));
+    s.data = static_cast<std::byte*>(memory->allocate(std::max<std::size_t>(s.nbytes, 1)));
   } catch (const OutOfMemory& e) {
     throw out_of_memory(s.nbytes, &e);
   }
   // Windows map the allocator's blocks back to storages through the owner tag.
-  if (windows) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
+  if (windows && allocator) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
   s.in_memory = true;
   s.residency += 1;
   add_resident(s);
 }
 
 void Runtime::Impl::release_buffer(Storage& s) {
-  allocator->free(s.data);
+  memory->deallocate(s.data, std::max<std::size_t>(s.nbytes, 1));
   s.data = nullptr;
   s.in_memory = false;
   remove_resident(s);
@@ -92,7 +92,7 @@ void Runtime::Impl::evict(Storage& s) {
 std::size_t Runtime::Impl::reclaim(const ReclaimRequest& request) { return make_room(&request); }
 
 std::size_t Runtime::Impl::make_room(const ReclaimRequest* request) {
-  if (windows && request != nullptr) {
+  if (windows && request != nullptr) {  // a request comes from the caching allocator
     // No window with something to evict covers it: the request needs a new segment, and the scores choose
     // one storage at a time.
     if (const std::size_t freed = evict_window(*request)) return freed;
@@ -191,7 +191,7 @@ OutOfMemory Runtime::Impl::out_of_memory(std::size_t bytes, const OutOfMemory* c
   info.requested_bytes = bytes;
   info.budget_bytes = config.memory_budget.value_or(0);
   std::string message = detail::concat(
-      "dtr: out of memory running op '", current_op != nullptr ? current_op->name : std::string("?"),
+      "dtr: out of memory running op '", current_op.empty() ? std::string_view("?") : current_op,
       "': it needs ", format_bytes(bytes), " more; budget ",
       config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (",
       to_string(config.budget_mode), " mode); resident ", format_bytes(resident_bytes),

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dtr/check.h"
+#include "runtime/op_computation.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/steady_ns.h"
 
@@ -13,6 +14,8 @@ using detail::Storage;
 using detail::TensorHandle;
 
 namespace {
+
+const Attrs kNoAttrs;  // a computation carries its own arguments: KernelArgs::attrs is empty
 
 // splitmix64: the seeds of random ops, from a counter, so that a program's random streams are reproducible.
 std::uint64_t mix(std::uint64_t x) {
@@ -35,8 +38,6 @@ SmallVector<const void*, 4> input_buffers(const Closure& c) {
 
 Runtime::Impl::Results Runtime::Impl::call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
   DTR_CHECK(op.infer && op.cpu_kernel, InvalidArgument, "op '", op.name, "' has no shape rule or CPU kernel");
-  DTR_CHECK(kernel_memory || !op.touches_memory, InvalidArgument, "op '", op.name, "' runs a kernel, but this "
-            "runtime's memory (", allocator->upstream().name(), ") is simulated: only replayed ops can run");
   backend->check_supported(op);
   SmallVector<TensorMeta, 4> in_meta;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -44,13 +45,32 @@ Runtime::Impl::Results Runtime::Impl::call(const OpDef& op, std::span<const Tens
   }
   TensorMetas out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
   const OutputViews views = output_views(op, inputs, in_meta, attrs, out_meta);
-  stats.ops += 1;
-  const CurrentOp running(*this, op);
+  const std::uint64_t seed = op.random ? mix(++random_calls) : 0;
+  auto closure = make<detail::ClosureWith<detail::OpComputation>>(op, attrs, seed, *backend);
+  const detail::OpComputation& source = closure->body;
+  return record(std::move(closure), inputs, out_meta, views, source.checks_values() ? &source : nullptr);
+}
 
-  auto closure = make<Closure>();
-  closure->op = &op;
-  closure->attrs = attrs;
-  if (op.random) closure->seed = mix(++random_calls);
+Runtime::Impl::Results Runtime::Impl::call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs,
+                                           std::span<const TensorMeta> outputs) {
+  DTR_CHECK(computation != nullptr, InvalidArgument, "call: the computation is null");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    handle_of(inputs[i], detail::concat("op '", computation->name(), "': input ", i));
+  }
+  TensorMetas out_meta;
+  for (const TensorMeta& m : outputs) out_meta.push_back(m);
+  return record(make<detail::SharedClosure>(std::move(computation)), inputs, out_meta, {});
+}
+
+Runtime::Impl::Results Runtime::Impl::record(std::shared_ptr<Closure> closure, std::span<const Tensor> inputs,
+                                             const TensorMetas& out_meta, const OutputViews& views,
+                                             const detail::OpComputation* check) {
+  Computation& computation = *closure->computation;
+  DTR_CHECK(kernel_memory || !computation.touches_memory(), InvalidArgument, "op '", computation.name(),
+            "' runs a kernel, but this runtime's memory (", memory_name(),
+            ") is simulated: only replayed ops can run");
+  stats.ops += 1;
+  const CurrentOp running(*this, computation.name());
   for (const Tensor& t : inputs) {
     closure->inputs.push_back(t.handle_->storage);
     closure->input_meta.push_back(t.handle_->meta);
@@ -59,7 +79,7 @@ Runtime::Impl::Results Runtime::Impl::call(const OpDef& op, std::span<const Tens
   }
   Pins input_pins(*this);
   acquire_inputs(*closure, input_pins);
-  if (op.check_values && kernel_memory) check_values(*closure);
+  if (check != nullptr && kernel_memory) check_values(*closure, *check);
   SmallVector<std::shared_ptr<Storage>, 2> outputs;  // per output; nullptr for a view
   for (std::size_t i = 0; i < out_meta.size(); ++i) {
     if (!views.empty() && views[i]) {
@@ -94,16 +114,16 @@ Runtime::Impl::Results Runtime::Impl::call(const OpDef& op, std::span<const Tens
       result_bytes.push_back(result[i].handle_->meta.nbytes());
       aliases.push_back(!views.empty() && views[i] ? static_cast<std::int64_t>(views[i]->input) : -1);
     }
-    trace->call(op.name, args, results, result_bytes, aliases, closure->cost);
+    trace->call(computation.name(), args, results, result_bytes, aliases, closure->cost);
   }
   return result;
 }
 
-double Runtime::Impl::cost_of(const Closure& c, std::uint64_t elapsed_ns) const {
-  if (c.op->known_cost) return std::max(0.0, c.op->known_cost(c.input_meta, c.attrs));
+double Runtime::Impl::cost_of(const Closure& c, std::optional<double> known, std::uint64_t elapsed_ns) const {
+  if (known) return std::max(0.0, *known);
   switch (config.cost_model) {
     case CostModel::measured: return static_cast<double>(std::max<std::uint64_t>(elapsed_ns, 1));
-    case CostModel::flops: return std::max(1.0, c.op->flops ? c.op->flops(c.input_meta, c.attrs) : 1.0);
+    case CostModel::flops: return std::max(1.0, c.computation->flops(c.input_meta));
     case CostModel::bytes: {
       double bytes = 0;
       for (const auto& m : c.input_meta) bytes += static_cast<double>(m.nbytes());
@@ -162,15 +182,16 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   const SmallVector<const void*, 4> in_buffers = input_buffers(c);
   pins.release_last(requested != nullptr ? requested : c.outputs.empty() ? nullptr : c.outputs.front());
   ScratchWorkspace workspace(*this, pins, scratch);
-  const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, c.attrs, c.seed, &workspace};
+  const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, kNoAttrs, 0, &workspace};
   op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
+  const std::optional<double> known = c.computation->known_cost(c.input_meta);
   // A GPU runs kernels asynchronously: a measured time waits for the work before it and for the kernel.
-  const bool measured = config.cost_model == CostModel::measured && !c.op->known_cost;
+  const bool measured = config.cost_model == CostModel::measured && !known;
   if (measured) backend->synchronize();
   const std::uint64_t started = detail::steady_ns();
-  backend->run(*c.op, args);
+  c.computation->run(args);
   if (measured) backend->synchronize();
-  const double cost = cost_of(c, detail::steady_ns() - started);
+  const double cost = cost_of(c, known, detail::steady_ns() - started);
   compute_clock += cost;
   if (rematerializing) {
     stats.remat_compute += cost;
@@ -191,7 +212,7 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
 
 // Values the host cannot read are copied to it: the int64 inputs only, which are all a check reads (the others
 // are passed as null).
-void Runtime::Impl::check_values(const Closure& c) {
+void Runtime::Impl::check_values(const Closure& c, const detail::OpComputation& op) {
   SmallVector<const void*, 4> in_buffers = input_buffers(c);
   std::vector<std::vector<std::int64_t>> copies;
   if (!backend->host_readable()) {
@@ -205,7 +226,7 @@ void Runtime::Impl::check_values(const Closure& c) {
       in_buffers[i] = copies.back().data();
     }
   }
-  c.op->check_values(KernelArgs{c.input_meta, in_buffers, {}, {}, c.attrs, c.seed});
+  op.check_values(KernelArgs{c.input_meta, in_buffers, {}, {}, kNoAttrs, 0});
 }
 
 OutputViews Runtime::Impl::output_views(const OpDef& op, std::span<const Tensor> inputs,

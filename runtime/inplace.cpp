@@ -26,7 +26,7 @@ void Runtime::Impl::assign(Tensor& target, const OpDef& op, std::span<const Tens
                                      [&](const std::shared_ptr<Storage>& in) { return in == old; });
   // Views of the old value must keep seeing it, so with other handles on the storage only copy-on-write fits.
   if (config.inplace == InplaceMode::pin_dependents && old->handles == 1) {
-    const CurrentOp running(*this, op);
+    const CurrentOp running(*this, op.name);
     pin_dependents(*old, *fresh);
     // The new value cannot be recomputed from an old value that is about to go.
     if (reads_old) (void)make_constant(*fresh);

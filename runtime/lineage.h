@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "dtr/computation.h"
 #include "dtr/op.h"
 #include "dtr/runtime.h"
 #include "heuristics/storage_view.h"
@@ -65,22 +66,40 @@ struct Storage final : heuristics::StorageView {
 };
 
 // One recorded op: enough to run it again. Holds its inputs (lineage stays alive) and weak references to its
-// outputs (a dead output is recomputed into scratch memory when its siblings are).
+// outputs (a dead output is recomputed into scratch memory when its siblings are). What it runs is a
+// dtr::Computation from any source; the lineage needs nothing else of the op.
 struct Closure {
-  const OpDef* op = nullptr;
-  Attrs attrs;
+  Closure() = default;
+  Closure(const Closure&) = delete;
+  Closure& operator=(const Closure&) = delete;
+  ~Closure();
+
+  Computation* computation = nullptr;  // owned by the closure type below that holds it
   // Inline capacities fit most ops: one heap block per closure.
   SmallVector<std::shared_ptr<Storage>, 3> inputs;
   SmallVector<TensorMeta, 3> input_meta;   // the input as the op saw it: a view may cover part of its storage
   SmallVector<std::size_t, 3> input_offset;  // in elements, from the start of the storage
   SmallVector<std::uint32_t, 3> input_view;  // the op-made view of the storage it read (Storage::views); 0: none
-  // The outputs with a buffer of their own (not views; the kernel writes these), in output order.
+  // The outputs with a buffer of their own (not views; the computation writes these), in output order.
   SmallVector<Storage*, 2> outputs;          // nullptr once that output's storage died
   SmallVector<TensorMeta, 2> output_meta;
-  std::uint64_t seed = 0;
-  double cost = 0;
+  double cost = 0;  // of its first run
+};
 
-  ~Closure();
+// A closure that holds its computation inline: the op table's closures, one block each.
+template <typename C>
+struct ClosureWith final : Closure {
+  template <typename... Args>
+  explicit ClosureWith(Args&&... args) : body(std::forward<Args>(args)...) {
+    computation = &body;
+  }
+  C body;
+};
+
+// A closure over a computation its source shares (Runtime::call with a dtr::Computation).
+struct SharedClosure final : Closure {
+  explicit SharedClosure(std::shared_ptr<Computation> c) : held(std::move(c)) { computation = held.get(); }
+  std::shared_ptr<Computation> held;
 };
 
 // One user handle of a storage: the whole storage, or a contiguous view of part of it.

@@ -37,14 +37,23 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
               memory_device->to_string());
   }
   backend = kernel_memory ? detail::make_backend(config.device) : detail::make_cpu_backend();
-  allocator = std::make_unique<CachingAllocator>(std::move(memory), options);
-  allocator->set_reclaimer(this);
+  if (config.buffers == BufferSource::caching_allocator) {
+    allocator = std::make_unique<CachingAllocator>(std::move(memory), options);
+    allocator->set_reclaimer(this);
+    this->memory = allocator.get();
+  } else {
+    DTR_CHECK(config.budget_mode == BudgetMode::bytes || !config.memory_budget, ConfigError,
+              "Config::buffers = memory_resource takes its buffers from ", memory->name(),
+              " directly, whose reserved bytes the runtime cannot see: set Config::budget_mode to bytes");
+    direct_memory = std::move(memory);
+    this->memory = direct_memory.get();
+  }
   if (!config.trace_path.empty()) trace = std::make_unique<detail::TraceWriter>(config.trace_path);
   start_ns = detail::steady_ns();
 }
 
 Runtime::Impl::~Impl() {
-  allocator->set_reclaimer(nullptr);
+  if (allocator) allocator->set_reclaimer(nullptr);
   if (!config.stats_path.empty()) {
     std::ofstream out(config.stats_path);
     out << to_json(current_stats()) << '\n';
@@ -75,9 +84,14 @@ void Runtime::Impl::touch(Storage& s) {
   if (index) index->touched(s, s.last_used);
 }
 
+std::string Runtime::Impl::memory_name() const {
+  return allocator ? allocator->upstream().name() : direct_memory->name();
+}
+
 RuntimeStats Runtime::Impl::current_stats() const {
   RuntimeStats copy = stats;
-  copy.peak_reserved_bytes = allocator->stats().reserved_bytes.peak;
+  // Held from a memory resource directly, the buffers are what the runtime reserves.
+  copy.peak_reserved_bytes = allocator ? allocator->stats().reserved_bytes.peak : stats.peak_resident_bytes;
   copy.budget_bytes = config.memory_budget.value_or(0);
   return copy;
 }
@@ -88,7 +102,7 @@ Tensor Runtime::Impl::constant(TensorMeta meta, std::span<const T> values) {
             to_string(meta.shape), " needs ", meta.numel(), " values, got ", values.size());
   DTR_CHECK(meta.dtype == DTypeOf<T>::value, InvalidArgument, "constant: the values are ",
             to_string(DTypeOf<T>::value), ", the meta says ", to_string(meta.dtype));
-  DTR_CHECK(kernel_memory, InvalidArgument, "constant: this runtime's memory (", allocator->upstream().name(),
+  DTR_CHECK(kernel_memory, InvalidArgument, "constant: this runtime's memory (", memory_name(),
             ") is simulated and cannot hold values; use constant(meta)");
   Tensor t = constant(std::move(meta));
   backend->copy_from_host(t.handle_->storage->data, values.data(), values.size_bytes());
@@ -158,6 +172,12 @@ Tensor Runtime::call1(const OpDef& op, std::span<const Tensor> inputs, const Att
   return std::move(outputs.front());
 }
 
+std::vector<Tensor> Runtime::call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs,
+                                  std::span<const TensorMeta> outputs) {
+  Impl::Results results = impl_->call(std::move(computation), inputs, outputs);
+  return std::vector<Tensor>(std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
+}
+
 Tensor Runtime::call1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
   return call1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
@@ -183,7 +203,11 @@ bool Runtime::evict(const Tensor& tensor) {
 
 RuntimeStats Runtime::stats() const { return impl_->current_stats(); }
 const Config& Runtime::config() const { return impl_->config; }
-CachingAllocator& Runtime::allocator() { return *impl_->allocator; }
+CachingAllocator& Runtime::allocator() {
+  DTR_CHECK(impl_->allocator != nullptr, InvalidArgument, "allocator: this runtime takes its buffers from ",
+            impl_->memory_name(), " directly (Config::buffers = memory_resource); it has no caching allocator");
+  return *impl_->allocator;
+}
 std::uint64_t Runtime::resident_bytes() const { return impl_->resident_bytes; }
 
 }  // namespace dtr

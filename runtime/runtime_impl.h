@@ -30,6 +30,10 @@
 
 namespace dtr {
 
+namespace detail {
+class OpComputation;
+}
+
 struct Runtime::Impl final : Reclaimer {
   using Closure = detail::Closure;
   using Storage = detail::Storage;
@@ -49,7 +53,11 @@ struct Runtime::Impl final : Reclaimer {
   std::unique_ptr<heuristics::Heuristic> heuristic;
   bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
   std::unique_ptr<heuristics::EvictionIndex> index;  // the candidates in score order; none: scan `recomputable`
+  // Where buffers come from: the caching allocator, or (BufferSource::memory_resource) `direct_memory` itself;
+  // `memory` is the one in use.
   std::unique_ptr<CachingAllocator> allocator;
+  std::unique_ptr<MemoryResource> direct_memory;
+  MemoryResource* memory = nullptr;
   std::unique_ptr<detail::TraceWriter> trace;  // DTR_TRACE, when set
   // The resident storages that have a producer: the eviction candidates, but for the pinned ones. Constants
   // are resident too (resident_bytes counts them) but never here.
@@ -68,7 +76,7 @@ struct Runtime::Impl final : Reclaimer {
   std::uint64_t start_ns = 0;
   std::int64_t live_storages = 0;
   RuntimeStats stats;
-  const OpDef* current_op = nullptr;  // the program's op being run, for error messages (CurrentOp sets it)
+  std::string_view current_op;  // the program's op being run, for error messages (CurrentOp sets it)
   // Storages whose last owner was a dying closure. Released here, one at a time, instead of from inside the
   // closure's destructor, so that dropping the end of a 100 000-op chain does not recurse 100 000 deep.
   std::vector<std::shared_ptr<Storage>> graveyard;
@@ -87,6 +95,8 @@ struct Runtime::Impl final : Reclaimer {
   std::uint64_t now() const;  // the clock (Config::clock)
   void touch(Storage& s);     // s is used now
   RuntimeStats current_stats() const;
+  // The memory resource the buffers come from in the end, for messages ("host", "simulated", ...).
+  std::string memory_name() const;
   Tensor constant(TensorMeta meta);
   template <typename T>
   Tensor constant(TensorMeta meta, std::span<const T> values);
@@ -96,8 +106,8 @@ struct Runtime::Impl final : Reclaimer {
   // one (an assign's op around the call it makes) when the scope ends, also by an exception.
   class CurrentOp {
    public:
-    CurrentOp(Impl& runtime, const OpDef& op) : runtime_(runtime), previous_(runtime.current_op) {
-      runtime.current_op = &op;
+    CurrentOp(Impl& runtime, std::string_view op) : runtime_(runtime), previous_(runtime.current_op) {
+      runtime.current_op = op;
     }
     ~CurrentOp() { runtime_.current_op = previous_; }
     CurrentOp(const CurrentOp&) = delete;
@@ -105,7 +115,7 @@ struct Runtime::Impl final : Reclaimer {
 
    private:
     Impl& runtime_;
-    const OpDef* previous_;
+    std::string_view previous_;
   };
 
   // ---- candidates, pins and memory under the budget (eviction.cpp) ----
@@ -156,17 +166,27 @@ struct Runtime::Impl final : Reclaimer {
 
   // ---- running closures (execution.cpp) ----
 
+  // An op of the op table: shapes, views and support checked, then recorded.
   Results call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+  // A computation from another source, with its outputs' shapes.
+  Results call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs,
+               std::span<const TensorMeta> outputs);
+  // Records `closure` (its computation set, nothing else) over `inputs` and runs it the first time: inputs made
+  // ready and pinned, their values checked by `check` (an op with OpDef::check_values), outputs created (views
+  // of inputs where `views` says), run, traced.
+  Results record(std::shared_ptr<Closure> closure, std::span<const Tensor> inputs, const TensorMetas& out_meta,
+                 const OutputViews& views, const detail::OpComputation* check = nullptr);
   // Runs `c` with its inputs resident and pinned: gives evicted (or first-time) outputs buffers, dead outputs
   // scratch memory, and records the cost. `requested` is the output the caller needs (the first when it is a
   // new call): the others become candidates before it, as in the DTR authors' runtime.
   void run(Closure& c, bool rematerializing, const Storage* requested = nullptr);
-  double cost_of(const Closure& c, std::uint64_t elapsed_ns) const;
+  // The cost of one run of `c`: `known` (Computation::known_cost) when set, else the cost model's.
+  double cost_of(const Closure& c, std::optional<double> known, std::uint64_t elapsed_ns) const;
   // A storage nobody holds, for the length of one kernel run: an output no tensor wants any more, or the
   // kernel's workspace. Kept in `scratch`, which frees it.
   Storage& new_scratch(const TensorMeta& meta, std::vector<std::unique_ptr<Storage>>& scratch);
   // OpDef::check_values on the resident inputs of `c`, before its outputs exist.
-  void check_values(const Closure& c);
+  void check_values(const Closure& c, const detail::OpComputation& op);
   // The op's output views, checked to fit in the inputs they view; empty when it makes none.
   static OutputViews output_views(const OpDef& op, std::span<const Tensor> inputs, std::span<const TensorMeta> in_meta,
                                   const Attrs& attrs, const TensorMetas& out_meta);

@@ -25,6 +25,11 @@ enum class BudgetMode { device, bytes };
 // How Runtime::assign keeps an in-place update out of recomputations of older values: keep the old value as
 // long as anything needs it (copy-on-write), or recompute and pin everything that needs it, then free it.
 enum class InplaceMode { copy_on_write, pin_dependents };
+// Where storages' buffers come from: the runtime's caching allocator over the memory resource (the default;
+// a device budget caps its reserved bytes), or the memory resource itself, for memory whose allocator is not
+// ours and caches on its own (PyTorch's): the runtime then accounts the bytes of resident storages, so only
+// bytes budgets apply.
+enum class BufferSource { caching_allocator, memory_resource };
 // How the runtime finds what to evict: an index kept in score order (exact, a heap's time per decision), or a
 // scan that scores every candidate (exact, linear time; the reference the index is tested against).
 enum class EvictionSearch { index, scan };
@@ -46,6 +51,8 @@ struct Config {
   Device device;
   std::string stats_path;                      // DTR_STATS: JSON stats written when the runtime is destroyed
   std::string trace_path;                      // DTR_TRACE: the run as the DTR prototype's JSON-lines log
+  // In code only: where buffers come from (BufferSource); with memory_resource, budget_mode must be bytes.
+  BufferSource buffers = BufferSource::caching_allocator;
   // The runtime's caching allocator: rounding and segment sizes (in code only). Its budget_bytes is ignored:
   // memory_budget and budget_mode decide the budget.
   CachingAllocatorOptions allocator;

@@ -4,6 +4,8 @@
 #include "dtr/budget.h"
 #include "dtr/caching_allocator.h"
 #include "dtr/check.h"
+#include "dtr/computation.h"
+#include "dtr/config.h"
 #include "dtr/device.h"
 #include "dtr/error.h"
 #include "dtr/gradients.h"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dtr/caching_allocator.h"
+#include "dtr/computation.h"
 #include "dtr/config.h"
 #include "dtr/op.h"
 #include "dtr/tensor.h"
@@ -66,6 +67,12 @@ class Runtime {
   std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {});
   Tensor call1(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {});
   Tensor call1(const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+  // The same for an op from another source than the op table (include/dtr/computation.h): outputs of the
+  // shapes `outputs`, written by `computation`, which the runtime keeps (shared) to recompute them after an
+  // eviction exactly as it does the op table's. Throws dtr::InvalidArgument for a null computation or an
+  // input that is undefined or another runtime's.
+  std::vector<Tensor> call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs,
+                           std::span<const TensorMeta> outputs);
 
   // In-place update, copy-on-write: `target` (every copy of its handle) takes the value op(inputs), which
   // must have target's shape; the old value stays, unchanged, for as long as earlier results need it for

@@ -1,0 +1,41 @@
+// dtr::Computation: what a closure replays. A closure is "write my outputs from my inputs" (this interface)
+// plus its inputs, its cost and its outputs' shapes, which the runtime keeps; eviction, rematerialization and
+// the heuristics need nothing else of an op. The op table (OpDef + attributes, Runtime::call(const OpDef&, ...))
+// is one source of computations; any other source (PyTorch's dispatcher, a test's lambda) implements this
+// interface and records its ops with Runtime::call(std::shared_ptr<Computation>, ...). docs/runtime.md,
+// "Closures from any source".
+//
+// Ownership: the runtime shares the computation with the caller and keeps it while the lineage needs it (until
+// every output is dead and no closure reads them). Thread safety: called on the runtime's thread only.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "dtr/op.h"
+
+namespace dtr {
+
+class Computation {
+ public:
+  virtual ~Computation() = default;
+
+  // The op's name, for error messages, stats and DTR_TRACE.
+  virtual std::string_view name() const = 0;
+  // Writes every output (args.outputs, contiguous, shaped as args.output_meta, on the runtime's device) from
+  // the inputs (args.inputs, shaped as args.input_meta). Called for the first run and again for each
+  // recomputation: the same inputs must give the same bits. args.attrs is empty and args.seed 0 (a computation
+  // carries its own arguments and random state); args.workspace gives scratch memory under the budget.
+  virtual void run(const KernelArgs& args) = 0;
+  // Its cost when known without running it (a replayed log's time): then its cost under every cost model.
+  // nullopt (the default): measured (DTR_COST_MODEL=measured) or counted (flops, bytes).
+  virtual std::optional<double> known_cost(std::span<const TensorMeta> /*inputs*/) const { return std::nullopt; }
+  // Floating-point operations, for DTR_COST_MODEL=flops (at least 1 is used).
+  virtual double flops(std::span<const TensorMeta> /*inputs*/) const { return 1.0; }
+  // False for a computation that touches no buffer (a replay with logged costs): only such computations run
+  // over simulated memory.
+  virtual bool touches_memory() const { return true; }
+};
+
+}  // namespace dtr
