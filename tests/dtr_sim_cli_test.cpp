@@ -3,14 +3,16 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 
-#include "test_helpers.h"
+#include "child_process.h"
 
 namespace dtr::test {
 namespace {
@@ -121,9 +123,30 @@ TEST_F(DtrSimCli, ErrorsAreClearAndExitNonZero) {
   EXPECT_NE(r.output.find("FROM:TO:STEP"), std::string::npos) << r.output;
   r = run(path("chain.log") + " --ratio 0.5 --sweep 0.1:1:0.1");
   EXPECT_NE(r.status, 0);
-  r = run(path("missing.log"));
+}
+
+TEST_F(DtrSimCli, TracePathsThatCannotBeReadSayWhy) {
+  Outcome r = run(path("missing.log"));
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.output.find("cannot open the trace"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(path("missing.log") + ": no such trace file (" + std::strerror(ENOENT) + ")"),
+            std::string::npos)
+      << r.output;
+  r = run(dir_.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find(dir_.string() + ": is a directory, not a trace file (" + std::strerror(EISDIR) + ")"),
+            std::string::npos)
+      << r.output;
+  fs::permissions(path("chain.log"), fs::perms::none);
+  const std::string command = std::string(DTR_SIM_PATH) + " " + path("chain.log");
+  const std::optional<Outcome> u = run_unprivileged([&] {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    return 127;
+  });
+  if (!u) GTEST_SKIP() << "running as root and cannot become uid 65534: nothing stops root's reads";
+  EXPECT_NE(u->status, 0);
+  EXPECT_NE(u->output.find(path("chain.log") + ": the trace is not readable (" + std::strerror(EACCES) + ")"),
+            std::string::npos)
+      << u->output;
 }
 
 }  // namespace

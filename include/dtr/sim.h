@@ -48,7 +48,8 @@ struct Trace {
 // Reads a trace. Lines before {"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"} are skipped (the prototype logs
 // model setup there). Throws dtr::TraceError naming the file, the line and what was expected: a line that
 // is not a JSON object, an unknown INSTRUCTION, a missing or malformed field, a CALL result without its
-// MEMORY line, a MEMORY or ALIAS line that follows nothing it could belong to, or no START line at all.
+// MEMORY line, a MEMORY or ALIAS line that follows nothing it could belong to, or no START line at all. A path
+// that cannot be read says which it is: no such file, not readable, a directory (with the OS's reason).
 Trace read_trace(const std::string& path);
 Trace parse_trace(std::istream& in, const std::string& source);
 
