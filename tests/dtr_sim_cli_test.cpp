@@ -125,6 +125,16 @@ TEST_F(DtrSimCli, ErrorsAreClearAndExitNonZero) {
   EXPECT_NE(r.status, 0);
 }
 
+// The lines of `output` that are JSON rows (stderr is mixed in).
+std::vector<nlohmann::json> json_rows(const std::string& output) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("{")) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
 TEST_F(DtrSimCli, TracePathsThatCannotBeReadSayWhy) {
   Outcome r = run(path("missing.log"));
   EXPECT_NE(r.status, 0);
@@ -147,6 +157,62 @@ TEST_F(DtrSimCli, TracePathsThatCannotBeReadSayWhy) {
   EXPECT_NE(u->output.find(path("chain.log") + ": the trace is not readable (" + std::strerror(EACCES) + ")"),
             std::string::npos)
       << u->output;
+}
+
+// NaN, infinities and ratios outside [1e-9, 1e9] are refused by --ratio and by every --sweep ratio alike,
+// with one message, before any replay runs.
+TEST_F(DtrSimCli, RatiosOutsideTheRangeAreErrorsForRatioAndSweep) {
+  for (const std::string bad : {"--ratio nan", "--ratio -nan", "--ratio inf", "--ratio 0", "--ratio 2e9",
+                                "--ratio 1e-10", "--sweep 0.5:2e9:1e9", "--sweep 1e-12:1e-12:1",
+                                "--sweep 0:1:0.5", "--sweep 1e-10:1e-9:1e-10"}) {
+    const Outcome r = run(path("chain.log") + " " + bad + " --budget-mode both --json");
+    EXPECT_NE(r.status, 0) << bad;
+    EXPECT_NE(r.output.find("must be a finite number from 1e-9 to 1e9"), std::string::npos) << bad << "\n" << r.output;
+    EXPECT_TRUE(json_rows(r.output).empty()) << bad << "\n" << r.output;
+  }
+  // Small ratios inside the range are kept as given, not rounded away.
+  const Outcome r = run(path("chain.log") + " --sweep 1e-7:3e-7:1e-7 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<double> ratios;
+  for (const auto& row : json_rows(r.output)) ratios.push_back(row["ratio"].get<double>());
+  EXPECT_EQ(ratios, (std::vector<double>{1e-7, 2e-7, 3e-7}));
+}
+
+// One 20 GB constant and one op: 1e9 x its peak does not fit in 64 bits.
+TEST_F(DtrSimCli, BudgetsPast64BitsAreErrorsNamingTheRatioAndPeak) {
+  {
+    std::ofstream out(path("big.log"));
+    out << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << '\n'
+        << R"({"INSTRUCTION":"CONSTANT","NAME":"w"})" << '\n'
+        << R"({"INSTRUCTION":"MEMORY","MEMORY":"20000000000","NAME":"w"})" << '\n'
+        << R"({"ARGS":["w"],"INSTRUCTION":"CALL","NAME":"f","RESULT":["y"],"TIME":"1000"})" << '\n'
+        << R"({"INSTRUCTION":"MEMORY","MEMORY":"8","NAME":"y"})" << '\n'
+        << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"y"})" << '\n';
+  }
+  for (const std::string option : {"--ratio 1e9", "--sweep 5e8:1e9:5e8"}) {
+    const Outcome r = run(path("big.log") + " " + option + " --json");
+    EXPECT_NE(r.status, 0) << option;
+    EXPECT_NE(r.output.find("ratio 1000000000 of the bytes peak of 20000000008 bytes"), std::string::npos)
+        << option << "\n" << r.output;
+    EXPECT_NE(r.output.find("more than 64 bits hold"), std::string::npos) << r.output;
+    EXPECT_TRUE(json_rows(r.output).empty()) << r.output;
+  }
+  const Outcome ok = run(path("big.log") + " --ratio 5e8 --json");  // 1e19 bytes: fits
+  ASSERT_EQ(ok.status, 0) << ok.output;
+  EXPECT_EQ(json_rows(ok.output).at(0)["budget_bytes"].get<std::uint64_t>(), 10000000004000000000ull);
+}
+
+// A ratio whose budget rounds to 0 bytes is an OOM row in both modes; the sweep goes on.
+TEST_F(DtrSimCli, BudgetsThatRoundToZeroBytesAreOomRowsInBothModes) {
+  const Outcome r = run(path("chain.log") + " --sweep 1e-9:0.5:0.5 --budget-mode both --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<nlohmann::json> rows = json_rows(r.output);
+  ASSERT_EQ(rows.size(), 4u) << r.output;  // (1e-9, 0.5) x (bytes, device)
+  for (const auto& row : rows) {
+    if (row["ratio"].get<double>() != 1e-9) continue;
+    EXPECT_FALSE(row["feasible"].get<bool>()) << row;
+    EXPECT_EQ(row["budget_bytes"].get<std::uint64_t>(), 0u) << row;
+  }
 }
 
 }  // namespace

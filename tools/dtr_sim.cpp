@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,21 +30,51 @@ struct Row {
   dtr::sim::ReplayResult result;
 };
 
-// "0.1:1.0:0.05": from, to (inclusive, up to rounding), step.
+// The accepted budget ratios, of the unbudgeted peak (docs/simulator.md).
+constexpr double kMinRatio = 1e-9;
+constexpr double kMaxRatio = 1e9;
+
+// The one check of every budget, for --ratio and each --sweep ratio alike: the ratio is a finite number in
+// [kMinRatio, kMaxRatio], and ratio x peak fits in 64 bits (casting a larger double to uint64 is UB).
+std::uint64_t budget_bytes(const std::string& option, double ratio, std::uint64_t peak, dtr::BudgetMode mode) {
+  if (!(ratio >= kMinRatio && ratio <= kMaxRatio)) {  // NaN fails both comparisons
+    throw CLI::ValidationError(option, fmt::format("ratio {}: a budget ratio must be a finite number from 1e-9 to "
+                                                   "1e9 (of the unbudgeted peak)",
+                                                   ratio));
+  }
+  const double budget = ratio * static_cast<double>(peak);  // at most 1e9 x 2^64: finite
+  if (!(budget < 0x1p64)) {
+    throw CLI::ValidationError(option, fmt::format("ratio {} of the {} peak of {} bytes is {:.4g} bytes, more than 64 "
+                                                   "bits hold (at most {}); use a smaller ratio",
+                                                   ratio, dtr::to_string(mode), peak, budget,
+                                                   std::numeric_limits<std::uint64_t>::max()));
+  }
+  return static_cast<std::uint64_t>(budget);
+}
+
+// "0.1:1.0:0.05": from, to (inclusive, up to rounding), step. budget_bytes decides which ratios are budgets.
 std::vector<double> parse_sweep(const std::string& text) {
   double from = 0;
   double to = 0;
   double step = 0;
   char extra = 0;
-  if (std::sscanf(text.c_str(), "%lf:%lf:%lf%c", &from, &to, &step, &extra) != 3 || !(from > 0) || !(to >= from) ||
-      !(step > 0) || !std::isfinite(to)) {
-    throw CLI::ValidationError("--sweep", "expected FROM:TO:STEP with 0 < FROM <= TO and STEP > 0, got '" + text + "'");
+  if (std::sscanf(text.c_str(), "%lf:%lf:%lf%c", &from, &to, &step, &extra) != 3 || !std::isfinite(from) ||
+      !std::isfinite(to) || !(to >= from) || !(step > 0) || !std::isfinite(step)) {
+    throw CLI::ValidationError("--sweep", "expected FROM:TO:STEP with FROM <= TO and STEP > 0, ratios from 1e-9 "
+                                          "to 1e9, got '" + text + "'");
   }
+  // FROM + i x STEP carries binary rounding error (0.1 + 2 x 0.1 is not 0.3): rounded to 6 digits below the
+  // finer of FROM and STEP, and never coarser than 1e-6, so that small ratios are not rounded away.
+  const double finest = from != 0 ? std::min(std::abs(from), step) : step;
+  const int digits = std::clamp(6 - static_cast<int>(std::floor(std::log10(finest))), 6, 22);
+  double scale = 1;
+  for (int d = 0; d < digits; ++d) scale *= 10;  // exact up to 1e22
   std::vector<double> ratios;
   for (int i = 0;; ++i) {
     const double r = from + i * step;
     if (r > to + step * 1e-6) break;
-    ratios.push_back(std::round(r * 1e6) / 1e6);
+    const double rounded = std::round(r * scale) / scale;
+    ratios.push_back(std::isfinite(rounded) ? rounded : r);
     if (ratios.size() > 10000) throw CLI::ValidationError("--sweep", "more than 10000 ratios");
   }
   return ratios;
@@ -89,7 +121,9 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
   for (const Row& row : rows) {
     if (row.heuristic != heuristic || row.mode != mode) continue;
     const auto& r = row.result;
-    std::printf("%6.3f %12s %8s %9s %9llu %7llu %13s %13s %5.1f%%\n", row.ratio, compact_bytes(r.budget_bytes).c_str(),
+    // Ratios below 0.001 (down to 1e-9) in exponent form: three decimals would print them all as 0.000.
+    const std::string ratio = row.ratio >= 1e-3 ? fmt::format("{:6.3f}", row.ratio) : fmt::format("{:6.1e}", row.ratio);
+    std::printf("%s %12s %8s %9s %9llu %7llu %13s %13s %5.1f%%\n", ratio.c_str(), compact_bytes(r.budget_bytes).c_str(),
                 r.feasible ? (r.thrashed ? "thrash" : "yes") : "OOM", cell(row).c_str(),
                 static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.rematerializations),
                 compact_bytes(r.peak_resident_bytes).c_str(), compact_bytes(r.peak_reserved_bytes).c_str(),
@@ -182,8 +216,8 @@ int main(int argc, char** argv) {
   std::string csv_path;
   std::string plot_path;
   app.add_option("trace", trace_path, "the trace file")->required();
-  auto* ratio_option = app.add_option("--ratio", ratio, "one budget, as a ratio of the unbudgeted peak")
-                           ->check(CLI::Range(1e-9, 1e9));
+  auto* ratio_option =
+      app.add_option("--ratio", ratio, "one budget, as a ratio of the unbudgeted peak, from 1e-9 to 1e9 (default 0.5)");
   app.add_option("--sweep", sweep, "budgets FROM:TO:STEP as ratios of the unbudgeted peak (e.g. 0.1:1.0:0.05)")
       ->excludes(ratio_option);
   app.add_option("--heuristic", heuristics, "a heuristic (repeatable), or 'all' (those of the DTR paper)");
@@ -225,14 +259,22 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(summary.peak_bytes),
                   static_cast<unsigned long long>(reference.peak_reserved_bytes), summary.base_compute_ns / 1e6);
     }
-    std::vector<Row> rows;
+    // Every budget is checked before the first replay: a bad ratio stops the run, not its last rows.
+    const std::string ratio_flag = sweep.empty() ? "--ratio" : "--sweep";
+    std::vector<std::vector<std::uint64_t>> budgets;  // by mode, then ratio
     for (dtr::BudgetMode mode : modes) {
-      const double peak = static_cast<double>(mode == dtr::BudgetMode::bytes ? summary.peak_bytes
-                                                                             : reference.peak_reserved_bytes);
+      const std::uint64_t peak = mode == dtr::BudgetMode::bytes ? summary.peak_bytes : reference.peak_reserved_bytes;
+      budgets.emplace_back();
+      for (double r : ratios) budgets.back().push_back(budget_bytes(ratio_flag, r, peak, mode));
+    }
+    std::vector<Row> rows;
+    for (std::size_t m = 0; m < modes.size(); ++m) {
+      const dtr::BudgetMode mode = modes[m];
       for (const std::string& h : heuristics) {
-        for (double r : ratios) {
+        for (std::size_t i = 0; i < ratios.size(); ++i) {
+          const double r = ratios[i];
           dtr::sim::ReplayOptions options;
-          options.budget_bytes = static_cast<std::uint64_t>(peak * r);
+          options.budget_bytes = budgets[m][i];  // 0 bytes: an OOM row (sim::replay)
           options.budget_mode = mode;
           options.heuristic = h;
           options.search = dtr::parse_search(search_text, "--search");

@@ -64,7 +64,7 @@ struct TraceSummary {
 TraceSummary summarize(const Trace& trace);
 
 struct ReplayOptions {
-  std::optional<std::uint64_t> budget_bytes;  // nullopt: no budget
+  std::optional<std::uint64_t> budget_bytes;  // nullopt: no budget; 0: infeasible (nothing fits)
   BudgetMode budget_mode = BudgetMode::bytes;
   std::string heuristic = "dtr-eq";
   EvictionSearch search = EvictionSearch::index;
@@ -100,7 +100,8 @@ struct ReplayResult {
 // Replays `trace` through a Runtime over a SimulatedResource (no memory is touched; kernels do nothing and
 // cost their logged TIME; the clock counts compute, recomputations included). At the end, every tensor
 // still named is materialized: a run cannot win by never recomputing what the program still holds.
-// Throws dtr::TraceError when the trace uses a name that is not live.
+// A budget of 0 bytes is an infeasible result (feasible = false, failure says the budget rounds to 0 bytes)
+// in both budget modes. Throws dtr::TraceError when the trace uses a name that is not live.
 ReplayResult replay(const Trace& trace, const ReplayOptions& options);
 
 }  // namespace dtr::sim
