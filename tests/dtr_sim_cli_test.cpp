@@ -215,5 +215,18 @@ TEST_F(DtrSimCli, BudgetsThatRoundToZeroBytesAreOomRowsInBothModes) {
   }
 }
 
+TEST_F(DtrSimCli, CsvThatCannotBeWrittenIsAnError) {
+  Outcome r = run(path("chain.log") + " --ratio 0.5 --csv /dev/full");  // fails at the flush
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find(std::string("--csv: writing '/dev/full' failed: ") + std::strerror(ENOSPC)), std::string::npos)
+      << r.output;
+  r = run(path("chain.log") + " --ratio 0.5 --csv " + path("no-such-dir/out.csv"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--csv: cannot open '" + path("no-such-dir/out.csv") + "' for writing: " +
+                          std::strerror(ENOENT)),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace dtr::test

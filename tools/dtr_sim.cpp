@@ -8,13 +8,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -131,9 +135,28 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
   }
 }
 
+// Writes `contents` to `path`; every failure is an error naming the option, the file and the OS's reason. A
+// full disk often shows only when the buffer is flushed at close, so fclose is checked too.
+void write_file(const std::string& option, const std::string& path, const std::string& contents) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) {
+    throw std::runtime_error(fmt::format("{}: cannot open '{}' for writing: {}", option, path, std::strerror(errno)));
+  }
+  int error = 0;
+  bool failed = std::fwrite(contents.data(), 1, contents.size(), file) != contents.size();
+  if (failed) error = errno;
+  if (std::fclose(file) != 0 && !failed) {
+    failed = true;
+    error = errno;
+  }
+  if (failed) {
+    throw std::runtime_error(fmt::format("{}: writing '{}' failed: {}", option, path,
+                                         error != 0 ? std::strerror(error) : "unknown error"));
+  }
+}
+
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
-  std::ofstream out(path);
-  if (!out) throw dtr::InvalidArgument("--csv: cannot write '" + path + "'", __FILE__, __LINE__);
+  std::ostringstream out;
   out << "heuristic,ratio,budget_bytes,budget_mode,feasible,thrashed,overhead,base_compute_ns,remat_compute_ns,"
          "evictions,rematerializations,peak_bytes\n";
   for (const Row& row : rows) {
@@ -144,7 +167,7 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
         << ',' << fmt::format("{:.0f}", row.result.remat_compute_ns) << ',' << row.result.evictions << ','
         << row.result.rematerializations << ',' << j["peak_bytes"] << '\n';
   }
-  if (!out) throw dtr::InvalidArgument("--csv: writing '" + path + "' failed", __FILE__, __LINE__);
+  write_file("--csv", path, out.str());
 }
 
 // Overhead against budget ratio, one line per heuristic (and budget mode): Fig. 2 of the DTR paper. OOMs
