@@ -228,5 +228,83 @@ TEST_F(DtrSimCli, CsvThatCannotBeWrittenIsAnError) {
       << r.output;
 }
 
+TEST_F(DtrSimCli, PlotThatCannotBeWrittenIsAnError) {
+  Outcome r = run(path("chain.log") + " --ratio 0.5 --plot /dev/full");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find(std::string("--plot: writing '/dev/full' failed: ") + std::strerror(ENOSPC)),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists("/dev/full.gp"));  // no scratch files beside it
+  r = run(path("chain.log") + " --ratio 0.5 --plot " + path("no-such-dir/out.svg"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--plot: cannot open '" + path("no-such-dir/out.svg") + "' for writing: " +
+                          std::strerror(ENOENT)),
+            std::string::npos)
+      << r.output;
+}
+
+// Names that would run commands if they reached a shell or gnuplot unquoted, each on its own: quotes that end
+// a string, then gnuplot's system() or a newline and '!' (a shell command line), ';', backquotes (gnuplot
+// substitutes them outside single-quoted strings), $(...), spaces. The plot goes where asked, and nothing else
+// appears: no file made by a command, no scratch file.
+TEST_F(DtrSimCli, PlotAndTraceNamesCannotInjectCommands) {
+  struct Case {
+    std::string trace;
+    std::string plot;
+  };
+  const std::vector<Case> cases = {
+      {"t1' . system('touch pwned-t1') . '.log", "ok.svg"},
+      {"t2'\n!touch pwned-t2\n'.log", "ok.svg"},
+      {"t3 `touch pwned-t3` $(touch pwned-t3b) ;x.log", "ok.svg"},
+      {"chain.log", "p1';touch pwned-p1;'.svg"},
+      {"chain.log", "p2 `touch pwned-p2` $(touch pwned-p2b) \"q\" ' . system('touch pwned-p2c') . '.svg"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("trace " + c.trace + ", plot " + c.plot);
+    fs::rename(path("chain.log"), path(c.trace));
+    const Outcome r = run_command("cd " + shell_quote(dir_.string()) + " && " + DTR_SIM_PATH + " " +
+                                  shell_quote(c.trace) + " --sweep 0.3:1.0:0.35 --heuristic dtr-eq --heuristic lru --plot " +
+                                  shell_quote(c.plot));
+    EXPECT_EQ(r.status, 0) << r.output;
+    std::set<std::string> files;
+    for (const auto& entry : fs::directory_iterator(dir_)) files.insert(entry.path().filename().string());
+    EXPECT_EQ(files, (std::set<std::string>{c.trace, c.plot}));
+    std::ifstream svg(path(c.plot));
+    std::stringstream text;
+    text << svg.rdbuf();
+    EXPECT_NE(text.str().find("<svg"), std::string::npos);
+    EXPECT_NE(text.str().find("lru"), std::string::npos);
+    if (c.trace.starts_with("t3")) {
+      EXPECT_NE(text.str().find("$(touch pwned-t3b)"), std::string::npos);  // the title shows the name
+    }
+    fs::remove(path(c.plot));
+    fs::rename(path(c.trace), path("chain.log"));
+  }
+}
+
+TEST_F(DtrSimCli, GnuplotFailuresAreErrorsThatSayWhy) {
+  const std::string arguments = path("chain.log") + " --ratio 0.5 --plot " + path("out.svg");
+  fs::create_directories(dir_ / "bin");
+  Outcome r = run_command("PATH=" + path("bin") + " " + DTR_SIM_PATH + " " + arguments);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--plot: gnuplot not found"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scripts/setup.sh"), std::string::npos) << r.output;
+  const auto fake_gnuplot = [&](const std::string& body) {
+    std::ofstream(path("bin/gnuplot")) << "#!/bin/sh\n" << body << "\n";
+    fs::permissions(path("bin/gnuplot"), fs::perms::owner_all);
+    return run_command("PATH=" + path("bin") + " " + DTR_SIM_PATH + " " + arguments);
+  };
+  r = fake_gnuplot("exit 3");  // without reading its script: dtr-sim must not die of SIGPIPE
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--plot: gnuplot exited with status 3"), std::string::npos) << r.output;
+  r = fake_gnuplot("kill -9 $$");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--plot: gnuplot was killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("out.svg")));  // no plot, and no scratch files
+  std::set<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir_)) files.insert(entry.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"chain.log", "bin"}));
+}
+
 }  // namespace
 }  // namespace dtr::test

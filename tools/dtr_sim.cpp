@@ -8,22 +8,31 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dtr/dtr.h"
 #include "heuristics/heuristic.h"
+
+extern char** environ;  // posix_spawnp passes it on: gnuplot finds its fonts and terminals as usual
 
 namespace {
 
@@ -170,59 +179,178 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
   write_file("--csv", path, out.str());
 }
 
+// `text` as a gnuplot string: single-quoted, the one place where gnuplot substitutes nothing (it runs
+// `backquoted` commands everywhere else), ' doubled, and control characters, which would end the command
+// line and start another, as spaces.
+std::string gnuplot_quote(std::string_view text) {
+  std::string quoted = "'";
+  for (const char c : text) {
+    if (c == '\'') {
+      quoted += "''";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      quoted += ' ';
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
 // Overhead against budget ratio, one line per heuristic (and budget mode): Fig. 2 of the DTR paper. OOMs
-// and thrashes leave gaps in a line: it shows where the heuristic fits.
+// and thrashes leave gaps in a line: it shows where the heuristic fits. The data are inline datablocks and
+// the image goes to gnuplot's stdout, so that no path appears in the script.
+std::string plot_script(bool png, const std::string& title, const std::vector<Row>& rows,
+                        const std::vector<std::string>& heuristics, const std::vector<dtr::BudgetMode>& modes) {
+  std::ostringstream gp;
+  std::string plot = "plot ";
+  std::size_t index = 0;
+  for (dtr::BudgetMode mode : modes) {
+    for (const std::string& h : heuristics) {
+      // One datablock per line: an all-gap line cannot shift the others, as `index` in one block would.
+      gp << "$s" << index << " << EOD\n";
+      for (const Row& row : rows) {
+        if (row.heuristic != h || row.mode != mode) continue;
+        if (row.result.feasible && !row.result.thrashed) {
+          gp << row.ratio << ' ' << row.result.overhead() << '\n';
+        } else {
+          gp << '\n';  // a gap in the line where it does not fit
+        }
+      }
+      gp << "EOD\n";
+      if (index > 0) plot += ", \\\n     ";
+      plot += fmt::format("$s{} with linespoints title {}", index,
+                          gnuplot_quote(modes.size() > 1 ? h + " (" + dtr::to_string(mode) + ")" : h));
+      ++index;
+    }
+  }
+  gp << (png ? "set terminal pngcairo size 1000,625 font 'sans,11'\n"
+             : "set terminal svg size 800,500 dynamic enhanced font 'sans,12'\n")
+     << "set output\n"  // to stdout
+     << "set title " << gnuplot_quote(title) << " noenhanced\n"
+     << "set xlabel 'memory budget (ratio of the unbudgeted peak)'\n"
+     << "set ylabel 'compute overhead'\n"
+     << "set xrange [0:1.05]\nset yrange [0.98:2.02]\nset key top right noenhanced\nset grid\n"
+     << plot << "\n";
+  return gp.str();
+}
+
+// A pipe whose ends are closed when it goes. Both ends are close-on-exec (the child gets only its dup2'd
+// copies) and above 2, so that the child's dup2 onto 0 and 1 cannot clobber one another even when dtr-sim was
+// started with a standard stream closed.
+struct Pipe {
+  int read = -1;
+  int write = -1;
+  Pipe() {
+    std::array<int, 2> fds{};
+    if (pipe2(fds.data(), O_CLOEXEC) != 0) {
+      throw std::runtime_error(fmt::format("--plot: pipe: {}", std::strerror(errno)));
+    }
+    read = above_stdio(fds[0]);
+    write = above_stdio(fds[1]);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  ~Pipe() {
+    close_read();
+    close_write();
+  }
+  void close_read() { close_end(read); }
+  void close_write() { close_end(write); }
+  static void close_end(int& fd) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  static int above_stdio(int fd) {
+    if (fd > 2) return fd;
+    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    ::close(fd);
+    return moved;
+  }
+};
+
+// Feeds `script` to the child's stdin while collecting its stdout into `image`, both at once (neither side
+// can fill a pipe and wait on the other). Returns an error, or "" once the child closed its stdout.
+std::string exchange(Pipe& in, Pipe& out, const std::string& script, std::string& image) {
+  if (in.write < 0 || out.read < 0) return "--plot: pipe: too many open files";
+  fcntl(in.write, F_SETFL, O_NONBLOCK);
+  std::size_t sent = 0;
+  std::array<char, 65536> buffer{};
+  while (out.read >= 0) {
+    std::array<pollfd, 2> fds{pollfd{out.read, POLLIN, 0}, pollfd{in.write, POLLOUT, 0}};
+    if (poll(fds.data(), in.write >= 0 ? 2 : 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      return fmt::format("--plot: poll: {}", std::strerror(errno));
+    }
+    if (in.write >= 0 && fds[1].revents != 0) {
+      const ssize_t n = ::write(in.write, script.data() + sent, script.size() - sent);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+      // EPIPE: gnuplot stopped reading; its exit status says why.
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || sent == script.size()) in.close_write();
+    }
+    if (fds[0].revents != 0) {
+      const ssize_t n = ::read(out.read, buffer.data(), buffer.size());
+      if (n > 0) {
+        image.append(buffer.data(), static_cast<std::size_t>(n));
+      } else if (n == 0) {
+        out.close_read();
+      } else if (errno != EINTR && errno != EAGAIN) {
+        return fmt::format("--plot: reading gnuplot's output: {}", std::strerror(errno));
+      }
+    }
+  }
+  return "";
+}
+
+// Runs gnuplot, with no shell between, on `script` (its stdin) and returns its stdout: the image.
+std::string run_gnuplot(const std::string& script) {
+  Pipe in;   // gnuplot's stdin
+  Pipe out;  // gnuplot's stdout; its stderr stays dtr-sim's, where its messages belong
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in.read, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out.write, STDOUT_FILENO);
+  std::array<char*, 2> argv{const_cast<char*>("gnuplot"), nullptr};  // NOLINT: posix_spawnp's signature
+  pid_t pid = 0;
+  const int spawn_error = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawn_error == ENOENT) {
+    throw std::runtime_error("--plot: gnuplot not found on PATH (scripts/setup.sh installs it)");
+  }
+  if (spawn_error != 0) {
+    throw std::runtime_error(fmt::format("--plot: cannot run gnuplot: {}", std::strerror(spawn_error)));
+  }
+  in.close_read();
+  out.close_write();
+  // A gnuplot that exits early must make our writes fail with EPIPE, not kill dtr-sim (single-threaded here).
+  struct sigaction ignore {};
+  struct sigaction previous {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &previous);
+  std::string image;
+  const std::string error = exchange(in, out, script, image);
+  in.close_write();
+  out.close_read();
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGPIPE, &previous, nullptr);
+  if (!error.empty()) throw std::runtime_error(error);
+  if (WIFSIGNALED(status)) {
+    throw std::runtime_error(fmt::format("--plot: gnuplot was killed by signal {}", WTERMSIG(status)));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error(
+        fmt::format("--plot: gnuplot exited with status {} (its messages are above)", WEXITSTATUS(status)));
+  }
+  if (image.empty()) throw std::runtime_error("--plot: gnuplot wrote no image");
+  return image;
+}
+
+// The image is written only once gnuplot has made it: a failed plot leaves no file, and no scratch files.
 void write_plot(const std::string& path, const std::string& title, const std::vector<Row>& rows,
                 const std::vector<std::string>& heuristics, const std::vector<dtr::BudgetMode>& modes) {
-  const std::string data_path = path + ".dat";
-  {
-    std::ofstream data(data_path);
-    if (!data) throw dtr::InvalidArgument("--plot: cannot write '" + data_path + "'", __FILE__, __LINE__);
-    for (dtr::BudgetMode mode : modes) {
-      for (const std::string& h : heuristics) {
-        data << "# " << h << " (" << dtr::to_string(mode) << ")\n";
-        for (const Row& row : rows) {
-          if (row.heuristic != h || row.mode != mode) continue;
-          if (row.result.feasible && !row.result.thrashed) {
-            data << row.ratio << ' ' << row.result.overhead() << '\n';
-          } else {
-            data << '\n';  // a gap in the line where it does not fit
-          }
-        }
-        data << "\n\n";
-      }
-    }
-  }
-  const std::string script_path = path + ".gp";
-  {
-    std::ofstream gp(script_path);
-    const bool png = path.size() >= 4 && path.compare(path.size() - 4, 4, ".png") == 0;
-    gp << (png ? "set terminal pngcairo size 1000,625 font 'sans,11'\n"
-               : "set terminal svg size 800,500 dynamic enhanced font 'sans,12'\n")
-       << "set output '" << path << "'\n"
-       << "set title '" << title << "' noenhanced\n"
-       << "set xlabel 'memory budget (ratio of the unbudgeted peak)'\n"
-       << "set ylabel 'compute overhead'\n"
-       << "set xrange [0:1.05]\nset yrange [0.98:2.02]\nset key top right noenhanced\nset grid\n"
-       << "plot ";
-    std::size_t index = 0;
-    for (dtr::BudgetMode mode : modes) {
-      for (const std::string& h : heuristics) {
-        if (index > 0) gp << ", \\\n     ";
-        gp << "'" << data_path << "' index " << index << " with linespoints title '" << h
-           << (modes.size() > 1 ? std::string(" (") + dtr::to_string(mode) + ")" : std::string()) << "'";
-        ++index;
-      }
-    }
-    gp << "\n";
-  }
-  const std::string command = "gnuplot '" + script_path + "'";
-  if (std::system(command.c_str()) != 0) {  // NOLINT(concurrency-mt-unsafe)
-    throw dtr::InvalidArgument("--plot: '" + command + "' failed (is gnuplot installed? scripts/setup.sh installs it)",
-                               __FILE__, __LINE__);
-  }
-  std::remove(script_path.c_str());
-  std::remove(data_path.c_str());
+  const bool png = path.size() >= 4 && path.compare(path.size() - 4, 4, ".png") == 0;
+  write_file("--plot", path, run_gnuplot(plot_script(png, title, rows, heuristics, modes)));
 }
 
 }  // namespace
