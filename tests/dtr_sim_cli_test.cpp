@@ -228,6 +228,18 @@ TEST_F(DtrSimCli, CsvThatCannotBeWrittenIsAnError) {
       << r.output;
 }
 
+// The tables or JSON rows lost on the way to stdout (a full disk) are a failure, said on stderr.
+TEST_F(DtrSimCli, StdoutThatCannotBeWrittenIsAnError) {
+  for (const std::string format : {"", " --json"}) {
+    std::string command = std::string(DTR_SIM_PATH).append(" ").append(path("chain.log")).append(" --ratio 0.5");
+    const Outcome r = run_command(command.insert(0, 1, '(').append(format).append(" > /dev/full)"));
+    EXPECT_NE(r.status, 0) << format;
+    EXPECT_NE(r.output.find(std::string("dtr-sim: writing to stdout failed: ") + std::strerror(ENOSPC)),
+              std::string::npos)
+        << format << "\n" << r.output;
+  }
+}
+
 TEST_F(DtrSimCli, PlotThatCannotBeWrittenIsAnError) {
   Outcome r = run(path("chain.log") + " --ratio 0.5 --plot /dev/full");
   EXPECT_NE(r.status, 0);

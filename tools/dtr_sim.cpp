@@ -353,6 +353,13 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
   write_file("--plot", path, run_gnuplot(plot_script(png, title, rows, heuristics, modes)));
 }
 
+// Why a write to stdout first failed (0: it has not), for the message at exit: ferror stays set, errno does not.
+int stdout_errno = 0;
+
+void flush_stdout() {
+  if (std::fflush(stdout) != 0 && stdout_errno == 0) stdout_errno = errno;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -432,10 +439,11 @@ int main(int argc, char** argv) {
           options.remat_limit_ns = summary.base_compute_ns;  // past 2x overhead: thrashing, stop
           Row row{h, r, mode, dtr::sim::replay(trace, options)};
           if (json) std::printf("%s\n", to_json(row).dump().c_str());
-          std::fflush(stdout);
+          flush_stdout();
           rows.push_back(std::move(row));
         }
         if (!json) print_table(rows, h, mode);
+        flush_stdout();
       }
     }
     if (!csv_path.empty()) write_csv(csv_path, rows);
@@ -445,6 +453,13 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtr-sim: %s\n", e.what());
+    return 1;
+  }
+  // Tables or rows lost on the way to stdout (a full disk, a closed stdout) are a failure, not exit status 0.
+  flush_stdout();
+  if (stdout_errno != 0 || std::ferror(stdout) != 0) {
+    std::fprintf(stderr, "dtr-sim: writing to stdout failed: %s\n",
+                 stdout_errno != 0 ? std::strerror(stdout_errno) : "an earlier write failed");
     return 1;
   }
   return 0;
