@@ -6,6 +6,7 @@
 #include "dtr/memory_resource.h"
 #include "dtr/runtime.h"
 #include "dtr/sim.h"
+#include "heuristics/heuristic.h"
 
 namespace dtr::sim {
 namespace {
@@ -253,6 +254,16 @@ TraceSummary summarize(const Trace& trace) {
 ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
   DTR_CHECK(options.thrash_factor >= 0 && options.remat_limit_ns >= 0, InvalidArgument,
             "replay: thrash_factor and remat_limit_ns must be non-negative");
+  if (options.budget_bytes == std::uint64_t{0}) {
+    // Nothing fits in 0 bytes, and the caching allocator refuses such a budget outright: like any run that
+    // does not fit, a result, so that a sweep whose smallest ratios round to 0 bytes goes on.
+    heuristics::make_heuristic(options.heuristic, "ReplayOptions::heuristic");  // bad options still throw
+    ReplayResult result;
+    result.feasible = false;
+    result.failure = "out of memory: the budget rounds to 0 bytes, which holds nothing (ReplayOptions::budget_bytes "
+                     "= 0; nullopt is no budget)";
+    return result;
+  }
   Replayer replayer(trace, options);
   return replayer.run();
 }

@@ -1,7 +1,10 @@
 // The DTR prototype's JSON-lines op log (../shared/traces/README.md) into a Trace.
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <istream>
 #include <string_view>
@@ -234,8 +237,19 @@ Trace parse_trace(std::istream& in, const std::string& source) {
 }
 
 Trace read_trace(const std::string& path) {
+  // A directory opens on Linux and only fails at the first read: say what it is before trying.
+  std::error_code ignored;
+  DTR_CHECK(!std::filesystem::is_directory(path, ignored), TraceError, path, ": is a directory, not a trace file (",
+            std::strerror(EISDIR), ")");
+  errno = 0;
   std::ifstream in(path);
-  DTR_CHECK(in.is_open(), TraceError, path, ": cannot open the trace");
+  if (!in.is_open()) {
+    const int error = errno;  // set by the open(2) beneath the stream
+    const char* reason = error != 0 ? std::strerror(error) : "unknown reason";
+    if (error == ENOENT) DTR_THROW(TraceError, path, ": no such trace file (", reason, ")");
+    if (error == EACCES) DTR_THROW(TraceError, path, ": the trace is not readable (", reason, ")");
+    DTR_THROW(TraceError, path, ": cannot open the trace (", reason, ")");
+  }
   return parse_trace(in, path);
 }
 

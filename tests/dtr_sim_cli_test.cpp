@@ -3,14 +3,16 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 
-#include "test_helpers.h"
+#include "child_process.h"
 
 namespace dtr::test {
 namespace {
@@ -121,9 +123,199 @@ TEST_F(DtrSimCli, ErrorsAreClearAndExitNonZero) {
   EXPECT_NE(r.output.find("FROM:TO:STEP"), std::string::npos) << r.output;
   r = run(path("chain.log") + " --ratio 0.5 --sweep 0.1:1:0.1");
   EXPECT_NE(r.status, 0);
-  r = run(path("missing.log"));
+}
+
+// The lines of `output` that are JSON rows (stderr is mixed in).
+std::vector<nlohmann::json> json_rows(const std::string& output) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("{")) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+TEST_F(DtrSimCli, TracePathsThatCannotBeReadSayWhy) {
+  Outcome r = run(path("missing.log"));
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.output.find("cannot open the trace"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(path("missing.log") + ": no such trace file (" + std::strerror(ENOENT) + ")"),
+            std::string::npos)
+      << r.output;
+  r = run(dir_.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find(dir_.string() + ": is a directory, not a trace file (" + std::strerror(EISDIR) + ")"),
+            std::string::npos)
+      << r.output;
+  fs::permissions(path("chain.log"), fs::perms::none);
+  const std::string command = std::string(DTR_SIM_PATH) + " " + path("chain.log");
+  const std::optional<Outcome> u = run_unprivileged([&] {
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    return 127;
+  });
+  if (!u) GTEST_SKIP() << "running as root and cannot become uid 65534: nothing stops root's reads";
+  EXPECT_NE(u->status, 0);
+  EXPECT_NE(u->output.find(path("chain.log") + ": the trace is not readable (" + std::strerror(EACCES) + ")"),
+            std::string::npos)
+      << u->output;
+}
+
+// NaN, infinities and ratios outside [1e-9, 1e9] are refused by --ratio and by every --sweep ratio alike,
+// with one message, before any replay runs.
+TEST_F(DtrSimCli, RatiosOutsideTheRangeAreErrorsForRatioAndSweep) {
+  for (const std::string bad : {"--ratio nan", "--ratio -nan", "--ratio inf", "--ratio 0", "--ratio 2e9",
+                                "--ratio 1e-10", "--sweep 0.5:2e9:1e9", "--sweep 1e-12:1e-12:1",
+                                "--sweep 0:1:0.5", "--sweep 1e-10:1e-9:1e-10"}) {
+    const Outcome r = run(path("chain.log") + " " + bad + " --budget-mode both --json");
+    EXPECT_NE(r.status, 0) << bad;
+    EXPECT_NE(r.output.find("must be a finite number from 1e-9 to 1e9"), std::string::npos) << bad << "\n" << r.output;
+    EXPECT_TRUE(json_rows(r.output).empty()) << bad << "\n" << r.output;
+  }
+  // Small ratios inside the range are kept as given, not rounded away.
+  const Outcome r = run(path("chain.log") + " --sweep 1e-7:3e-7:1e-7 --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<double> ratios;
+  for (const auto& row : json_rows(r.output)) ratios.push_back(row["ratio"].get<double>());
+  EXPECT_EQ(ratios, (std::vector<double>{1e-7, 2e-7, 3e-7}));
+}
+
+// One 20 GB constant and one op: 1e9 x its peak does not fit in 64 bits.
+TEST_F(DtrSimCli, BudgetsPast64BitsAreErrorsNamingTheRatioAndPeak) {
+  {
+    std::ofstream out(path("big.log"));
+    out << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << '\n'
+        << R"({"INSTRUCTION":"CONSTANT","NAME":"w"})" << '\n'
+        << R"({"INSTRUCTION":"MEMORY","MEMORY":"20000000000","NAME":"w"})" << '\n'
+        << R"({"ARGS":["w"],"INSTRUCTION":"CALL","NAME":"f","RESULT":["y"],"TIME":"1000"})" << '\n'
+        << R"({"INSTRUCTION":"MEMORY","MEMORY":"8","NAME":"y"})" << '\n'
+        << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"y"})" << '\n';
+  }
+  for (const std::string option : {"--ratio 1e9", "--sweep 5e8:1e9:5e8"}) {
+    const Outcome r = run(path("big.log") + " " + option + " --json");
+    EXPECT_NE(r.status, 0) << option;
+    EXPECT_NE(r.output.find("ratio 1000000000 of the bytes peak of 20000000008 bytes"), std::string::npos)
+        << option << "\n" << r.output;
+    EXPECT_NE(r.output.find("more than 64 bits hold"), std::string::npos) << r.output;
+    EXPECT_TRUE(json_rows(r.output).empty()) << r.output;
+  }
+  const Outcome ok = run(path("big.log") + " --ratio 5e8 --json");  // 1e19 bytes: fits
+  ASSERT_EQ(ok.status, 0) << ok.output;
+  EXPECT_EQ(json_rows(ok.output).at(0)["budget_bytes"].get<std::uint64_t>(), 10000000004000000000ull);
+}
+
+// A ratio whose budget rounds to 0 bytes is an OOM row in both modes; the sweep goes on.
+TEST_F(DtrSimCli, BudgetsThatRoundToZeroBytesAreOomRowsInBothModes) {
+  const Outcome r = run(path("chain.log") + " --sweep 1e-9:0.5:0.5 --budget-mode both --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<nlohmann::json> rows = json_rows(r.output);
+  ASSERT_EQ(rows.size(), 4u) << r.output;  // (1e-9, 0.5) x (bytes, device)
+  for (const auto& row : rows) {
+    if (row["ratio"].get<double>() != 1e-9) continue;
+    EXPECT_FALSE(row["feasible"].get<bool>()) << row;
+    EXPECT_EQ(row["budget_bytes"].get<std::uint64_t>(), 0u) << row;
+  }
+}
+
+TEST_F(DtrSimCli, CsvThatCannotBeWrittenIsAnError) {
+  Outcome r = run(path("chain.log") + " --ratio 0.5 --csv /dev/full");  // fails at the flush
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find(std::string("--csv: writing '/dev/full' failed: ") + std::strerror(ENOSPC)), std::string::npos)
+      << r.output;
+  r = run(path("chain.log") + " --ratio 0.5 --csv " + path("no-such-dir/out.csv"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--csv: cannot open '" + path("no-such-dir/out.csv") + "' for writing: " +
+                          std::strerror(ENOENT)),
+            std::string::npos)
+      << r.output;
+}
+
+// The tables or JSON rows lost on the way to stdout (a full disk) are a failure, said on stderr.
+TEST_F(DtrSimCli, StdoutThatCannotBeWrittenIsAnError) {
+  for (const std::string format : {"", " --json"}) {
+    std::string command = std::string(DTR_SIM_PATH).append(" ").append(path("chain.log")).append(" --ratio 0.5");
+    const Outcome r = run_command(command.insert(0, 1, '(').append(format).append(" > /dev/full)"));
+    EXPECT_NE(r.status, 0) << format;
+    EXPECT_NE(r.output.find(std::string("dtr-sim: writing to stdout failed: ") + std::strerror(ENOSPC)),
+              std::string::npos)
+        << format << "\n" << r.output;
+  }
+}
+
+TEST_F(DtrSimCli, PlotThatCannotBeWrittenIsAnError) {
+  Outcome r = run(path("chain.log") + " --ratio 0.5 --plot /dev/full");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find(std::string("--plot: writing '/dev/full' failed: ") + std::strerror(ENOSPC)),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists("/dev/full.gp"));  // no scratch files beside it
+  r = run(path("chain.log") + " --ratio 0.5 --plot " + path("no-such-dir/out.svg"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--plot: cannot open '" + path("no-such-dir/out.svg") + "' for writing: " +
+                          std::strerror(ENOENT)),
+            std::string::npos)
+      << r.output;
+}
+
+// Names that would run commands if they reached a shell or gnuplot unquoted, each on its own: quotes that end
+// a string, then gnuplot's system() or a newline and '!' (a shell command line), ';', backquotes (gnuplot
+// substitutes them outside single-quoted strings), $(...), spaces. The plot goes where asked, and nothing else
+// appears: no file made by a command, no scratch file.
+TEST_F(DtrSimCli, PlotAndTraceNamesCannotInjectCommands) {
+  struct Case {
+    std::string trace;
+    std::string plot;
+  };
+  const std::vector<Case> cases = {
+      {"t1' . system('touch pwned-t1') . '.log", "ok.svg"},
+      {"t2'\n!touch pwned-t2\n'.log", "ok.svg"},
+      {"t3 `touch pwned-t3` $(touch pwned-t3b) ;x.log", "ok.svg"},
+      {"chain.log", "p1';touch pwned-p1;'.svg"},
+      {"chain.log", "p2 `touch pwned-p2` $(touch pwned-p2b) \"q\" ' . system('touch pwned-p2c') . '.svg"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("trace " + c.trace + ", plot " + c.plot);
+    fs::rename(path("chain.log"), path(c.trace));
+    const Outcome r = run_command("cd " + shell_quote(dir_.string()) + " && " + DTR_SIM_PATH + " " +
+                                  shell_quote(c.trace) + " --sweep 0.3:1.0:0.35 --heuristic dtr-eq --heuristic lru --plot " +
+                                  shell_quote(c.plot));
+    EXPECT_EQ(r.status, 0) << r.output;
+    std::set<std::string> files;
+    for (const auto& entry : fs::directory_iterator(dir_)) files.insert(entry.path().filename().string());
+    EXPECT_EQ(files, (std::set<std::string>{c.trace, c.plot}));
+    std::ifstream svg(path(c.plot));
+    std::stringstream text;
+    text << svg.rdbuf();
+    EXPECT_NE(text.str().find("<svg"), std::string::npos);
+    EXPECT_NE(text.str().find("lru"), std::string::npos);
+    if (c.trace.starts_with("t3")) {
+      EXPECT_NE(text.str().find("$(touch pwned-t3b)"), std::string::npos);  // the title shows the name
+    }
+    fs::remove(path(c.plot));
+    fs::rename(path(c.trace), path("chain.log"));
+  }
+}
+
+TEST_F(DtrSimCli, GnuplotFailuresAreErrorsThatSayWhy) {
+  const std::string arguments = path("chain.log") + " --ratio 0.5 --plot " + path("out.svg");
+  fs::create_directories(dir_ / "bin");
+  Outcome r = run_command("PATH=" + path("bin") + " " + DTR_SIM_PATH + " " + arguments);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--plot: gnuplot not found"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scripts/setup.sh"), std::string::npos) << r.output;
+  const auto fake_gnuplot = [&](const std::string& body) {
+    std::ofstream(path("bin/gnuplot")) << "#!/bin/sh\n" << body << "\n";
+    fs::permissions(path("bin/gnuplot"), fs::perms::owner_all);
+    return run_command("PATH=" + path("bin") + " " + DTR_SIM_PATH + " " + arguments);
+  };
+  r = fake_gnuplot("exit 3");  // without reading its script: dtr-sim must not die of SIGPIPE
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--plot: gnuplot exited with status 3"), std::string::npos) << r.output;
+  r = fake_gnuplot("kill -9 $$");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--plot: gnuplot was killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("out.svg")));  // no plot, and no scratch files
+  std::set<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir_)) files.insert(entry.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"chain.log", "bin"}));
 }
 
 }  // namespace

@@ -211,6 +211,27 @@ TEST(Replay, NamesThatAreNotLiveAreTraceErrorsWithTheirLine) {
   EXPECT_THROW(sim::replay(trace, bad), InvalidArgument);
 }
 
+// A budget of 0 bytes (a ratio so small that ratio x peak rounds to 0) is a run that does not fit, in both
+// modes: an infeasible result saying why, not an exception (the allocator refuses a 0-byte budget).
+TEST(Replay, ZeroBudgetIsInfeasibleInBothModes) {
+  const sim::Trace trace = parse(chain_trace(10, 4096));
+  for (const BudgetMode mode : {BudgetMode::bytes, BudgetMode::device}) {
+    SCOPED_TRACE(to_string(mode));
+    sim::ReplayOptions options;
+    options.budget_bytes = 0;
+    options.budget_mode = mode;
+    sim::ReplayResult r;
+    ASSERT_NO_THROW(r = sim::replay(trace, options));
+    EXPECT_FALSE(r.feasible);
+    EXPECT_FALSE(r.thrashed);
+    EXPECT_EQ(r.budget_bytes, 0u);
+    EXPECT_EQ(r.evictions + r.rematerializations, 0u);
+    EXPECT_NE(r.failure.find("the budget rounds to 0 bytes"), std::string::npos) << r.failure;
+    options.heuristic = "fastest";  // the options are still checked
+    EXPECT_THROW(sim::replay(trace, options), ConfigError);
+  }
+}
+
 // ---- the DTR authors' logs ----
 
 std::optional<std::string> shared_trace(const std::string& name) {

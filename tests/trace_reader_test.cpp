@@ -2,10 +2,15 @@
 // that must give a TraceError, never a crash.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
 
+#include "child_process.h"
 #include "dtr/sim.h"
 #include "test_resources.h"
 
@@ -145,8 +150,50 @@ TEST(TraceReader, MalformedLinesNameTheLineAndWhatWasExpected) {
   }
 }
 
-TEST(TraceReader, MissingFileIsATraceError) {
-  EXPECT_THROW(sim::read_trace("/nonexistent/trace.log"), TraceError);
+// A trace path that cannot be read says why: missing, unreadable or a directory, with the OS's reason.
+class TraceReaderPaths : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dtr-trace-paths-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "ok.log") << kValid;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(TraceReaderPaths, AReadableFileIsRead) { EXPECT_EQ(sim::read_trace(path("ok.log")).instructions.size(), 7u); }
+
+TEST_F(TraceReaderPaths, MissingFileSaysSo) {
+  expect_error<TraceError>([&] { sim::read_trace(path("missing.log")); },
+                           {path("missing.log") + ": no such trace file", std::strerror(ENOENT)});
+}
+
+TEST_F(TraceReaderPaths, DirectorySaysSo) {
+  expect_error<TraceError>([&] { sim::read_trace(dir_.string()); },
+                           {dir_.string() + ": is a directory, not a trace file", std::strerror(EISDIR)});
+}
+
+TEST_F(TraceReaderPaths, UnreadableFileSaysSo) {
+  std::filesystem::permissions(path("ok.log"), std::filesystem::perms::none);
+  const std::optional<Outcome> r = run_unprivileged([&] {
+    try {
+      sim::read_trace(path("ok.log"));
+      std::printf("accepted\n");
+      return 1;
+    } catch (const TraceError& e) {
+      std::printf("%s\n", e.what());
+      return 0;
+    }
+  });
+  if (!r) GTEST_SKIP() << "running as root and cannot become uid 65534: nothing stops root's reads";
+  EXPECT_EQ(r->status, 0) << r->output;
+  EXPECT_NE(r->output.find(path("ok.log") + ": the trace is not readable"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find(std::strerror(EACCES)), std::string::npos) << r->output;
 }
 
 // Garbage and mutated valid traces: a TraceError or a trace, nothing else (ASan watches the rest).

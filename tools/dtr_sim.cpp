@@ -7,16 +7,31 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <optional>
+#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "dtr/dtr.h"
+
+extern char** environ;  // posix_spawnp passes it on: gnuplot finds its fonts and terminals as usual
 
 namespace {
 
@@ -27,21 +42,51 @@ struct Row {
   dtr::sim::ReplayResult result;
 };
 
-// "0.1:1.0:0.05": from, to (inclusive, up to rounding), step.
+// The accepted budget ratios, of the unbudgeted peak (docs/simulator.md).
+constexpr double kMinRatio = 1e-9;
+constexpr double kMaxRatio = 1e9;
+
+// The one check of every budget, for --ratio and each --sweep ratio alike: the ratio is a finite number in
+// [kMinRatio, kMaxRatio], and ratio x peak fits in 64 bits (casting a larger double to uint64 is UB).
+std::uint64_t budget_bytes(const std::string& option, double ratio, std::uint64_t peak, dtr::BudgetMode mode) {
+  if (!(ratio >= kMinRatio && ratio <= kMaxRatio)) {  // NaN fails both comparisons
+    throw CLI::ValidationError(option, fmt::format("ratio {}: a budget ratio must be a finite number from 1e-9 to "
+                                                   "1e9 (of the unbudgeted peak)",
+                                                   ratio));
+  }
+  const double budget = ratio * static_cast<double>(peak);  // at most 1e9 x 2^64: finite
+  if (!(budget < 0x1p64)) {
+    throw CLI::ValidationError(option, fmt::format("ratio {} of the {} peak of {} bytes is {:.4g} bytes, more than 64 "
+                                                   "bits hold (at most {}); use a smaller ratio",
+                                                   ratio, dtr::to_string(mode), peak, budget,
+                                                   std::numeric_limits<std::uint64_t>::max()));
+  }
+  return static_cast<std::uint64_t>(budget);
+}
+
+// "0.1:1.0:0.05": from, to (inclusive, up to rounding), step. budget_bytes decides which ratios are budgets.
 std::vector<double> parse_sweep(const std::string& text) {
   double from = 0;
   double to = 0;
   double step = 0;
   char extra = 0;
-  if (std::sscanf(text.c_str(), "%lf:%lf:%lf%c", &from, &to, &step, &extra) != 3 || !(from > 0) || !(to >= from) ||
-      !(step > 0) || !std::isfinite(to)) {
-    throw CLI::ValidationError("--sweep", "expected FROM:TO:STEP with 0 < FROM <= TO and STEP > 0, got '" + text + "'");
+  if (std::sscanf(text.c_str(), "%lf:%lf:%lf%c", &from, &to, &step, &extra) != 3 || !std::isfinite(from) ||
+      !std::isfinite(to) || !(to >= from) || !(step > 0) || !std::isfinite(step)) {
+    throw CLI::ValidationError("--sweep", "expected FROM:TO:STEP with FROM <= TO and STEP > 0, ratios from 1e-9 "
+                                          "to 1e9, got '" + text + "'");
   }
+  // FROM + i x STEP carries binary rounding error (0.1 + 2 x 0.1 is not 0.3): rounded to 6 digits below the
+  // finer of FROM and STEP, and never coarser than 1e-6, so that small ratios are not rounded away.
+  const double finest = from != 0 ? std::min(std::abs(from), step) : step;
+  const int digits = std::clamp(6 - static_cast<int>(std::floor(std::log10(finest))), 6, 22);
+  double scale = 1;
+  for (int d = 0; d < digits; ++d) scale *= 10;  // exact up to 1e22
   std::vector<double> ratios;
   for (int i = 0;; ++i) {
     const double r = from + i * step;
     if (r > to + step * 1e-6) break;
-    ratios.push_back(std::round(r * 1e6) / 1e6);
+    const double rounded = std::round(r * scale) / scale;
+    ratios.push_back(std::isfinite(rounded) ? rounded : r);
     if (ratios.size() > 10000) throw CLI::ValidationError("--sweep", "more than 10000 ratios");
   }
   return ratios;
@@ -88,7 +133,9 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
   for (const Row& row : rows) {
     if (row.heuristic != heuristic || row.mode != mode) continue;
     const auto& r = row.result;
-    std::printf("%6.3f %12s %8s %9s %9llu %7llu %13s %13s %5.1f%%\n", row.ratio, compact_bytes(r.budget_bytes).c_str(),
+    // Ratios below 0.001 (down to 1e-9) in exponent form: three decimals would print them all as 0.000.
+    const std::string ratio = row.ratio >= 1e-3 ? fmt::format("{:6.3f}", row.ratio) : fmt::format("{:6.1e}", row.ratio);
+    std::printf("%s %12s %8s %9s %9llu %7llu %13s %13s %5.1f%%\n", ratio.c_str(), compact_bytes(r.budget_bytes).c_str(),
                 r.feasible ? (r.thrashed ? "thrash" : "yes") : "OOM", cell(row).c_str(),
                 static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.rematerializations),
                 compact_bytes(r.peak_resident_bytes).c_str(), compact_bytes(r.peak_reserved_bytes).c_str(),
@@ -96,9 +143,28 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
   }
 }
 
+// Writes `contents` to `path`; every failure is an error naming the option, the file and the OS's reason. A
+// full disk often shows only when the buffer is flushed at close, so fclose is checked too.
+void write_file(const std::string& option, const std::string& path, const std::string& contents) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) {
+    throw std::runtime_error(fmt::format("{}: cannot open '{}' for writing: {}", option, path, std::strerror(errno)));
+  }
+  int error = 0;
+  bool failed = std::fwrite(contents.data(), 1, contents.size(), file) != contents.size();
+  if (failed) error = errno;
+  if (std::fclose(file) != 0 && !failed) {
+    failed = true;
+    error = errno;
+  }
+  if (failed) {
+    throw std::runtime_error(fmt::format("{}: writing '{}' failed: {}", option, path,
+                                         error != 0 ? std::strerror(error) : "unknown error"));
+  }
+}
+
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
-  std::ofstream out(path);
-  if (!out) throw dtr::InvalidArgument("--csv: cannot write '" + path + "'", __FILE__, __LINE__);
+  std::ostringstream out;
   out << "heuristic,ratio,budget_bytes,budget_mode,feasible,thrashed,overhead,base_compute_ns,remat_compute_ns,"
          "evictions,rematerializations,peak_bytes\n";
   for (const Row& row : rows) {
@@ -109,62 +175,188 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
         << ',' << fmt::format("{:.0f}", row.result.remat_compute_ns) << ',' << row.result.evictions << ','
         << row.result.rematerializations << ',' << j["peak_bytes"] << '\n';
   }
-  if (!out) throw dtr::InvalidArgument("--csv: writing '" + path + "' failed", __FILE__, __LINE__);
+  write_file("--csv", path, out.str());
+}
+
+// `text` as a gnuplot string: single-quoted, the one place where gnuplot substitutes nothing (it runs
+// `backquoted` commands everywhere else), ' doubled, and control characters, which would end the command
+// line and start another, as spaces.
+std::string gnuplot_quote(std::string_view text) {
+  std::string quoted = "'";
+  for (const char c : text) {
+    if (c == '\'') {
+      quoted += "''";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      quoted += ' ';
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
 }
 
 // Overhead against budget ratio, one line per heuristic (and budget mode): Fig. 2 of the DTR paper. OOMs
-// and thrashes leave gaps in a line: it shows where the heuristic fits.
+// and thrashes leave gaps in a line: it shows where the heuristic fits. The data are inline datablocks and
+// the image goes to gnuplot's stdout, so that no path appears in the script.
+std::string plot_script(bool png, const std::string& title, const std::vector<Row>& rows,
+                        const std::vector<std::string>& heuristics, const std::vector<dtr::BudgetMode>& modes) {
+  std::ostringstream gp;
+  std::string plot = "plot ";
+  std::size_t index = 0;
+  for (dtr::BudgetMode mode : modes) {
+    for (const std::string& h : heuristics) {
+      // One datablock per line: an all-gap line cannot shift the others, as `index` in one block would.
+      gp << "$s" << index << " << EOD\n";
+      for (const Row& row : rows) {
+        if (row.heuristic != h || row.mode != mode) continue;
+        if (row.result.feasible && !row.result.thrashed) {
+          gp << row.ratio << ' ' << row.result.overhead() << '\n';
+        } else {
+          gp << '\n';  // a gap in the line where it does not fit
+        }
+      }
+      gp << "EOD\n";
+      if (index > 0) plot += ", \\\n     ";
+      plot += fmt::format("$s{} with linespoints title {}", index,
+                          gnuplot_quote(modes.size() > 1 ? h + " (" + dtr::to_string(mode) + ")" : h));
+      ++index;
+    }
+  }
+  gp << (png ? "set terminal pngcairo size 1000,625 font 'sans,11'\n"
+             : "set terminal svg size 800,500 dynamic enhanced font 'sans,12'\n")
+     << "set output\n"  // to stdout
+     << "set title " << gnuplot_quote(title) << " noenhanced\n"
+     << "set xlabel 'memory budget (ratio of the unbudgeted peak)'\n"
+     << "set ylabel 'compute overhead'\n"
+     << "set xrange [0:1.05]\nset yrange [0.98:2.02]\nset key top right noenhanced\nset grid\n"
+     << plot << "\n";
+  return gp.str();
+}
+
+// A pipe whose ends are closed when it goes. Both ends are close-on-exec (the child gets only its dup2'd
+// copies) and above 2, so that the child's dup2 onto 0 and 1 cannot clobber one another even when dtr-sim was
+// started with a standard stream closed.
+struct Pipe {
+  int read = -1;
+  int write = -1;
+  Pipe() {
+    std::array<int, 2> fds{};
+    if (pipe2(fds.data(), O_CLOEXEC) != 0) {
+      throw std::runtime_error(fmt::format("--plot: pipe: {}", std::strerror(errno)));
+    }
+    read = above_stdio(fds[0]);
+    write = above_stdio(fds[1]);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  ~Pipe() {
+    close_read();
+    close_write();
+  }
+  void close_read() { close_end(read); }
+  void close_write() { close_end(write); }
+  static void close_end(int& fd) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  static int above_stdio(int fd) {
+    if (fd > 2) return fd;
+    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    ::close(fd);
+    return moved;
+  }
+};
+
+// Feeds `script` to the child's stdin while collecting its stdout into `image`, both at once (neither side
+// can fill a pipe and wait on the other). Returns an error, or "" once the child closed its stdout.
+std::string exchange(Pipe& in, Pipe& out, const std::string& script, std::string& image) {
+  if (in.write < 0 || out.read < 0) return "--plot: pipe: too many open files";
+  fcntl(in.write, F_SETFL, O_NONBLOCK);
+  std::size_t sent = 0;
+  std::array<char, 65536> buffer{};
+  while (out.read >= 0) {
+    std::array<pollfd, 2> fds{pollfd{out.read, POLLIN, 0}, pollfd{in.write, POLLOUT, 0}};
+    if (poll(fds.data(), in.write >= 0 ? 2 : 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      return fmt::format("--plot: poll: {}", std::strerror(errno));
+    }
+    if (in.write >= 0 && fds[1].revents != 0) {
+      const ssize_t n = ::write(in.write, script.data() + sent, script.size() - sent);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+      // EPIPE: gnuplot stopped reading; its exit status says why.
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || sent == script.size()) in.close_write();
+    }
+    if (fds[0].revents != 0) {
+      const ssize_t n = ::read(out.read, buffer.data(), buffer.size());
+      if (n > 0) {
+        image.append(buffer.data(), static_cast<std::size_t>(n));
+      } else if (n == 0) {
+        out.close_read();
+      } else if (errno != EINTR && errno != EAGAIN) {
+        return fmt::format("--plot: reading gnuplot's output: {}", std::strerror(errno));
+      }
+    }
+  }
+  return "";
+}
+
+// Runs gnuplot, with no shell between, on `script` (its stdin) and returns its stdout: the image.
+std::string run_gnuplot(const std::string& script) {
+  Pipe in;   // gnuplot's stdin
+  Pipe out;  // gnuplot's stdout; its stderr stays dtr-sim's, where its messages belong
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in.read, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out.write, STDOUT_FILENO);
+  std::array<char*, 2> argv{const_cast<char*>("gnuplot"), nullptr};  // NOLINT: posix_spawnp's signature
+  pid_t pid = 0;
+  const int spawn_error = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawn_error == ENOENT) {
+    throw std::runtime_error("--plot: gnuplot not found on PATH (scripts/setup.sh installs it)");
+  }
+  if (spawn_error != 0) {
+    throw std::runtime_error(fmt::format("--plot: cannot run gnuplot: {}", std::strerror(spawn_error)));
+  }
+  in.close_read();
+  out.close_write();
+  // A gnuplot that exits early must make our writes fail with EPIPE, not kill dtr-sim (single-threaded here).
+  struct sigaction ignore {};
+  struct sigaction previous {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &previous);
+  std::string image;
+  const std::string error = exchange(in, out, script, image);
+  in.close_write();
+  out.close_read();
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  sigaction(SIGPIPE, &previous, nullptr);
+  if (!error.empty()) throw std::runtime_error(error);
+  if (WIFSIGNALED(status)) {
+    throw std::runtime_error(fmt::format("--plot: gnuplot was killed by signal {}", WTERMSIG(status)));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error(
+        fmt::format("--plot: gnuplot exited with status {} (its messages are above)", WEXITSTATUS(status)));
+  }
+  if (image.empty()) throw std::runtime_error("--plot: gnuplot wrote no image");
+  return image;
+}
+
+// The image is written only once gnuplot has made it: a failed plot leaves no file, and no scratch files.
 void write_plot(const std::string& path, const std::string& title, const std::vector<Row>& rows,
                 const std::vector<std::string>& heuristics, const std::vector<dtr::BudgetMode>& modes) {
-  const std::string data_path = path + ".dat";
-  {
-    std::ofstream data(data_path);
-    if (!data) throw dtr::InvalidArgument("--plot: cannot write '" + data_path + "'", __FILE__, __LINE__);
-    for (dtr::BudgetMode mode : modes) {
-      for (const std::string& h : heuristics) {
-        data << "# " << h << " (" << dtr::to_string(mode) << ")\n";
-        for (const Row& row : rows) {
-          if (row.heuristic != h || row.mode != mode) continue;
-          if (row.result.feasible && !row.result.thrashed) {
-            data << row.ratio << ' ' << row.result.overhead() << '\n';
-          } else {
-            data << '\n';  // a gap in the line where it does not fit
-          }
-        }
-        data << "\n\n";
-      }
-    }
-  }
-  const std::string script_path = path + ".gp";
-  {
-    std::ofstream gp(script_path);
-    const bool png = path.size() >= 4 && path.compare(path.size() - 4, 4, ".png") == 0;
-    gp << (png ? "set terminal pngcairo size 1000,625 font 'sans,11'\n"
-               : "set terminal svg size 800,500 dynamic enhanced font 'sans,12'\n")
-       << "set output '" << path << "'\n"
-       << "set title '" << title << "' noenhanced\n"
-       << "set xlabel 'memory budget (ratio of the unbudgeted peak)'\n"
-       << "set ylabel 'compute overhead'\n"
-       << "set xrange [0:1.05]\nset yrange [0.98:2.02]\nset key top right noenhanced\nset grid\n"
-       << "plot ";
-    std::size_t index = 0;
-    for (dtr::BudgetMode mode : modes) {
-      for (const std::string& h : heuristics) {
-        if (index > 0) gp << ", \\\n     ";
-        gp << "'" << data_path << "' index " << index << " with linespoints title '" << h
-           << (modes.size() > 1 ? std::string(" (") + dtr::to_string(mode) + ")" : std::string()) << "'";
-        ++index;
-      }
-    }
-    gp << "\n";
-  }
-  const std::string command = "gnuplot '" + script_path + "'";
-  if (std::system(command.c_str()) != 0) {  // NOLINT(concurrency-mt-unsafe)
-    throw dtr::InvalidArgument("--plot: '" + command + "' failed (is gnuplot installed? scripts/setup.sh installs it)",
-                               __FILE__, __LINE__);
-  }
-  std::remove(script_path.c_str());
-  std::remove(data_path.c_str());
+  const bool png = path.size() >= 4 && path.compare(path.size() - 4, 4, ".png") == 0;
+  write_file("--plot", path, run_gnuplot(plot_script(png, title, rows, heuristics, modes)));
+}
+
+// Why a write to stdout first failed (0: it has not), for the message at exit: ferror stays set, errno does not.
+int stdout_errno = 0;
+
+void flush_stdout() {
+  if (std::fflush(stdout) != 0 && stdout_errno == 0) stdout_errno = errno;
 }
 
 }  // namespace
@@ -181,8 +373,8 @@ int main(int argc, char** argv) {
   std::string csv_path;
   std::string plot_path;
   app.add_option("trace", trace_path, "the trace file")->required();
-  auto* ratio_option = app.add_option("--ratio", ratio, "one budget, as a ratio of the unbudgeted peak")
-                           ->check(CLI::Range(1e-9, 1e9));
+  auto* ratio_option =
+      app.add_option("--ratio", ratio, "one budget, as a ratio of the unbudgeted peak, from 1e-9 to 1e9 (default 0.5)");
   app.add_option("--sweep", sweep, "budgets FROM:TO:STEP as ratios of the unbudgeted peak (e.g. 0.1:1.0:0.05)")
       ->excludes(ratio_option);
   app.add_option("--heuristic", heuristics, "a heuristic (repeatable), or 'all' (those of the DTR paper)");
@@ -222,24 +414,33 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(summary.peak_bytes),
                   static_cast<unsigned long long>(reference.peak_reserved_bytes), summary.base_compute_ns / 1e6);
     }
-    std::vector<Row> rows;
+    // Every budget is checked before the first replay: a bad ratio stops the run, not its last rows.
+    const std::string ratio_flag = sweep.empty() ? "--ratio" : "--sweep";
+    std::vector<std::vector<std::uint64_t>> budgets;  // by mode, then ratio
     for (dtr::BudgetMode mode : modes) {
-      const double peak = static_cast<double>(mode == dtr::BudgetMode::bytes ? summary.peak_bytes
-                                                                             : reference.peak_reserved_bytes);
+      const std::uint64_t peak = mode == dtr::BudgetMode::bytes ? summary.peak_bytes : reference.peak_reserved_bytes;
+      budgets.emplace_back();
+      for (double r : ratios) budgets.back().push_back(budget_bytes(ratio_flag, r, peak, mode));
+    }
+    std::vector<Row> rows;
+    for (std::size_t m = 0; m < modes.size(); ++m) {
+      const dtr::BudgetMode mode = modes[m];
       for (const std::string& h : heuristics) {
-        for (double r : ratios) {
+        for (std::size_t i = 0; i < ratios.size(); ++i) {
+          const double r = ratios[i];
           dtr::sim::ReplayOptions options;
-          options.budget_bytes = static_cast<std::uint64_t>(peak * r);
+          options.budget_bytes = budgets[m][i];  // 0 bytes: an OOM row (sim::replay)
           options.budget_mode = mode;
           options.heuristic = h;
           options.search = dtr::parse_search(search_text, "--search");
           options.remat_limit_ns = summary.base_compute_ns;  // past 2x overhead: thrashing, stop
           Row row{h, r, mode, dtr::sim::replay(trace, options)};
           if (json) std::printf("%s\n", to_json(row).dump().c_str());
-          std::fflush(stdout);
+          flush_stdout();
           rows.push_back(std::move(row));
         }
         if (!json) print_table(rows, h, mode);
+        flush_stdout();
       }
     }
     if (!csv_path.empty()) write_csv(csv_path, rows);
@@ -249,6 +450,13 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtr-sim: %s\n", e.what());
+    return 1;
+  }
+  // Tables or rows lost on the way to stdout (a full disk, a closed stdout) are a failure, not exit status 0.
+  flush_stdout();
+  if (stdout_errno != 0 || std::ferror(stdout) != 0) {
+    std::fprintf(stderr, "dtr-sim: writing to stdout failed: %s\n",
+                 stdout_errno != 0 ? std::strerror(stdout_errno) : "an earlier write failed");
     return 1;
   }
   return 0;

@@ -48,7 +48,8 @@ struct Trace {
 // Reads a trace. Lines before {"INSTRUCTION":"ANNOTATE","ANNOTATION":"START"} are skipped (the prototype logs
 // model setup there). Throws dtr::TraceError naming the file, the line and what was expected: a line that
 // is not a JSON object, an unknown INSTRUCTION, a missing or malformed field, a CALL result without its
-// MEMORY line, a MEMORY or ALIAS line that follows nothing it could belong to, or no START line at all.
+// MEMORY line, a MEMORY or ALIAS line that follows nothing it could belong to, or no START line at all. A path
+// that cannot be read says which it is: no such file, not readable, a directory (with the OS's reason).
 Trace read_trace(const std::string& path);
 Trace parse_trace(std::istream& in, const std::string& source);
 
@@ -63,7 +64,7 @@ struct TraceSummary {
 TraceSummary summarize(const Trace& trace);
 
 struct ReplayOptions {
-  std::optional<std::uint64_t> budget_bytes;  // nullopt: no budget
+  std::optional<std::uint64_t> budget_bytes;  // nullopt: no budget; 0: infeasible (nothing fits)
   BudgetMode budget_mode = BudgetMode::bytes;
   std::string heuristic = "dtr-eq";
   EvictionSearch search = EvictionSearch::index;
@@ -99,7 +100,8 @@ struct ReplayResult {
 // Replays `trace` through a Runtime over a SimulatedResource (no memory is touched; kernels do nothing and
 // cost their logged TIME; the clock counts compute, recomputations included). At the end, every tensor
 // still named is materialized: a run cannot win by never recomputing what the program still holds.
-// Throws dtr::TraceError when the trace uses a name that is not live.
+// A budget of 0 bytes is an infeasible result (feasible = false, failure says the budget rounds to 0 bytes)
+// in both budget modes. Throws dtr::TraceError when the trace uses a name that is not live.
 ReplayResult replay(const Trace& trace, const ReplayOptions& options);
 
 }  // namespace dtr::sim
