@@ -64,6 +64,18 @@ bool fragmentation_aware(std::string_view name) {
   return heuristics::make_heuristic(name, "heuristic")->fragmentation_aware();
 }
 
+std::optional<double> parse_thrash_limit(std::string_view text, std::string_view variable) {
+  if (text == "off") return std::nullopt;
+  double limit = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), limit);
+  DTR_CHECK(error == std::errc{} && end == text.data() + text.size() && !text.empty() && std::isfinite(limit) &&
+                limit >= 1,
+            ConfigError, variable, "=\"", text,
+            "\" is not a thrash limit; expected a compute overhead factor >= 1 ((base + recomputation) / base, "
+            "e.g. 2 or 3.5), or off");
+  return limit;
+}
+
 const char* to_string(CostModel model) {
   switch (model) {
     case CostModel::measured: return "measured";
@@ -98,6 +110,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_INPLACE")) config.inplace = parse_inplace_mode(v);
   if (const char* v = env("DTR_SEARCH")) config.search = parse_search(v);
   if (const char* v = env("DTR_SIZE_FLOOR")) config.size_floor = parse_size_floor(v);
+  if (const char* v = env("DTR_THRASH_LIMIT")) config.thrash_limit = parse_thrash_limit(v);
   config.device = default_device();  // DTR_DEVICE, or the GPU when there is one (else the CPU, logged)
   if (const char* v = env("DTR_STATS")) config.stats_path = v;
   if (const char* v = env("DTR_TRACE")) config.trace_path = v;

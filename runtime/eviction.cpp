@@ -89,6 +89,43 @@ void Runtime::Impl::evict(Storage& s) {
   heuristic->on_evict(s);
 }
 
+// A smaller budget evicts what it must at once; a budget nothing evictable can reach is an OutOfMemory and
+// leaves the old one (with what was evicted meanwhile evicted).
+void Runtime::Impl::set_budget(std::optional<std::uint64_t> bytes) {
+  DTR_CHECK(!bytes || *bytes > 0, InvalidArgument,
+            "set_memory_budget: a budget of 0 bytes holds nothing; pass nullopt for no budget");
+  const CurrentOp running(*this, "set_memory_budget");
+  if (bytes && !index && config.search == EvictionSearch::index && heuristic->indexable() && config.size_floor == 0) {
+    // Without a budget no index was kept: build it from the candidates, in the order they became candidates.
+    index = std::make_unique<heuristics::EvictionIndex>(*heuristic);
+    std::vector<Storage*> candidates;
+    for (Storage* s : recomputable) {
+      if (candidate(*s)) candidates.push_back(s);
+    }
+    std::sort(candidates.begin(), candidates.end(),
+              [](const Storage* a, const Storage* b) { return a->candidate_since < b->candidate_since; });
+    for (Storage* s : candidates) index->add(*s, now());
+  }
+  if (config.budget_mode == BudgetMode::bytes || !allocator) {
+    DTR_CHECK(config.budget_mode == BudgetMode::bytes || !bytes, ConfigError, "set_memory_budget: this runtime takes "
+              "its buffers from ", memory_name(), " directly: only a bytes budget (Config::budget_mode) applies");
+    while (bytes && resident_bytes > *bytes) {
+      if (make_room(nullptr) == 0) throw out_of_memory(resident_bytes - *bytes, nullptr, *bytes);
+    }
+  } else {
+    for (;;) {
+      try {
+        allocator->set_budget(bytes);  // releases empty cached segments if that is enough
+        break;
+      } catch (const InvalidArgument&) {
+        const std::uint64_t reserved = allocator->stats().reserved_bytes.current;
+        if (evict_one() == 0) throw out_of_memory(reserved - *bytes, nullptr, *bytes);
+      }
+    }
+  }
+  config.memory_budget = bytes;
+}
+
 std::size_t Runtime::Impl::reclaim(const ReclaimRequest& request) { return make_room(&request); }
 
 std::size_t Runtime::Impl::make_room(const ReclaimRequest* request) {
@@ -182,18 +219,20 @@ std::size_t Runtime::Impl::evict_one() {
   return bytes;
 }
 
-OutOfMemory Runtime::Impl::out_of_memory(std::size_t bytes, const OutOfMemory* cause) const {
+OutOfMemory Runtime::Impl::out_of_memory(std::size_t bytes, const OutOfMemory* cause,
+                                         std::optional<std::uint64_t> budget) const {
+  if (!budget) budget = config.memory_budget;
   std::uint64_t pinned = 0;
   std::uint64_t evictable = 0;
   for (const Storage* s : recomputable) (s->pins > 0 ? pinned : evictable) += s->nbytes;
   const std::uint64_t constants = resident_bytes - pinned - evictable;
   OutOfMemoryInfo info = cause != nullptr ? cause->info() : OutOfMemoryInfo{};
   info.requested_bytes = bytes;
-  info.budget_bytes = config.memory_budget.value_or(0);
+  info.budget_bytes = budget.value_or(0);
   std::string message = detail::concat(
       "dtr: out of memory running op '", current_op.empty() ? std::string_view("?") : current_op,
       "': it needs ", format_bytes(bytes), " more; budget ",
-      config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (",
+      budget ? format_bytes(*budget) : std::string("none"), " (",
       to_string(config.budget_mode), " mode); resident ", format_bytes(resident_bytes),
       ", of which pinned by running ops ", format_bytes(pinned), " and constants ", format_bytes(constants),
       " could not be evicted", evictable > 0 ? ", and the rest could not make room in one piece" : "",

@@ -208,6 +208,7 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
     if (!rematerializing) touch(*out);
   }
   for (Storage* out : restored) heuristic->on_rematerialize(*out);
+  if (rematerializing) check_thrashing(c.computation->name());
 }
 
 // Values the host cannot read are copied to it: the int64 inputs only, which are all a check reads (the others

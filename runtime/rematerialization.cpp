@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "dtr/check.h"
 #include "runtime/runtime_impl.h"
 
 namespace dtr {
@@ -55,7 +56,26 @@ void Runtime::Impl::make_view(Storage& s, std::uint32_t view) {
     stats.rematerializations += 1;
     unpin(s);
     v.made_in = s.residency;
+    check_thrashing("a view");
   }
+}
+
+void Runtime::Impl::check_thrashing(std::string_view recomputing) {
+  // Without a budget nothing evicts during a recomputation: recomputations come from the program's own
+  // Runtime::evict calls, and cannot cascade.
+  if (!config.thrash_limit || !config.memory_budget) return;
+  const double base = std::max(stats.base_compute, config.thrash_base_compute.value_or(0.0));
+  const double spent = stats.remat_compute - forgiven_remat;
+  if (spent <= (*config.thrash_limit - 1.0) * base) return;
+  forgiven_remat = stats.remat_compute;
+  DTR_THROW(Thrashing, "dtr: thrashing running op '", current_op.empty() ? std::string_view("?") : current_op,
+            "' (recomputing '", recomputing, "'): recomputation has cost ", base > 0 ? spent / base : spent,
+            "x the base compute (overhead ", base > 0 ? (base + spent) / base : 0.0, ", past the thrash limit ",
+            *config.thrash_limit, ") under a budget of ",
+            config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (",
+            to_string(config.budget_mode), " mode) with heuristic ", config.heuristic,
+            ". Try a larger DTR_MEMORY_BUDGET or another DTR_HEURISTIC (dtr-eq is the default); DTR_THRASH_LIMIT "
+            "raises the limit (off removes it).");
 }
 
 namespace {

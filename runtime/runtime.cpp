@@ -21,6 +21,13 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
   windows = heuristic->fragmentation_aware();
   DTR_CHECK(std::isfinite(config.size_floor) && config.size_floor >= 0, ConfigError, "Config::size_floor ",
             config.size_floor, " must be a non-negative fraction of the mean candidate size (0: no floor)");
+  DTR_CHECK(!config.thrash_limit || (std::isfinite(*config.thrash_limit) && *config.thrash_limit >= 1), ConfigError,
+            "Config::thrash_limit ", config.thrash_limit.value_or(0), " must be a finite overhead factor >= 1, or "
+            "nullopt for none");
+  DTR_CHECK(!config.thrash_base_compute ||
+                (std::isfinite(*config.thrash_base_compute) && *config.thrash_base_compute >= 0),
+            ConfigError, "Config::thrash_base_compute ", config.thrash_base_compute.value_or(0),
+            " must be a finite, non-negative cost");
   // Without a budget nothing is ever evicted: no index to keep. A size floor filters candidates: it scans.
   if (config.memory_budget && config.search == EvictionSearch::index && heuristic->indexable() &&
       config.size_floor == 0) {
@@ -200,6 +207,8 @@ bool Runtime::evict(const Tensor& tensor) {
   impl_->evict(s);
   return true;
 }
+
+void Runtime::set_memory_budget(std::optional<std::uint64_t> bytes) { impl_->set_budget(bytes); }
 
 RuntimeStats Runtime::stats() const { return impl_->current_stats(); }
 const Config& Runtime::config() const { return impl_->config; }

@@ -76,6 +76,7 @@ struct Runtime::Impl final : Reclaimer {
   std::uint64_t start_ns = 0;
   std::int64_t live_storages = 0;
   RuntimeStats stats;
+  double forgiven_remat = 0;  // recomputation before the last Thrashing, which the thrash limit no longer counts
   std::string_view current_op;  // the program's op being run, for error messages (CurrentOp sets it)
   // Storages whose last owner was a dying closure. Released here, one at a time, instead of from inside the
   // closure's destructor, so that dropping the end of a 100 000-op chain does not recurse 100 000 deep.
@@ -152,6 +153,7 @@ struct Runtime::Impl final : Reclaimer {
   // Gives `s` a buffer, evicting others if the budget needs room; dtr::OutOfMemory naming the op when it cannot.
   void allocate(Storage& s);
   void release_buffer(Storage& s);
+  void set_budget(std::optional<std::uint64_t> bytes);
   void evict(Storage& s);
   // Reclaimer: the allocator needs room for `request` (device budgets).
   std::size_t reclaim(const ReclaimRequest& request) override;
@@ -162,7 +164,10 @@ struct Runtime::Impl final : Reclaimer {
   std::size_t evict_window(const ReclaimRequest& request);
   std::size_t evict_one();
   std::size_t size_floor_bytes() const;
-  OutOfMemory out_of_memory(std::size_t bytes, const OutOfMemory* cause) const;
+  // The error for `bytes` that would not fit: what is resident, pinned and constant, under `budget` (by default
+  // the current one).
+  OutOfMemory out_of_memory(std::size_t bytes, const OutOfMemory* cause,
+                            std::optional<std::uint64_t> budget = std::nullopt) const;
 
   // ---- running closures (execution.cpp) ----
 
@@ -209,6 +214,9 @@ struct Runtime::Impl final : Reclaimer {
     return s.in_memory && (view == 0 || s.views[view - 1].made_in == s.residency);
   }
   void make_view(Storage& s, std::uint32_t view);
+  // After each recomputation (of `recomputing`): throws dtr::Thrashing once the recomputation since the run
+  // began (or the last Thrashing) passes Config::thrash_limit.
+  void check_thrashing(std::string_view recomputing);
 
   // ---- in-place updates (inplace.cpp) ----
 

@@ -1,12 +1,12 @@
 // A trace replayed through the real Runtime over simulated memory (design section 6).
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "dtr/check.h"
 #include "dtr/memory_resource.h"
 #include "dtr/runtime.h"
 #include "dtr/sim.h"
-#include "heuristics/heuristic.h"
 
 namespace dtr::sim {
 namespace {
@@ -53,31 +53,21 @@ const OpDef& replay_op() {
 class Replayer {
  public:
   Replayer(const Trace& trace, const ReplayOptions& options)
-      : trace_(trace), options_(options), runtime_(config_for(options), make_simulated_resource(kCapacity)) {
+      : trace_(trace), options_(options),
+        runtime_(config_for(options, summarize(trace).base_compute_ns), make_simulated_resource(kCapacity)) {
     live_.resize(trace.names.size());
   }
 
   ReplayResult run() {
     ReplayResult result;
     try {
-      for (const Instruction& in : trace_.instructions) {
-        step(in);
-        if (stop()) {
-          result.thrashed = true;
-          break;
-        }
-      }
+      for (const Instruction& in : trace_.instructions) step(in);
       // What the program still holds must exist at the end.
-      if (!result.thrashed) {
-        for (const Tensor& t : live_) {
-          if (!t.defined()) continue;
-          runtime_.materialize(t);
-          if (stop()) {
-            result.thrashed = true;
-            break;
-          }
-        }
+      for (const Tensor& t : live_) {
+        if (t.defined()) runtime_.materialize(t);
       }
+    } catch (const Thrashing&) {
+      result.thrashed = true;  // the runtime stopped the cell at the recomputation that passed the limit
     } catch (const OutOfMemory& e) {
       result.feasible = false;
       result.failure = e.what();
@@ -86,7 +76,6 @@ class Replayer {
     const AllocatorStats memory = runtime_.allocator().stats();
     result.base_compute_ns = stats.base_compute;
     result.remat_compute_ns = stats.remat_compute;
-    result.thrashed = result.thrashed || (result.feasible && over_thrash_factor(stats));
     result.evictions = stats.evictions;
     result.eager_evictions = stats.eager_evictions;
     result.rematerializations = stats.rematerializations;
@@ -101,8 +90,10 @@ class Replayer {
   // The simulated device: large enough for any trace's budget (nothing is allocated for real).
   static constexpr std::size_t kCapacity = std::size_t{1} << 45;
 
-  static Config config_for(const ReplayOptions& options) {
+  static Config config_for(const ReplayOptions& options, double base_compute_ns) {
     Config config;
+    config.thrash_limit = options.thrash_limit;
+    config.thrash_base_compute = base_compute_ns;
     config.memory_budget = options.budget_bytes;
     config.budget_mode = options.budget_mode;
     config.heuristic = options.heuristic;
@@ -110,15 +101,6 @@ class Replayer {
     config.clock = ClockKind::compute;
     config.cost_model = CostModel::flops;  // unused: replayed ops carry their logged cost
     return config;
-  }
-
-  bool over_thrash_factor(const RuntimeStats& stats) const {
-    return options_.thrash_factor > 0 && stats.remat_compute > options_.thrash_factor * stats.base_compute;
-  }
-
-  bool stop() const {
-    if (options_.remat_limit_ns <= 0) return false;
-    return runtime_.stats().remat_compute > options_.remat_limit_ns;
   }
 
   const Tensor& named(std::uint32_t name, const Instruction& in) const {
@@ -252,12 +234,13 @@ TraceSummary summarize(const Trace& trace) {
 }
 
 ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
-  DTR_CHECK(options.thrash_factor >= 0 && options.remat_limit_ns >= 0, InvalidArgument,
-            "replay: thrash_factor and remat_limit_ns must be non-negative");
+  DTR_CHECK(!options.thrash_limit || (std::isfinite(*options.thrash_limit) && *options.thrash_limit >= 1),
+            InvalidArgument, "replay: ReplayOptions::thrash_limit ", options.thrash_limit.value_or(0),
+            " must be a finite overhead factor >= 1, or nullopt for none");
   if (options.budget_bytes == std::uint64_t{0}) {
     // Nothing fits in 0 bytes, and the caching allocator refuses such a budget outright: like any run that
     // does not fit, a result, so that a sweep whose smallest ratios round to 0 bytes goes on.
-    heuristics::make_heuristic(options.heuristic, "ReplayOptions::heuristic");  // bad options still throw
+    parse_heuristic(options.heuristic, "ReplayOptions::heuristic");  // bad options still throw
     ReplayResult result;
     result.feasible = false;
     result.failure = "out of memory: the budget rounds to 0 bytes, which holds nothing (ReplayOptions::budget_bytes "

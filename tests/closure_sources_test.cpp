@@ -207,6 +207,7 @@ TEST(ClosureSources, BuffersFromAForeignAllocatorAreAccountedInBytesMode) {
     config.buffers = BufferSource::memory_resource;
     config.budget_mode = BudgetMode::bytes;
     config.memory_budget = oracle.stats.peak_resident_bytes / 3;
+    config.thrash_limit = std::nullopt;  // a tight budget, whatever it costs: this test is about memory
     auto foreign = std::make_unique<ForeignMemory>();
     const auto live = foreign->live_;
     const auto peak = foreign->peak_;

@@ -83,7 +83,7 @@ TEST(Replay, BudgetsBoundMemoryAndCostRecomputation) {
         options.budget_mode = mode;
         const double peak = static_cast<double>(mode == BudgetMode::bytes ? summary.peak_bytes : reserved_peak);
         options.budget_bytes = static_cast<std::uint64_t>(ratio * peak);
-        options.thrash_factor = 0;
+        options.thrash_limit = std::nullopt;
         const sim::ReplayResult r = sim::replay(trace, options);
         if (!r.feasible) {
           EXPECT_NE(r.failure.find("out of memory"), std::string::npos) << r.failure;
@@ -107,19 +107,32 @@ TEST(Replay, BudgetsBoundMemoryAndCostRecomputation) {
   EXPECT_GT(feasible_budgeted, 20);
 }
 
-TEST(Replay, ThrashingStopsAtTheLimit) {
+// The runtime stops a thrashing cell at the recomputation that passes the limit (relative to the whole trace's
+// base compute, as the DTR authors' simulator), not at the end of the trace nor of the op.
+TEST(Replay, ThrashingStopsAtTheRecomputationThatPassesTheLimit) {
   const sim::Trace trace = parse(chain_trace(200, 4096));
+  const double base = sim::summarize(trace).base_compute_ns;
+  const double longest_op = 2000;  // the chain's backward ops
   sim::ReplayOptions options;
   options.budget_bytes = 6 * 4096;
   options.heuristic = "lru";
-  const sim::ReplayResult r = sim::replay(trace, options);
-  ASSERT_TRUE(r.feasible);
-  EXPECT_TRUE(r.thrashed);
-  EXPECT_GT(r.remat_compute_ns, r.base_compute_ns);
-  options.remat_limit_ns = 1e6;  // stops as soon as recomputation passes 1 ms, well before the end
-  const sim::ReplayResult early = sim::replay(trace, options);
-  EXPECT_TRUE(early.thrashed);
-  EXPECT_LT(early.base_compute_ns, r.base_compute_ns);
+  options.thrash_limit = std::nullopt;
+  const sim::ReplayResult whole = sim::replay(trace, options);
+  ASSERT_TRUE(whole.feasible);
+  EXPECT_FALSE(whole.thrashed);
+  EXPECT_EQ(whole.base_compute_ns, base);
+  ASSERT_GT(whole.overhead(), 3.0) << "the test needs a cell that thrashes";
+  for (const double limit : {2.0, 3.0}) {
+    options.thrash_limit = limit;
+    const sim::ReplayResult r = sim::replay(trace, options);
+    ASSERT_TRUE(r.feasible);
+    EXPECT_TRUE(r.thrashed) << limit;
+    EXPECT_GT(r.remat_compute_ns, (limit - 1) * base);
+    EXPECT_LE(r.remat_compute_ns, (limit - 1) * base + longest_op);  // one recomputation past it, no more
+    EXPECT_LT(r.base_compute_ns, base);  // stopped inside the trace
+  }
+  options.thrash_limit = 0.5;
+  EXPECT_THROW(sim::replay(trace, options), InvalidArgument);
 }
 
 TEST(Replay, TheEndMaterializesWhatIsStillNamed) {
@@ -207,7 +220,7 @@ TEST(Replay, NamesThatAreNotLiveAreTraceErrorsWithTheirLine) {
     }
   }
   sim::ReplayOptions bad;
-  bad.thrash_factor = -1;
+  bad.thrash_limit = -1;
   EXPECT_THROW(sim::replay(trace, bad), InvalidArgument);
 }
 
@@ -293,7 +306,6 @@ TEST(ReplayAuthorsLogs, FeasibleWhereTheirsIsAndWithinTwoPercent) {
         sim::ReplayOptions options;
         options.heuristic = row.heuristic;
         options.budget_bytes = static_cast<std::uint64_t>(ratio * static_cast<double>(summary.peak_bytes));
-        options.remat_limit_ns = summary.base_compute_ns;
         const sim::ReplayResult r = sim::replay(trace, options);
         SCOPED_TRACE(::testing::Message() << name << ", " << row.heuristic << ", ratio " << ratio);
         ASSERT_TRUE(r.feasible) << r.failure;

@@ -105,6 +105,9 @@ inline Config deterministic_config(std::optional<std::uint64_t> budget = std::nu
   config.heuristic = heuristic;
   config.cost_model = CostModel::flops;
   config.clock = ClockKind::ops;
+  // The tests explore budgets down to the smallest that fits, whatever the overhead: the thrash limit has tests
+  // of its own (runtime_thrash_test.cpp).
+  config.thrash_limit = std::nullopt;
   return config;
 }
 

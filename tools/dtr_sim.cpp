@@ -369,6 +369,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> heuristics = {"dtr-eq"};
   std::string mode_text = "bytes";
   std::string search_text = "index";
+  std::string thrash_text = "2";
   bool json = false;
   std::string csv_path;
   std::string plot_path;
@@ -384,6 +385,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"bytes", "device", "both"}));
   app.add_option("--search", search_text, "index (the default) or scan: how the runtime finds the lowest score")
       ->check(CLI::IsMember({"index", "scan"}));
+  app.add_option("--thrash-limit", thrash_text,
+                 "stop a cell as 'thrash' as soon as its overhead passes this factor of the trace's base compute "
+                 "(default 2, as the DTR authors; off: never)");
   app.add_flag("--json", json, "print one JSON object per (heuristic, ratio) instead of tables");
   app.add_option("--csv", csv_path, "also write every row to this CSV file");
   app.add_option("--plot", plot_path, "also draw overhead vs budget ratio to this SVG (or .png) file (gnuplot)");
@@ -391,6 +395,7 @@ int main(int argc, char** argv) {
 
   try {
     std::vector<double> ratios = sweep.empty() ? std::vector<double>{ratio.value_or(0.5)} : parse_sweep(sweep);
+    const std::optional<double> thrash_limit = dtr::parse_thrash_limit(thrash_text, "--thrash-limit");
     if (heuristics.size() == 1 && heuristics.front() == "all") {
       // The DTR paper's set: every named heuristic but the fragmentation-aware ones.
       heuristics = dtr::heuristic_names();
@@ -433,7 +438,7 @@ int main(int argc, char** argv) {
           options.budget_mode = mode;
           options.heuristic = h;
           options.search = dtr::parse_search(search_text, "--search");
-          options.remat_limit_ns = summary.base_compute_ns;  // past 2x overhead: thrashing, stop
+          options.thrash_limit = thrash_limit;  // the runtime stops the cell at the recomputation past it
           Row row{h, r, mode, dtr::sim::replay(trace, options)};
           if (json) std::printf("%s\n", to_json(row).dump().c_str());
           flush_stdout();

@@ -46,6 +46,14 @@ struct Config {
   // is), as the DTR prototype did to shorten its scans; 0 (the default) considers every candidate. Choosing
   // under a floor scans the candidates, and windows ignore it.
   double size_floor = 0;
+  // DTR_THRASH_LIMIT: the compute overhead, (base + recomputation) / base, past which the runtime throws
+  // dtr::Thrashing instead of recomputing on, checked at every recomputation under a budget; 2 (the DTR authors' limit) by
+  // default, at least 1; nullopt ("off") never stops. After a Thrashing the recomputation counted starts again
+  // from zero, so that a program that raised its budget goes on.
+  std::optional<double> thrash_limit = 2.0;
+  // In code only: the base compute the limit multiplies when it is known ahead (a replay knows its trace's),
+  // in the cost model's unit; nullopt: the base compute of the ops run so far.
+  std::optional<double> thrash_base_compute;
   // DTR_DEVICE: cpu, cuda, cuda:N. from_env: when unset, the GPU if this build has CUDA and one is present,
   // else the CPU (logged); naming cuda without a usable GPU throws dtr::DeviceError. In code: cpu by default.
   Device device;
@@ -67,6 +75,8 @@ BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = 
 InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable = "DTR_INPLACE");
 EvictionSearch parse_search(std::string_view text, std::string_view variable = "DTR_SEARCH");
 double parse_size_floor(std::string_view text, std::string_view variable = "DTR_SIZE_FLOOR");
+// "off" gives nullopt; otherwise a finite number >= 1.
+std::optional<double> parse_thrash_limit(std::string_view text, std::string_view variable = "DTR_THRASH_LIMIT");
 // The eviction heuristics DTR_HEURISTIC accepts (docs/heuristics.md), in the order of the DTR paper, then the
 // fragmentation-aware ones.
 std::vector<std::string> heuristic_names();

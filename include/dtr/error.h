@@ -50,6 +50,15 @@ class TraceError : public InvalidArgument {
   using InvalidArgument::InvalidArgument;
 };
 
+// Recomputation passed the thrash limit (Config::thrash_limit, DTR_THRASH_LIMIT): the budget is so tight that
+// evicted tensors keep recomputing each other. Thrown from inside rematerialization, as soon as the limit is
+// passed; the runtime stays usable (release tensors, raise the budget, run the next op). The message names the
+// op being run and the one being recomputed, the budget, the overhead reached and what to try.
+class Thrashing : public Error {
+ public:
+  using Error::Error;
+};
+
 // A device was asked for that this build or this machine cannot provide, or a device call failed.
 class DeviceError : public Error {
  public:

@@ -91,6 +91,11 @@ class Runtime {
   // The heuristic decides on its own under a budget; this is for tests and for programs that know better.
   bool evict(const Tensor& tensor);
 
+  // Changes the budget (nullopt: none), in the runtime's budget mode. A smaller budget evicts what it must at
+  // once; when what cannot be evicted (pinned, constants) does not fit, throws dtr::OutOfMemory and keeps the
+  // old budget. dtr::InvalidArgument for 0 bytes.
+  void set_memory_budget(std::optional<std::uint64_t> bytes);
+
   RuntimeStats stats() const;
   const Config& config() const;
   CachingAllocator& allocator();

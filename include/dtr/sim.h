@@ -68,12 +68,10 @@ struct ReplayOptions {
   BudgetMode budget_mode = BudgetMode::bytes;
   std::string heuristic = "dtr-eq";
   EvictionSearch search = EvictionSearch::index;
-  // Stop once recomputation has cost this many times the base compute (the DTR authors stop at 1: an
-  // overhead above 2x is "thrashing"); 0: never stop.
-  double thrash_factor = 1.0;
-  // Stop once recomputation has cost this many ns (the base compute of an unbudgeted replay, when known, so
-  // that a thrashing run stops early); 0: only thrash_factor decides, at the end.
-  double remat_limit_ns = 0;
+  // Stop, as "thrashing", as soon as recomputation makes the compute overhead pass this factor of the trace's
+  // base compute (the runtime's Config::thrash_limit, checked at every recomputation, against the whole trace's
+  // base compute as the DTR authors' simulator does: they stop at 2); nullopt: never stop. At least 1.
+  std::optional<double> thrash_limit = 2.0;
   // Keep every CONSTANT resident to the end, released or not, as the authors' simulator pins them; false
   // frees a released constant once nothing needs it, as a real run does.
   bool keep_constants = true;
@@ -81,7 +79,7 @@ struct ReplayOptions {
 
 struct ReplayResult {
   bool feasible = true;    // false: dtr::OutOfMemory (no evictable storage could make room)
-  bool thrashed = false;   // stopped: recomputation passed thrash_factor x the base compute
+  bool thrashed = false;   // stopped: the overhead passed ReplayOptions::thrash_limit (dtr::Thrashing)
   std::string failure;     // the OutOfMemory message, when infeasible
   double base_compute_ns = 0;
   double remat_compute_ns = 0;
