@@ -1,24 +1,40 @@
 // The C API: exceptions stop here and become return values plus a per-thread message.
+#include <array>
+#include <cstring>
 #include <exception>
-#include <string>
+#include <string_view>
 
 #include "dtr/caching_allocator.h"
 #include "dtr/dtr_c.h"
 
 namespace {
 
-thread_local std::string last_error;
+// Each thread's last message, in a plain array: C callers may call in from atexit handlers, which run after the
+// thread's thread_local objects with destructors (a std::string) are gone. Longer messages are cut with "...".
+constexpr std::size_t kMessageBytes = 2048;
+thread_local std::array<char, kMessageBytes> last_error{};
+
+void set_last_error(std::string_view message) {
+  const std::size_t room = last_error.size() - 1;
+  if (message.size() <= room) {
+    std::memcpy(last_error.data(), message.data(), message.size());
+    last_error[message.size()] = '\0';
+    return;
+  }
+  std::memcpy(last_error.data(), message.data(), room - 3);
+  std::memcpy(last_error.data() + room - 3, "...", 4);
+}
 
 template <typename Body>
 int guarded(Body&& body) noexcept {
   try {
-    last_error.clear();
+    last_error[0] = '\0';
     body();
     return 0;
   } catch (const std::exception& e) {
-    last_error = e.what();
+    set_last_error(e.what());
   } catch (...) {
-    last_error = "dtr: unknown error";
+    set_last_error("dtr: unknown error");
   }
   return -1;
 }
@@ -49,7 +65,7 @@ int dtr_empty_cache(void) {
 
 int dtr_get_stats(dtr_stats* out) {
   if (out == nullptr) {
-    last_error = "dtr_get_stats: out is NULL";
+    set_last_error("dtr_get_stats: out is NULL");
     return -1;
   }
   return guarded([&] {
@@ -69,6 +85,6 @@ int dtr_get_stats(dtr_stats* out) {
   });
 }
 
-const char* dtr_last_error(void) { return last_error.c_str(); }
+const char* dtr_last_error(void) { return last_error.data(); }
 
 }  // extern "C"

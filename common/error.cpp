@@ -5,13 +5,29 @@
 #include <array>
 #include <utility>
 
+#include "common/log.h"
+
 namespace dtr {
+namespace {
+
+// Where an error was raised, for those debugging dtr (DTR_LOG_LEVEL=debug), not in what users read.
+void log_origin(const char* type, const std::string& message, const char* file, int line) {
+  if (detail::logger().should_log(spdlog::level::debug)) {
+    detail::logger().debug("{} raised at {}:{}: {}", type, file, line, message);
+  }
+}
+
+}  // namespace
 
 Error::Error(const std::string& message, const char* file, int line)
-    : std::runtime_error(fmt::format("{} [{}:{}]", message, file, line)), file_(file), line_(line) {}
+    : std::runtime_error(message), file_(file), line_(line) {
+  log_origin("error", message, file, line);
+}
 
 OutOfMemory::OutOfMemory(std::string message, OutOfMemoryInfo info, const char* file, int line)
-    : message_(fmt::format("{} [{}:{}]", message, file, line)), info_(info), file_(file), line_(line) {}
+    : message_(std::move(message)), info_(info), file_(file), line_(line) {
+  log_origin("out of memory", message_, file, line);
+}
 
 std::string format_bytes(std::uint64_t bytes) {
   static constexpr std::array<const char*, 5> kUnits = {"B", "KiB", "MiB", "GiB", "TiB"};

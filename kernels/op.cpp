@@ -41,15 +41,27 @@ const char* to_string(DType dtype) {
 std::string to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 std::int64_t TensorMeta::numel() const {
-  std::int64_t count = 1;
+  bool empty = false;
   for (const std::int64_t dim : shape) {
     DTR_CHECK(dim >= 0, ShapeError, "shape ", to_string(shape), " has a negative dimension");
-    count *= dim;
+    empty = empty || dim == 0;
+  }
+  if (empty) return 0;  // however large the other dimensions
+  std::int64_t count = 1;
+  for (const std::int64_t dim : shape) {
+    DTR_CHECK(!__builtin_mul_overflow(count, dim, &count), ShapeError, "shape ", to_string(shape),
+              " has more elements than 64 bits count (2^63 - 1 at most)");
   }
   return count;
 }
 
-std::size_t TensorMeta::nbytes() const { return static_cast<std::size_t>(numel()) * element_size(dtype); }
+std::size_t TensorMeta::nbytes() const {
+  std::int64_t bytes = 0;
+  DTR_CHECK(!__builtin_mul_overflow(numel(), static_cast<std::int64_t>(element_size(dtype)), &bytes), ShapeError,
+            to_string(dtype), " tensor of shape ", to_string(shape),
+            " has more bytes than 64 bits count (2^63 - 1 at most)");
+  return static_cast<std::size_t>(bytes);
+}
 
 namespace {
 

@@ -44,6 +44,13 @@ Runtime::Impl::Results Runtime::Impl::call(const OpDef& op, std::span<const Tens
     in_meta.push_back(handle_of(inputs[i], detail::concat("op '", op.name, "': input ", i)).meta);
   }
   TensorMetas out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
+  for (const TensorMeta& m : out_meta) {
+    try {
+      (void)m.nbytes();
+    } catch (const ShapeError& e) {
+      DTR_THROW(ShapeError, "op '", op.name, "': output ", e.what());
+    }
+  }
   const OutputViews views = output_views(op, inputs, in_meta, attrs, out_meta);
   const std::uint64_t seed = op.random ? mix(++random_calls) : 0;
   auto closure = make<detail::ClosureWith<detail::OpComputation>>(op, attrs, seed, *backend);
@@ -58,7 +65,14 @@ Runtime::Impl::Results Runtime::Impl::call(std::shared_ptr<Computation> computat
     handle_of(inputs[i], detail::concat("op '", computation->name(), "': input ", i));
   }
   TensorMetas out_meta;
-  for (const TensorMeta& m : outputs) out_meta.push_back(m);
+  for (const TensorMeta& m : outputs) {
+    try {
+      (void)m.nbytes();
+    } catch (const ShapeError& e) {
+      DTR_THROW(ShapeError, "op '", computation->name(), "': output ", e.what());
+    }
+    out_meta.push_back(m);
+  }
   return record(make<detail::SharedClosure>(std::move(computation)), inputs, out_meta, {});
 }
 

@@ -38,6 +38,7 @@ void Runtime::Impl::destroyed(Storage& s) {
   heuristic->on_destroy(s);
   if (s.in_memory) release_buffer(s);
   live_storages -= 1;
+  if (orphaned && live_storages == 0 && allocator) allocator->empty_cache();  // the last of its memory
 }
 
 namespace detail {

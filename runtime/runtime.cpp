@@ -3,10 +3,12 @@
 #include "dtr/runtime.h"
 
 #include <cmath>
-#include <fstream>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "common/log.h"
+#include "common/output_file.h"
 #include "dtr/check.h"
 #include "runtime/runtime_impl.h"
 #include "runtime/steady_ns.h"
@@ -61,14 +63,47 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
 
 Runtime::Impl::~Impl() {
   if (allocator) allocator->set_reclaimer(nullptr);
+}
+
+void Runtime::Impl::close() {
+  if (trace) {
+    trace->close();  // a failure is logged, naming the file and the reason
+    trace.reset();
+  }
   if (!config.stats_path.empty()) {
-    std::ofstream out(config.stats_path);
-    out << to_json(current_stats()) << '\n';
-    if (!out) detail::logger().error("DTR_STATS: cannot write {}", config.stats_path);
+    try {
+      detail::OutputFile out("DTR_STATS", config.stats_path);
+      out.write(to_json(current_stats()) + "\n");
+      out.close();
+    } catch (const IoError& e) {
+      detail::logger().error("{}", e.what());
+    }
   }
-  if (live_storages > 0) {
-    detail::logger().warn("runtime destroyed while {} storage(s) are still referenced by tensors", live_storages);
+}
+
+namespace {
+
+// Runtimes destroyed while tensors still referenced their storages, a broken contract (warned about) that must
+// not crash: kept, so that those tensors die later without touching freed memory. The list is never destroyed,
+// as such tensors often die during static destruction.
+void keep_orphan(std::unique_ptr<Runtime::Impl> impl) {
+  static auto* const mutex = new std::mutex;                                       // NOLINT: immortal on purpose
+  static auto* const orphans = new std::vector<std::unique_ptr<Runtime::Impl>>;  // NOLINT: immortal on purpose
+  const std::lock_guard lock(*mutex);
+  orphans->push_back(std::move(impl));
+}
+
+}  // namespace
+
+void Runtime::Impl::orphan() {
+  detail::logger().warn("runtime destroyed while {} storage(s) are still referenced by tensors; they must not "
+                        "outlive it (its memory not held by them is released now, the rest when they die)",
+                        live_storages);
+  orphaned = true;
+  for (std::size_t i = recomputable.size(); i-- > 0;) {
+    if (i < recomputable.size() && candidate(*recomputable[i])) evict(*recomputable[i]);
   }
+  if (allocator) allocator->empty_cache();
 }
 
 TensorHandle& Runtime::Impl::handle_of(const Tensor& tensor, std::string_view context) const {
@@ -117,6 +152,11 @@ Tensor Runtime::Impl::constant(TensorMeta meta, std::span<const T> values) {
 }
 
 Tensor Runtime::Impl::constant(TensorMeta meta) {
+  try {
+    (void)meta.nbytes();
+  } catch (const ShapeError& e) {
+    DTR_THROW(ShapeError, "constant: ", e.what());
+  }
   auto s = make<Storage>(*this, next_id++, std::move(meta));
   live_storages += 1;
   allocate(*s);
@@ -150,7 +190,14 @@ Runtime::Runtime(Config config, std::unique_ptr<MemoryResource> memory) {
   impl_ = std::make_unique<Impl>(std::move(config), std::move(memory));
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  if (impl_ == nullptr) return;
+  impl_->close();
+  if (impl_->live_storages > 0) {
+    impl_->orphan();
+    keep_orphan(std::move(impl_));
+  }
+}
 
 Tensor Runtime::constant(TensorMeta meta, std::span<const float> values) {
   return impl_->constant(std::move(meta), values);

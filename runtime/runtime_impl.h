@@ -44,6 +44,12 @@ struct Runtime::Impl final : Reclaimer {
   ~Impl() override;
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
+  // What a runtime reports when it ends (Runtime's destructor): DTR_TRACE closed, DTR_STATS written; a failure
+  // is logged with the file and the reason.
+  void close();
+  // The runtime is destroyed while tensors still reference storages: warns, releases the memory they do not
+  // hold, and lets them die later (the memory they hold goes back when they do).
+  void orphan();
 
   // ---- state ----
 
@@ -82,6 +88,7 @@ struct Runtime::Impl final : Reclaimer {
   // closure's destructor, so that dropping the end of a 100 000-op chain does not recurse 100 000 deep.
   std::vector<std::shared_ptr<Storage>> graveyard;
   bool draining = false;
+  bool orphaned = false;  // destroyed by its owner while tensors lived (orphan())
 
   // ---- helpers every step uses (runtime.cpp) ----
 

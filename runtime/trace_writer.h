@@ -4,17 +4,23 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/output_file.h"
 
 namespace dtr::detail {
 
 class TraceWriter {
  public:
-  // Opens `path` for writing and logs the START annotation; throws dtr::InvalidArgument if it cannot.
+  // Opens `path` for writing and logs the START annotation; throws dtr::IoError if it cannot. A write that
+  // fails later is logged once (with the reason) and ends the trace; so does a failure at close().
   explicit TraceWriter(const std::string& path);
+  // Flushes and closes the file: "" when everything was written, else what failed.
+  std::string close() { return out_.close(); }
 
   // A value with no producer: CONSTANT then MEMORY.
   void constant(std::uint64_t id, std::uint64_t bytes);
@@ -35,7 +41,8 @@ class TraceWriter {
     text += std::to_string(id);
     return text;
   }
-  std::ofstream out_;
+  void line(const nlohmann::json& j);
+  OutputFile out_;
 };
 
 }  // namespace dtr::detail

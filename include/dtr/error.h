@@ -1,4 +1,5 @@
-// Typed exceptions thrown by dtr. Every dtr error carries the source location that raised it.
+// Typed exceptions thrown by dtr. what() is the message users read; every dtr error also carries the source
+// location that raised it (file(), line(), relative to the project), which DTR_LOG_LEVEL=debug logs.
 //
 // Thread safety: exception objects are immutable after construction.
 #pragma once
@@ -55,6 +56,13 @@ class TraceError : public InvalidArgument {
 // passed; the runtime stays usable (release tensors, raise the budget, run the next op). The message names the
 // op being run and the one being recomputed, the budget, the overhead reached and what to try.
 class Thrashing : public Error {
+ public:
+  using Error::Error;
+};
+
+// A file dtr was asked to write (DTR_TRACE, DTR_STATS, a tool's output) could not be opened or written: the
+// message names the setting or option, the file and the operating system's reason.
+class IoError : public Error {
  public:
   using Error::Error;
 };

@@ -57,7 +57,9 @@ struct TensorMeta {
   Shape shape;
   DType dtype = DType::float32;
 
-  std::int64_t numel() const;  // 1 for a scalar (shape []); throws dtr::ShapeError on a negative dimension
+  // 1 for a scalar (shape []). Throws dtr::ShapeError on a negative dimension, and when the element count (or,
+  // for nbytes, the byte count) does not fit in a signed 64-bit integer.
+  std::int64_t numel() const;
   std::size_t nbytes() const;
   friend bool operator==(const TensorMeta&, const TensorMeta&) = default;
 };
