@@ -13,23 +13,24 @@ namespace {
 
 std::span<const OpDef* const> all_ops() {
   static const std::array table = {
-      &ops::add(),           &ops::sub(),     &ops::mul(),          &ops::div(),           &ops::relu(),
-      &ops::relu_backward(), &ops::gelu(),    &ops::gelu_backward(), &ops::tanh(),         &ops::tanh_backward(),
-      &ops::sigmoid(),       &ops::sigmoid_backward(), &ops::scale(), &ops::matmul(),       &ops::bmm(),
-      &ops::linear(),        &ops::sum(),     &ops::mean(),         &ops::sum_to(),        &ops::broadcast_to(),        &ops::uniform(),
-      &ops::split2(),        &ops::concat2(),
-      // convolution and pooling
-      &ops::conv2d(), &ops::conv2d_backward_input(), &ops::conv2d_backward_weight(), &ops::max_pool2d(),
-      &ops::max_pool2d_backward(), &ops::avg_pool2d(), &ops::avg_pool2d_backward(),
-      // layout, embedding, dropout, optimizer steps
-      &ops::reshape(), &ops::slice(), &ops::slice_backward(), &ops::split(), &ops::concat(), &ops::transpose(),
-      &ops::permute(), &ops::embedding(), &ops::embedding_backward(), &ops::dropout(), &ops::sgd_momentum_buffer(),
-      &ops::sgd_apply(), &ops::adam_moment1(), &ops::adam_moment2(), &ops::adam_apply(),
-      // softmax, losses and normalization
+      // elementwise
+      &ops::add(), &ops::sub(), &ops::mul(), &ops::div(), &ops::relu(), &ops::relu_backward(), &ops::gelu(),
+      &ops::gelu_backward(), &ops::tanh(), &ops::tanh_backward(), &ops::sigmoid(), &ops::sigmoid_backward(),
+      &ops::scale(), &ops::sum(), &ops::mean(), &ops::sum_to(), &ops::broadcast_to(), &ops::uniform(),
+      &ops::dropout(), &ops::sgd_momentum_buffer(), &ops::sgd_apply(), &ops::adam_moment1(), &ops::adam_moment2(),
+      &ops::adam_apply(),
+      // dense
+      &ops::matmul(), &ops::bmm(), &ops::linear(), &ops::conv2d(), &ops::conv2d_backward_input(),
+      &ops::conv2d_backward_weight(), &ops::max_pool2d(), &ops::max_pool2d_backward(), &ops::avg_pool2d(),
+      &ops::avg_pool2d_backward(),
+      // normalization
       &ops::softmax(), &ops::log_softmax(), &ops::softmax_backward(), &ops::log_softmax_backward(),
       &ops::cross_entropy(), &ops::cross_entropy_backward(), &ops::layer_norm(), &ops::layer_norm_backward(),
       &ops::batch_norm(), &ops::batch_norm_backward(), &ops::batch_norm_eval(), &ops::batch_norm_eval_backward(),
-      &ops::running_stat_update()};
+      &ops::running_stat_update(), &ops::embedding(), &ops::embedding_backward(),
+      // layout
+      &ops::reshape(), &ops::slice(), &ops::slice_backward(), &ops::split(), &ops::concat(), &ops::transpose(),
+      &ops::permute(), &ops::split2(), &ops::concat2()};
   return table;
 }
 

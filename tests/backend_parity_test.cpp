@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "dtr/device.h"
 #include "dtr/memory_resource.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "op_cases.h"
 #include "test_helpers.h"
 #include "test_resources.h"
@@ -132,6 +134,23 @@ TEST(CudaKernels, EveryOpThatTouchesMemoryHasOneExactlyWhenBuiltWithCuda) {
       EXPECT_TRUE(op.cuda_kernel == nullptr) << name;
     }
   }
+}
+
+TEST(OpTable, EveryOpHasOneDefinitionUnderAUniqueName) {
+  std::set<std::string> seen;
+  for (const std::string& name : op_names()) {
+    EXPECT_TRUE(seen.insert(name).second) << name << " twice";
+    EXPECT_EQ(find_op(name).name, name);
+    EXPECT_EQ(&find_op(name), &find_op(name));  // define_op keeps one definition
+  }
+}
+
+// The CUDA kernel table is keyed by op name: a misspelt key would leave an op without its kernel, silently.
+TEST(CudaKernels, EveryKernelTableKeyNamesAnOp) {
+  const std::vector<std::string> names = kernels::cuda_kernel_names();
+  EXPECT_EQ(names.empty(), DTR_TEST_EXPECT_CUDA == 0);
+  for (const std::string& name : names) EXPECT_NO_THROW(find_op(name)) << name << " is not an op of the table";
+  EXPECT_EQ(names.size(), op_names().size());  // and every op has one
 }
 
 TEST(CudaKernels, ARuntimeOnAMissingGpuIsAClearError) {

@@ -23,6 +23,8 @@
 
 namespace dtr::ops {
 
+// ---- elementwise (kernels/elementwise/): arithmetic, activations, reductions and broadcasts, random draws,
+// dropout, optimizer steps ----
 // "add", "sub", "mul", "div": elementwise on two tensors whose shapes broadcast (NumPy rules).
 const OpDef& add();
 const OpDef& sub();
@@ -42,13 +44,6 @@ const OpDef& sigmoid();
 const OpDef& sigmoid_backward();
 // "scale": x * factor; attribute "factor" (real).
 const OpDef& scale();
-// "matmul": [m, k] x [k, n] -> [m, n] (OpenBLAS); attributes "transpose_a", "transpose_b" (0/1) read a
-// stored [k, m] or [n, k] as its transpose. 2mkn flops.
-const OpDef& matmul();
-// "bmm": [b, m, k] x [b, k, n] -> [b, m, n], the same attributes per batch.
-const OpDef& bmm();
-// "linear": x [..., in], weight [out, in] and an optional bias [out] -> x weightᵀ + bias, [..., out].
-const OpDef& linear();
 // "sum", "mean": over attribute "axis" (int) or "axes" (int list; negative counts from the end), every
 // element when neither is given; "keepdim" (0/1) keeps reduced dimensions as 1. Sums in increasing index
 // order, in double.
@@ -62,65 +57,6 @@ const OpDef& broadcast_to();
 // "uniform": floats in [0, 1) with the shape and dtype of its one input, whose values it does not read.
 // Random: the bits are a function of KernelArgs::seed and the element index only.
 const OpDef& uniform();
-// "split2": [n, ...] (n >= 2) -> [n/2, ...] and [n - n/2, ...], along dimension 0; any dtype.
-const OpDef& split2();
-// "concat2": [a, ...] and [b, ...] -> [a + b, ...], along dimension 0; the inverse of split2.
-const OpDef& concat2();
-
-// ---- convolution and pooling (kernels/conv.cpp, kernels/pool.cpp) ----
-// "conv2d": input [N, C, H, W], weight [O, C/groups, KH, KW] and an optional bias [O] -> [N, O, OH, OW] with
-// OH = (H + 2 pad_h - dil_h (KH - 1) - 1) / stride_h + 1 (and OW alike). Attributes (int lists of 2, height
-// then width): "stride" (default [1, 1]), "padding" (zeros, default [0, 0]), "dilation" (default [1, 1]);
-// "groups" (int, default 1) splits C and O into that many independent convolutions. im2col + OpenBLAS GEMM
-// per image and group; 2 N O OH OW (C/groups) KH KW flops (+ N O OH OW for the bias).
-const OpDef& conv2d();
-// "conv2d_backward_input"(grad_out, weight): the gradient of conv2d's input; conv2d's attributes plus
-// "input_shape" (int list). Overlapping windows add up in one fixed order (col2im).
-const OpDef& conv2d_backward_input();
-// "conv2d_backward_weight"(grad_out, input): the gradient of conv2d's weight; conv2d's attributes plus
-// "weight_shape" (int list). Images are summed in index order. (The bias's gradient is a sum over [0, 2, 3].)
-const OpDef& conv2d_backward_weight();
-// "max_pool2d": [N, C, H, W] -> [N, C, OH, OW], each output the maximum of its window. Attributes (int lists
-// of 2): "kernel" (required), "stride" (default: the kernel), "padding" (default [0, 0], at most half the
-// kernel; padded cells never win). Ties go to the first maximal cell in row-major window order; a NaN in the
-// window propagates (the first NaN wins).
-const OpDef& max_pool2d();
-// "max_pool2d_backward"(grad_out, input): each output's gradient added to its window's maximum, chosen by
-// max_pool2d's rule; max_pool2d's attributes.
-const OpDef& max_pool2d_backward();
-// "avg_pool2d": as max_pool2d's shapes and attributes; each output the sum of its window's input cells
-// divided by the full window size KH KW, padded cells counting as zeros (PyTorch's count_include_pad=True).
-const OpDef& avg_pool2d();
-// "avg_pool2d_backward"(grad_out): avg_pool2d's attributes plus "input_shape" (int list); each output's
-// gradient over KH KW added to the input cells of its window.
-const OpDef& avg_pool2d_backward();
-// ---- layout, embedding, dropout, optimizer steps ----
-// "reshape": the input's elements under attribute "shape" (int list; one -1 stands for what the element count
-// leaves). Always a view (OpDef::views): no buffer, no copy. Any dtype.
-const OpDef& reshape();
-// "slice": along attribute "dim", indices "start" to "end" (exclusive) by "step" (>= 1, default 1); negative
-// indices count from the end and out-of-range ones clamp, as in Python. A view when the result is one
-// contiguous range (the dimensions before "dim" all 1, e.g. dim 0, and step 1), a copy otherwise. Any dtype.
-// "slice_backward"(grad): zeros of attribute "input_shape" with grad where the slice took its elements (the
-// slice's attributes): the gradient of slice.
-const OpDef& slice();
-const OpDef& slice_backward();
-// "split": along attribute "dim" into parts of attribute "sizes" (int list, >= 0, adding up to that
-// dimension): one output per part. Views when the dimensions before "dim" are all 1 (e.g. dim 0), copies
-// otherwise. Any dtype.
-const OpDef& split();
-// "concat": one or more tensors of one dtype and rank, equal but in attribute "dim", joined along it. A copy.
-const OpDef& concat();
-// "transpose": dimensions "dim0" and "dim1" swapped. "permute": output dimension i is input dimension
-// "dims"[i] (a permutation; negative counts from the end). Copies (tensors are contiguous); any dtype.
-const OpDef& transpose();
-const OpDef& permute();
-// "embedding": weight [V, D] (floating) and int64 indices [...] -> weight's rows [..., D]. An index outside
-// [0, V) is a ShapeError naming it, raised before any output is allocated (OpDef::check_values).
-// "embedding_backward"(grad [..., D], indices [...]) with attribute "num_embeddings" V -> [V, D]: row i sums
-// the gradient rows of the positions holding i, in increasing position order (deterministic).
-const OpDef& embedding();
-const OpDef& embedding_backward();
 // "dropout": x and attribute "p" (real in [0, 1); InvalidArgument otherwise) -> y = x · mask / (1 - p) and
 // the mask (1 keeps an element, with probability 1 - p; 0 drops it), of x's dtype. Random: the mask is a
 // function of KernelArgs::seed and the element index only, the same for float32 and float64. p = 0 keeps all.
@@ -149,7 +85,49 @@ const OpDef& sgd_apply();
 const OpDef& adam_moment1();
 const OpDef& adam_moment2();
 const OpDef& adam_apply();
-// ---- softmax, losses and normalization (kernels/softmax.cpp, kernels/normalization.cpp) ----
+
+// ---- dense (kernels/dense/): matrix products, convolution, pooling ----
+// "matmul": [m, k] x [k, n] -> [m, n] (OpenBLAS); attributes "transpose_a", "transpose_b" (0/1) read a
+// stored [k, m] or [n, k] as its transpose. 2mkn flops.
+const OpDef& matmul();
+// "bmm": [b, m, k] x [b, k, n] -> [b, m, n], the same attributes per batch.
+const OpDef& bmm();
+// "linear": x [..., in], weight [out, in] and an optional bias [out] -> x weightᵀ + bias, [..., out].
+const OpDef& linear();
+// "conv2d": input [N, C, H, W], weight [O, C/groups, KH, KW] and an optional bias [O] -> [N, O, OH, OW] with
+// OH = (H + 2 pad_h - dil_h (KH - 1) - 1) / stride_h + 1 (and OW alike). Attributes (int lists of 2, height
+// then width): "stride" (default [1, 1]), "padding" (zeros, default [0, 0]), "dilation" (default [1, 1]);
+// "groups" (int, default 1) splits C and O into that many independent convolutions. im2col + OpenBLAS GEMM
+// per image and group; 2 N O OH OW (C/groups) KH KW flops (+ N O OH OW for the bias).
+const OpDef& conv2d();
+// "conv2d_backward_input"(grad_out, weight): the gradient of conv2d's input; conv2d's attributes plus
+// "input_shape" (int list). Overlapping windows add up in one fixed order (col2im).
+const OpDef& conv2d_backward_input();
+// "conv2d_backward_weight"(grad_out, input): the gradient of conv2d's weight; conv2d's attributes plus
+// "weight_shape" (int list). Images are summed in index order. (The bias's gradient is a sum over [0, 2, 3].)
+const OpDef& conv2d_backward_weight();
+// "max_pool2d": [N, C, H, W] -> [N, C, OH, OW], each output the maximum of its window. Attributes (int lists
+// of 2): "kernel" (required), "stride" (default: the kernel), "padding" (default [0, 0], at most half the
+// kernel; padded cells never win). Ties go to the first maximal cell in row-major window order; a NaN in the
+// window propagates (the first NaN wins).
+const OpDef& max_pool2d();
+// "max_pool2d_backward"(grad_out, input): each output's gradient added to its window's maximum, chosen by
+// max_pool2d's rule; max_pool2d's attributes.
+const OpDef& max_pool2d_backward();
+// "avg_pool2d": as max_pool2d's shapes and attributes; each output the sum of its window's input cells
+// divided by the full window size KH KW, padded cells counting as zeros (PyTorch's count_include_pad=True).
+const OpDef& avg_pool2d();
+// "avg_pool2d_backward"(grad_out): avg_pool2d's attributes plus "input_shape" (int list); each output's
+// gradient over KH KW added to the input cells of its window.
+const OpDef& avg_pool2d_backward();
+
+// ---- normalization (kernels/normalization/): softmax, losses, layer and batch norm, embedding ----
+// "embedding": weight [V, D] (floating) and int64 indices [...] -> weight's rows [..., D]. An index outside
+// [0, V) is a ShapeError naming it, raised before any output is allocated (OpDef::check_values).
+// "embedding_backward"(grad [..., D], indices [...]) with attribute "num_embeddings" V -> [V, D]: row i sums
+// the gradient rows of the positions holding i, in increasing position order (deterministic).
+const OpDef& embedding();
+const OpDef& embedding_backward();
 // "softmax", "log_softmax": over attribute "axis" (int, default -1), numerically stable (the row max is
 // subtracted; sums in double). "softmax_backward"(grad, y) and "log_softmax_backward"(grad, y), y the
 // forward output, same "axis".
@@ -187,6 +165,32 @@ const OpDef& batch_norm_eval_backward();
 // n >= 2, optional): stat is multiplied by n / (n - 1), turning a biased variance over n elements into the
 // unbiased one.
 const OpDef& running_stat_update();
+
+// ---- layout (kernels/layout/): reshape, slice, split, concat, transpose, permute ----
+// "split2": [n, ...] (n >= 2) -> [n/2, ...] and [n - n/2, ...], along dimension 0; any dtype.
+const OpDef& split2();
+// "concat2": [a, ...] and [b, ...] -> [a + b, ...], along dimension 0; the inverse of split2.
+const OpDef& concat2();
+// "reshape": the input's elements under attribute "shape" (int list; one -1 stands for what the element count
+// leaves). Always a view (OpDef::views): no buffer, no copy. Any dtype.
+const OpDef& reshape();
+// "slice": along attribute "dim", indices "start" to "end" (exclusive) by "step" (>= 1, default 1); negative
+// indices count from the end and out-of-range ones clamp, as in Python. A view when the result is one
+// contiguous range (the dimensions before "dim" all 1, e.g. dim 0, and step 1), a copy otherwise. Any dtype.
+// "slice_backward"(grad): zeros of attribute "input_shape" with grad where the slice took its elements (the
+// slice's attributes): the gradient of slice.
+const OpDef& slice();
+const OpDef& slice_backward();
+// "split": along attribute "dim" into parts of attribute "sizes" (int list, >= 0, adding up to that
+// dimension): one output per part. Views when the dimensions before "dim" are all 1 (e.g. dim 0), copies
+// otherwise. Any dtype.
+const OpDef& split();
+// "concat": one or more tensors of one dtype and rank, equal but in attribute "dim", joined along it. A copy.
+const OpDef& concat();
+// "transpose": dimensions "dim0" and "dim1" swapped. "permute": output dimension i is input dimension
+// "dims"[i] (a permutation; negative counts from the end). Copies (tensors are contiguous); any dtype.
+const OpDef& transpose();
+const OpDef& permute();
 
 }  // namespace dtr::ops
 

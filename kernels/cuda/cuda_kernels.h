@@ -6,13 +6,17 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "dtr/op.h"
 
 namespace dtr::kernels {
 
-// `def` with its cuda_kernel set from the table below when this build has one for def.name.
+// `def` with its cuda_kernel set from the table below when this build has one for def.name (define_op calls it).
 OpDef with_cuda_kernel(OpDef def);
+// The op names the table has kernels for, sorted; none in a build without CUDA. A test checks that each names
+// an op of the table (dtr::find_op): a misspelt name would otherwise leave its op without its kernel.
+std::vector<std::string> cuda_kernel_names();
 
 namespace cuda {
 

@@ -17,8 +17,8 @@
 #include "cuda_kernels.h"
 #include "cuda_support.h"
 #include "dense.h"
-#include "kernels/op_checks.h"
 #include "kernels/dense/window_geometry.h"
+#include "kernels/op_checks.h"
 #include "workspace.h"
 
 namespace dtr::kernels::cuda {

@@ -1,6 +1,8 @@
 // The op table of a CUDA build: every family's kernels, looked up by op name as each OpDef is built.
 #include "cuda_kernels.h"
 
+#include <algorithm>
+
 namespace dtr::kernels {
 namespace {
 
@@ -17,6 +19,13 @@ const cuda::KernelTable& table() {
 }
 
 }  // namespace
+
+std::vector<std::string> cuda_kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, kernel] : table()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 OpDef with_cuda_kernel(OpDef def) {
   const auto found = table().find(def.name);

@@ -5,4 +5,6 @@ namespace dtr::kernels {
 
 OpDef with_cuda_kernel(OpDef def) { return def; }
 
+std::vector<std::string> cuda_kernel_names() { return {}; }
+
 }  // namespace dtr::kernels

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/dense/gemm.h"
-#include "kernels/op_checks.h"
 #include "kernels/dense/window_geometry.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {
@@ -233,29 +233,33 @@ double conv2d_backward_weight_flops(std::span<const TensorMeta> inputs, const At
 }  // namespace
 
 const OpDef& conv2d() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "conv2d",
-                         .infer = infer_conv2d,
-                         .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { conv2d_cpu(zero, args); }),
-                         .flops = conv2d_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "conv2d",
+        .infer = infer_conv2d,
+        .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { conv2d_cpu(zero, args); }),
+        .flops = conv2d_flops};
+  });
 }
 
 const OpDef& conv2d_backward_input() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "conv2d_backward_input",
-      .infer = infer_conv2d_backward_input,
-      .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { conv2d_backward_input_cpu(zero, args); }),
-      .flops = conv2d_backward_input_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "conv2d_backward_input",
+                 .infer = infer_conv2d_backward_input,
+                 .cpu_kernel = kernels::floating_kernel(
+                     [](auto zero, const KernelArgs& args) { conv2d_backward_input_cpu(zero, args); }),
+                 .flops = conv2d_backward_input_flops};
+  });
 }
 
 const OpDef& conv2d_backward_weight() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "conv2d_backward_weight",
-      .infer = infer_conv2d_backward_weight,
-      .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { conv2d_backward_weight_cpu(zero, args); }),
-      .flops = conv2d_backward_weight_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "conv2d_backward_weight",
+                 .infer = infer_conv2d_backward_weight,
+                 .cpu_kernel = kernels::floating_kernel(
+                     [](auto zero, const KernelArgs& args) { conv2d_backward_weight_cpu(zero, args); }),
+                 .flops = conv2d_backward_weight_flops};
+  });
 }
 
 }  // namespace dtr::ops

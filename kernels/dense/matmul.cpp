@@ -2,8 +2,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/dense/gemm.h"
 #include "kernels/op_checks.h"
 
@@ -132,18 +132,18 @@ double linear_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) 
 }  // namespace
 
 const OpDef& matmul() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "matmul", .infer = infer_matmul, .cpu_kernel = matmul_cpu, .flops = matmul_flops});
-  return def;
+  return kernels::define_op(
+      [] { return OpDef{.name = "matmul", .infer = infer_matmul, .cpu_kernel = matmul_cpu, .flops = matmul_flops}; });
 }
 
 const OpDef& bmm() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "bmm", .infer = infer_bmm, .cpu_kernel = bmm_cpu, .flops = bmm_flops});
-  return def;
+  return kernels::define_op(
+      [] { return OpDef{.name = "bmm", .infer = infer_bmm, .cpu_kernel = bmm_cpu, .flops = bmm_flops}; });
 }
 
 const OpDef& linear() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "linear", .infer = infer_linear, .cpu_kernel = linear_cpu, .flops = linear_flops});
-  return def;
+  return kernels::define_op(
+      [] { return OpDef{.name = "linear", .infer = infer_linear, .cpu_kernel = linear_cpu, .flops = linear_flops}; });
 }
 
 }  // namespace dtr::ops

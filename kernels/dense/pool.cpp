@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
-#include "kernels/op_checks.h"
+#include "kernels/define_op.h"
 #include "kernels/dense/window_geometry.h"
+#include "kernels/op_checks.h"
 
 namespace dtr::ops {
 namespace {
@@ -157,39 +157,43 @@ double avg_pool2d_backward_flops(std::span<const TensorMeta> inputs, const Attrs
 }  // namespace
 
 const OpDef& max_pool2d() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "max_pool2d",
-      .infer = infer_max_pool2d,
-      .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { max_pool2d_cpu(zero, args); }),
-      .flops = max_pool2d_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "max_pool2d",
+        .infer = infer_max_pool2d,
+        .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { max_pool2d_cpu(zero, args); }),
+        .flops = max_pool2d_flops};
+  });
 }
 
 const OpDef& max_pool2d_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "max_pool2d_backward",
-                         .infer = infer_max_pool2d_backward,
-                         .cpu_kernel = kernels::floating_kernel(
-                             [](auto zero, const KernelArgs& args) { max_pool2d_backward_cpu(zero, args); }),
-                         .flops = max_pool2d_backward_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "max_pool2d_backward",
+                 .infer = infer_max_pool2d_backward,
+                 .cpu_kernel = kernels::floating_kernel(
+                     [](auto zero, const KernelArgs& args) { max_pool2d_backward_cpu(zero, args); }),
+                 .flops = max_pool2d_backward_flops};
+  });
 }
 
 const OpDef& avg_pool2d() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "avg_pool2d",
-      .infer = infer_avg_pool2d,
-      .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { avg_pool2d_cpu(zero, args); }),
-      .flops = avg_pool2d_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "avg_pool2d",
+        .infer = infer_avg_pool2d,
+        .cpu_kernel = kernels::floating_kernel([](auto zero, const KernelArgs& args) { avg_pool2d_cpu(zero, args); }),
+        .flops = avg_pool2d_flops};
+  });
 }
 
 const OpDef& avg_pool2d_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "avg_pool2d_backward",
-                         .infer = infer_avg_pool2d_backward,
-                         .cpu_kernel = kernels::floating_kernel(
-                             [](auto zero, const KernelArgs& args) { avg_pool2d_backward_cpu(zero, args); }),
-                         .flops = avg_pool2d_backward_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "avg_pool2d_backward",
+                 .infer = infer_avg_pool2d_backward,
+                 .cpu_kernel = kernels::floating_kernel(
+                     [](auto zero, const KernelArgs& args) { avg_pool2d_backward_cpu(zero, args); }),
+                 .flops = avg_pool2d_backward_flops};
+  });
 }
 
 }  // namespace dtr::ops

@@ -5,8 +5,8 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/elementwise/elementwise_math.h"
 #include "kernels/op_checks.h"
 
@@ -113,73 +113,58 @@ OpDef broadcasting(const std::string& name, Fn fn) {
 }  // namespace
 
 const OpDef& add() {
-  static const OpDef def = kernels::with_cuda_kernel(broadcasting("add", kernels::Add{}));
-  return def;
+  return kernels::define_op([] { return broadcasting("add", kernels::Add{}); });
 }
 
 const OpDef& sub() {
-  static const OpDef def = kernels::with_cuda_kernel(broadcasting("sub", kernels::Sub{}));
-  return def;
+  return kernels::define_op([] { return broadcasting("sub", kernels::Sub{}); });
 }
 
 const OpDef& mul() {
-  static const OpDef def = kernels::with_cuda_kernel(broadcasting("mul", kernels::Mul{}));
-  return def;
+  return kernels::define_op([] { return broadcasting("mul", kernels::Mul{}); });
 }
 
 const OpDef& div() {
-  static const OpDef def = kernels::with_cuda_kernel(broadcasting("div", kernels::Div{}));
-  return def;
+  return kernels::define_op([] { return broadcasting("div", kernels::Div{}); });
 }
 
 const OpDef& relu() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("relu", without_attrs(kernels::Relu{})));
-  return def;
+  return kernels::define_op([] { return same_shape<1>("relu", without_attrs(kernels::Relu{})); });
 }
 
 const OpDef& relu_backward() {
-  static const OpDef def =
-      kernels::with_cuda_kernel(same_shape<2>("relu_backward", without_attrs(kernels::ReluBackward{})));
-  return def;
+  return kernels::define_op([] { return same_shape<2>("relu_backward", without_attrs(kernels::ReluBackward{})); });
 }
 
 const OpDef& gelu() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("gelu", without_attrs(kernels::Gelu{})));
-  return def;
+  return kernels::define_op([] { return same_shape<1>("gelu", without_attrs(kernels::Gelu{})); });
 }
 
 const OpDef& gelu_backward() {
-  static const OpDef def =
-      kernels::with_cuda_kernel(same_shape<2>("gelu_backward", without_attrs(kernels::GeluBackward{})));
-  return def;
+  return kernels::define_op([] { return same_shape<2>("gelu_backward", without_attrs(kernels::GeluBackward{})); });
 }
 
 const OpDef& tanh() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("tanh", without_attrs(kernels::Tanh{})));
-  return def;
+  return kernels::define_op([] { return same_shape<1>("tanh", without_attrs(kernels::Tanh{})); });
 }
 
 const OpDef& tanh_backward() {
-  static const OpDef def =
-      kernels::with_cuda_kernel(same_shape<2>("tanh_backward", without_attrs(kernels::TanhBackward{})));
-  return def;
+  return kernels::define_op([] { return same_shape<2>("tanh_backward", without_attrs(kernels::TanhBackward{})); });
 }
 
 const OpDef& sigmoid() {
-  static const OpDef def = kernels::with_cuda_kernel(same_shape<1>("sigmoid", without_attrs(kernels::Sigmoid{})));
-  return def;
+  return kernels::define_op([] { return same_shape<1>("sigmoid", without_attrs(kernels::Sigmoid{})); });
 }
 
 const OpDef& sigmoid_backward() {
-  static const OpDef def =
-      kernels::with_cuda_kernel(same_shape<2>("sigmoid_backward", without_attrs(kernels::SigmoidBackward{})));
-  return def;
+  return kernels::define_op(
+      [] { return same_shape<2>("sigmoid_backward", without_attrs(kernels::SigmoidBackward{})); });
 }
 
 const OpDef& scale() {
-  static const OpDef def = kernels::with_cuda_kernel(
-      same_shape<1>("scale", [](const Attrs& attrs) { return kernels::Scale{attrs.get_real("factor")}; }));
-  return def;
+  return kernels::define_op([] {
+    return same_shape<1>("scale", [](const Attrs& attrs) { return kernels::Scale{attrs.get_real("factor")}; });
+  });
 }
 
 }  // namespace dtr::ops

@@ -4,9 +4,9 @@
 // output, so the backward needs no randomness.
 #include <cstdint>
 
-#include "kernels/elementwise/counter_random.h"
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
+#include "kernels/elementwise/counter_random.h"
 #include "kernels/elementwise/elementwise_attrs.h"
 #include "kernels/elementwise/elementwise_math.h"
 #include "kernels/op_checks.h"
@@ -52,12 +52,13 @@ void dropout_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& dropout() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "dropout",
-                         .infer = infer_dropout,
-                         .cpu_kernel = dropout_cpu,
-                         .flops = kernels::numel_flops,
-                         .random = true});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "dropout",
+                 .infer = infer_dropout,
+                 .cpu_kernel = dropout_cpu,
+                 .flops = kernels::numel_flops,
+                 .random = true};
+  });
 }
 
 }  // namespace dtr::ops

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/elementwise/elementwise_attrs.h"
 #include "kernels/op_checks.h"
 
@@ -123,39 +123,40 @@ OpDef update_op(const std::string& name, std::size_t base, const std::string& na
 }  // namespace
 
 const OpDef& sgd_momentum_buffer() {
-  static const OpDef def = kernels::with_cuda_kernel(update_op(
-      "sgd_momentum_buffer", 2, "buf, grad", "param", "when weight_decay is not 0",
-      [](const Attrs& attrs) { return takes_param_for_decay("sgd_momentum_buffer", attrs); }, 4,
-      kernels::sgd_momentum_buffer_step));
-  return def;
+  return kernels::define_op([] {
+    return update_op(
+        "sgd_momentum_buffer", 2, "buf, grad", "param", "when weight_decay is not 0",
+        [](const Attrs& attrs) { return takes_param_for_decay("sgd_momentum_buffer", attrs); }, 4,
+        kernels::sgd_momentum_buffer_step);
+  });
 }
 
 const OpDef& sgd_apply() {
-  static const OpDef def = kernels::with_cuda_kernel(update_op("sgd_apply", 2, "param, buf", "grad", "with nesterov",
-                                                               kernels::nesterov, 6, kernels::sgd_apply_step));
-  return def;
+  return kernels::define_op([] {
+    return update_op("sgd_apply", 2, "param, buf", "grad", "with nesterov", kernels::nesterov, 6,
+                     kernels::sgd_apply_step);
+  });
 }
 
 const OpDef& adam_moment1() {
-  static const OpDef def = kernels::with_cuda_kernel(update_op(
-      "adam_moment1", 2, "m, grad", "param", "when weight_decay is not 0",
-      [](const Attrs& attrs) { return takes_param_for_decay("adam_moment1", attrs); }, 5,
-      kernels::adam_moment1_step));
-  return def;
+  return kernels::define_op([] {
+    return update_op(
+        "adam_moment1", 2, "m, grad", "param", "when weight_decay is not 0",
+        [](const Attrs& attrs) { return takes_param_for_decay("adam_moment1", attrs); }, 5, kernels::adam_moment1_step);
+  });
 }
 
 const OpDef& adam_moment2() {
-  static const OpDef def = kernels::with_cuda_kernel(update_op(
-      "adam_moment2", 2, "v, grad", "param", "when weight_decay is not 0",
-      [](const Attrs& attrs) { return takes_param_for_decay("adam_moment2", attrs); }, 6,
-      kernels::adam_moment2_step));
-  return def;
+  return kernels::define_op([] {
+    return update_op(
+        "adam_moment2", 2, "v, grad", "param", "when weight_decay is not 0",
+        [](const Attrs& attrs) { return takes_param_for_decay("adam_moment2", attrs); }, 6, kernels::adam_moment2_step);
+  });
 }
 
 const OpDef& adam_apply() {
-  static const OpDef def = kernels::with_cuda_kernel(
-      update_op("adam_apply", 3, "param, m, v", "", "", nullptr, 6, kernels::adam_apply_step));
-  return def;
+  return kernels::define_op(
+      [] { return update_op("adam_apply", 3, "param, m, v", "", "", nullptr, 6, kernels::adam_apply_step); });
 }
 
 }  // namespace dtr::ops

@@ -2,8 +2,8 @@
 // that replays the captured seed reproduces the first run's bits exactly.
 #include <cstdint>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/elementwise/counter_random.h"
 #include "kernels/op_checks.h"
 
@@ -30,12 +30,13 @@ void uniform_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& uniform() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "uniform",
-                         .infer = infer_uniform,
-                         .cpu_kernel = uniform_cpu,
-                         .flops = kernels::numel_flops,
-                         .random = true});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "uniform",
+                 .infer = infer_uniform,
+                 .cpu_kernel = uniform_cpu,
+                 .flops = kernels::numel_flops,
+                 .random = true};
+  });
 }
 
 }  // namespace dtr::ops

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/elementwise/elementwise_attrs.h"
 #include "kernels/op_checks.h"
 
@@ -145,24 +145,24 @@ double output_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
 }  // namespace
 
 const OpDef& broadcast_to() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "broadcast_to", .infer = infer_broadcast_to, .cpu_kernel = broadcast_to_cpu, .flops = output_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "broadcast_to", .infer = infer_broadcast_to, .cpu_kernel = broadcast_to_cpu, .flops = output_flops};
+  });
 }
 
 const OpDef& sum() {
-  static const OpDef def = kernels::with_cuda_kernel(reduction("sum", false));
-  return def;
+  return kernels::define_op([] { return reduction("sum", false); });
 }
 
 const OpDef& mean() {
-  static const OpDef def = kernels::with_cuda_kernel(reduction("mean", true));
-  return def;
+  return kernels::define_op([] { return reduction("mean", true); });
 }
 
 const OpDef& sum_to() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "sum_to", .infer = infer_sum_to, .cpu_kernel = sum_to_cpu, .flops = kernels::numel_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "sum_to", .infer = infer_sum_to, .cpu_kernel = sum_to_cpu, .flops = kernels::numel_flops};
+  });
 }
 
 }  // namespace dtr::ops

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/layout/layout_geometry.h"
 #include "kernels/op_checks.h"
 
@@ -239,96 +239,103 @@ OpDef permuting(const std::string& name) {
 }  // namespace
 
 const OpDef& reshape() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "reshape",
-      .infer = [](std::span<const TensorMeta> inputs,
-                  const Attrs& attrs) { return TensorMetas{TensorMeta{reshaped(inputs, attrs), inputs[0].dtype}}; },
-      // Only ever a view: there is nothing to write unless a caller asks for a copy.
-      .cpu_kernel =
-          [](const KernelArgs& args) {
-            if (!args.outputs.empty()) std::memcpy(args.outputs[0], args.inputs[0], args.input_meta[0].nbytes());
-          },
-      .flops = [](std::span<const TensorMeta>, const Attrs&) { return 1.0; },
-      .views = [](std::span<const TensorMeta>, const Attrs&) { return OutputViews{ViewOf{0, 0}}; },
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "reshape",
+        .infer =
+            [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+              return TensorMetas{TensorMeta{reshaped(inputs, attrs), inputs[0].dtype}};
+            },
+        // Only ever a view: there is nothing to write unless a caller asks for a copy.
+        .cpu_kernel =
+            [](const KernelArgs& args) {
+              if (!args.outputs.empty()) std::memcpy(args.outputs[0], args.inputs[0], args.input_meta[0].nbytes());
+            },
+        .flops = [](std::span<const TensorMeta>, const Attrs&) { return 1.0; },
+        .views =
+            [](std::span<const TensorMeta>, const Attrs&) {
+              return OutputViews{ViewOf{0, 0}};
+            },
+    };
   });
-  return def;
 }
 
 const OpDef& slice() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "slice",
-      .infer = infer_slice,
-      .cpu_kernel =
-          [](const KernelArgs& args) {
-            if (args.outputs.empty()) return;  // a view
-            const SliceGeometry g = slice_geometry("slice", args.input_meta, args.input_meta[0].shape, args.attrs);
-            copy_slice(g, element_size(args.input_meta[0].dtype), bytes(args.inputs[0]), bytes(args.outputs[0]),
-                       false);
-          },
-      // A copy moves each output element once; a view costs a step.
-      .flops =
-          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
-            const SliceGeometry g = slice_geometry("slice", inputs, inputs[0].shape, attrs);
-            return slice_is_contiguous(g) ? 1.0
-                                          : kernels::at_least_one(static_cast<double>(
-                                                g.around.outer * g.length * g.around.inner));
-          },
-      .views =
-          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
-            const SliceGeometry g = slice_geometry("slice", inputs, inputs[0].shape, attrs);
-            if (!slice_is_contiguous(g)) return OutputViews{std::nullopt};
-            return OutputViews{ViewOf{0, g.start * g.around.inner}};
-          },
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "slice",
+        .infer = infer_slice,
+        .cpu_kernel =
+            [](const KernelArgs& args) {
+              if (args.outputs.empty()) return;  // a view
+              const SliceGeometry g = slice_geometry("slice", args.input_meta, args.input_meta[0].shape, args.attrs);
+              copy_slice(g, element_size(args.input_meta[0].dtype), bytes(args.inputs[0]), bytes(args.outputs[0]),
+                         false);
+            },
+        // A copy moves each output element once; a view costs a step.
+        .flops =
+            [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+              const SliceGeometry g = slice_geometry("slice", inputs, inputs[0].shape, attrs);
+              return slice_is_contiguous(g)
+                         ? 1.0
+                         : kernels::at_least_one(static_cast<double>(g.around.outer * g.length * g.around.inner));
+            },
+        .views =
+            [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+              const SliceGeometry g = slice_geometry("slice", inputs, inputs[0].shape, attrs);
+              if (!slice_is_contiguous(g)) return OutputViews{std::nullopt};
+              return OutputViews{ViewOf{0, g.start * g.around.inner}};
+            },
+    };
   });
-  return def;
 }
 
 const OpDef& slice_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "slice_backward",
-      .infer = infer_slice_backward,
-      .cpu_kernel =
-          [](const KernelArgs& args) {
-            const TensorMeta& out = args.output_meta[0];
-            std::memset(args.outputs[0], 0, out.nbytes());  // all-zero bytes are 0 in every dtype
-            const SliceGeometry g = slice_geometry("slice_backward", args.input_meta, out.shape, args.attrs);
-            copy_slice(g, element_size(out.dtype), bytes(args.inputs[0]), bytes(args.outputs[0]), true);
-          },
-      .flops =
-          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
-            return kernels::at_least_one(static_cast<double>(TensorMeta{input_shape_attr(inputs, attrs)}.numel()));
-          },
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "slice_backward",
+        .infer = infer_slice_backward,
+        .cpu_kernel =
+            [](const KernelArgs& args) {
+              const TensorMeta& out = args.output_meta[0];
+              std::memset(args.outputs[0], 0, out.nbytes());  // all-zero bytes are 0 in every dtype
+              const SliceGeometry g = slice_geometry("slice_backward", args.input_meta, out.shape, args.attrs);
+              copy_slice(g, element_size(out.dtype), bytes(args.inputs[0]), bytes(args.outputs[0]), true);
+            },
+        .flops =
+            [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+              return kernels::at_least_one(static_cast<double>(TensorMeta{input_shape_attr(inputs, attrs)}.numel()));
+            },
+    };
   });
-  return def;
 }
 
 const OpDef& split() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "split",
-      .infer = infer_split,
-      .cpu_kernel = split_cpu,
-      .flops =
-          [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
-            return split_geometry(inputs, attrs).around.outer == 1 ? 1.0 : kernels::numel_flops(inputs, attrs);
-          },
-      .views = split_views,
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "split",
+        .infer = infer_split,
+        .cpu_kernel = split_cpu,
+        .flops =
+            [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
+              return split_geometry(inputs, attrs).around.outer == 1 ? 1.0 : kernels::numel_flops(inputs, attrs);
+            },
+        .views = split_views,
+    };
   });
-  return def;
 }
 
 const OpDef& concat() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "concat", .infer = infer_concat, .cpu_kernel = concat_cpu, .flops = concat_flops});
-  return def;
+  return kernels::define_op(
+      [] { return OpDef{.name = "concat", .infer = infer_concat, .cpu_kernel = concat_cpu, .flops = concat_flops}; });
 }
 
 const OpDef& transpose() {
-  static const OpDef def = kernels::with_cuda_kernel(permuting("transpose"));
-  return def;
+  return kernels::define_op([] { return permuting("transpose"); });
 }
 
 const OpDef& permute() {
-  static const OpDef def = kernels::with_cuda_kernel(permuting("permute"));
-  return def;
+  return kernels::define_op([] { return permuting("permute"); });
 }
 
 }  // namespace dtr::ops

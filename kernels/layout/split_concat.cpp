@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/op_checks.h"
 
 namespace dtr::ops {
@@ -56,15 +56,15 @@ double concat2_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/)
 }  // namespace
 
 const OpDef& split2() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "split2", .infer = infer_split2, .cpu_kernel = split2_cpu, .flops = kernels::numel_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "split2", .infer = infer_split2, .cpu_kernel = split2_cpu, .flops = kernels::numel_flops};
+  });
 }
 
 const OpDef& concat2() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "concat2", .infer = infer_concat2, .cpu_kernel = concat2_cpu, .flops = concat2_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "concat2", .infer = infer_concat2, .cpu_kernel = concat2_cpu, .flops = concat2_flops};
+  });
 }
 
 }  // namespace dtr::ops

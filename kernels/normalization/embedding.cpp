@@ -5,8 +5,8 @@
 #include <span>
 #include <string_view>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/op_checks.h"
 
 namespace dtr::ops {
@@ -77,31 +77,34 @@ void embedding_backward_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& embedding() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "embedding",
-      .infer = infer_embedding,
-      .cpu_kernel = embedding_cpu,
-      .flops =
-          [](std::span<const TensorMeta> inputs, const Attrs&) {
-            return kernels::at_least_one(static_cast<double>(inputs[1].numel() * inputs[0].shape[1]));
-          },
-      .check_values = [](const KernelArgs& args) { check_indices("embedding", args, 1, args.input_meta[0].shape[0]); },
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "embedding",
+        .infer = infer_embedding,
+        .cpu_kernel = embedding_cpu,
+        .flops =
+            [](std::span<const TensorMeta> inputs, const Attrs&) {
+              return kernels::at_least_one(static_cast<double>(inputs[1].numel() * inputs[0].shape[1]));
+            },
+        .check_values =
+            [](const KernelArgs& args) { check_indices("embedding", args, 1, args.input_meta[0].shape[0]); },
+    };
   });
-  return def;
 }
 
 const OpDef& embedding_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "embedding_backward",
-      .infer = infer_embedding_backward,
-      .cpu_kernel = embedding_backward_cpu,
-      .flops = kernels::numel_flops,
-      .check_values =
-          [](const KernelArgs& args) {
-            check_indices("embedding_backward", args, 1, args.attrs.get_int("num_embeddings"));
-          },
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "embedding_backward",
+        .infer = infer_embedding_backward,
+        .cpu_kernel = embedding_backward_cpu,
+        .flops = kernels::numel_flops,
+        .check_values =
+            [](const KernelArgs& args) {
+              check_indices("embedding_backward", args, 1, args.attrs.get_int("num_embeddings"));
+            },
+    };
   });
-  return def;
 }
 
 }  // namespace dtr::ops

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
 #include "kernels/op_checks.h"
@@ -279,55 +279,62 @@ void running_stat_update_cpu(const KernelArgs& args) {
 }  // namespace
 
 const OpDef& layer_norm() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "layer_norm", .infer = infer_layer_norm, .cpu_kernel = layer_norm_cpu, .flops = normalize_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "layer_norm", .infer = infer_layer_norm, .cpu_kernel = layer_norm_cpu, .flops = normalize_flops};
+  });
 }
 
 const OpDef& layer_norm_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "layer_norm_backward",
-                         .infer = infer_layer_norm_backward,
-                         .cpu_kernel = layer_norm_backward_cpu,
-                         .flops = backward_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "layer_norm_backward",
+                 .infer = infer_layer_norm_backward,
+                 .cpu_kernel = layer_norm_backward_cpu,
+                 .flops = backward_flops};
+  });
 }
 
 const OpDef& batch_norm() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "batch_norm", .infer = infer_batch_norm, .cpu_kernel = batch_norm_cpu, .flops = normalize_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "batch_norm", .infer = infer_batch_norm, .cpu_kernel = batch_norm_cpu, .flops = normalize_flops};
+  });
 }
 
 const OpDef& batch_norm_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "batch_norm_backward",
-                         .infer = infer_batch_norm_backward,
-                         .cpu_kernel = batch_norm_backward_cpu,
-                         .flops = backward_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "batch_norm_backward",
+                 .infer = infer_batch_norm_backward,
+                 .cpu_kernel = batch_norm_backward_cpu,
+                 .flops = backward_flops};
+  });
 }
 
 const OpDef& batch_norm_eval() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "batch_norm_eval",
-                         .infer = infer_batch_norm_eval,
-                         .cpu_kernel = batch_norm_eval_cpu,
-                         .flops = normalize_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "batch_norm_eval",
+                 .infer = infer_batch_norm_eval,
+                 .cpu_kernel = batch_norm_eval_cpu,
+                 .flops = normalize_flops};
+  });
 }
 
 const OpDef& batch_norm_eval_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "batch_norm_eval_backward",
-                         .infer = infer_batch_norm_eval_backward,
-                         .cpu_kernel = batch_norm_eval_backward_cpu,
-                         .flops = backward_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "batch_norm_eval_backward",
+                 .infer = infer_batch_norm_eval_backward,
+                 .cpu_kernel = batch_norm_eval_backward_cpu,
+                 .flops = backward_flops};
+  });
 }
 
 const OpDef& running_stat_update() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{.name = "running_stat_update",
-                         .infer = infer_running_stat_update,
-                         .cpu_kernel = running_stat_update_cpu,
-                         .flops = kernels::numel_flops});
-  return def;
+  return kernels::define_op([] {
+    return OpDef{.name = "running_stat_update",
+                 .infer = infer_running_stat_update,
+                 .cpu_kernel = running_stat_update_cpu,
+                 .flops = kernels::numel_flops};
+  });
 }
 
 }  // namespace dtr::ops

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/cuda_kernels.h"
 #include "dtr/ops.h"
+#include "kernels/define_op.h"
 #include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
 #include "kernels/op_checks.h"
@@ -146,45 +146,43 @@ double logits_flops(std::span<const TensorMeta> inputs, std::size_t logits) {
 }  // namespace
 
 const OpDef& softmax() {
-  static const OpDef def = kernels::with_cuda_kernel(softmax_op("softmax", false));
-  return def;
+  return kernels::define_op([] { return softmax_op("softmax", false); });
 }
 
 const OpDef& log_softmax() {
-  static const OpDef def = kernels::with_cuda_kernel(softmax_op("log_softmax", true));
-  return def;
+  return kernels::define_op([] { return softmax_op("log_softmax", true); });
 }
 
 const OpDef& softmax_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(softmax_backward_op("softmax_backward", false));
-  return def;
+  return kernels::define_op([] { return softmax_backward_op("softmax_backward", false); });
 }
 
 const OpDef& log_softmax_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(softmax_backward_op("log_softmax_backward", true));
-  return def;
+  return kernels::define_op([] { return softmax_backward_op("log_softmax_backward", true); });
 }
 
 const OpDef& cross_entropy() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "cross_entropy",
-      .infer = infer_cross_entropy,
-      .cpu_kernel = cross_entropy_cpu,
-      .flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) { return logits_flops(inputs, 0); },
-      .check_values = [](const KernelArgs& args) { check_labels("cross_entropy", args, 0); },
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "cross_entropy",
+        .infer = infer_cross_entropy,
+        .cpu_kernel = cross_entropy_cpu,
+        .flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) { return logits_flops(inputs, 0); },
+        .check_values = [](const KernelArgs& args) { check_labels("cross_entropy", args, 0); },
+    };
   });
-  return def;
 }
 
 const OpDef& cross_entropy_backward() {
-  static const OpDef def = kernels::with_cuda_kernel(OpDef{
-      .name = "cross_entropy_backward",
-      .infer = infer_cross_entropy_backward,
-      .cpu_kernel = cross_entropy_backward_cpu,
-      .flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) { return logits_flops(inputs, 1); },
-      .check_values = [](const KernelArgs& args) { check_labels("cross_entropy_backward", args, 1); },
+  return kernels::define_op([] {
+    return OpDef{
+        .name = "cross_entropy_backward",
+        .infer = infer_cross_entropy_backward,
+        .cpu_kernel = cross_entropy_backward_cpu,
+        .flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) { return logits_flops(inputs, 1); },
+        .check_values = [](const KernelArgs& args) { check_labels("cross_entropy_backward", args, 1); },
+    };
   });
-  return def;
 }
 
 }  // namespace dtr::ops
