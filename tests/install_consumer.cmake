@@ -20,3 +20,19 @@ run(${CMAKE_COMMAND} -S "${DTR_CONSUMER_SOURCE}" -B "${DTR_SCRATCH}/build" -G "$
 run(${CMAKE_COMMAND} --build "${DTR_SCRATCH}/build")
 run("${DTR_SCRATCH}/build/dtr-consumer")
 run("${DTR_SCRATCH}/build/dtr-consumer-c")
+# The installed programs run from the prefix, finding the installed libdtr (an $ORIGIN-relative rpath), with
+# nothing of the build tree on the library path.
+if(DTR_INSTALLED_TOOLS)
+  file(WRITE "${DTR_SCRATCH}/tiny.log"
+    "{\"INSTRUCTION\":\"ANNOTATE\",\"ANNOTATION\":\"START\"}\n"
+    "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"x\"}\n{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"x\",\"MEMORY\":\"4096\"}\n"
+    "{\"INSTRUCTION\":\"CALL\",\"NAME\":\"f\",\"ARGS\":[\"x\"],\"RESULT\":[\"y\"],\"TIME\":\"10\"}\n"
+    "{\"INSTRUCTION\":\"MEMORY\",\"NAME\":\"y\",\"MEMORY\":\"4096\"}\n{\"INSTRUCTION\":\"ALIAS\",\"NAME\":\"y\",\"ALIAS\":\"-1\"}\n")
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${DTR_SCRATCH}/prefix/bin/dtr-sim"
+                          "${DTR_SCRATCH}/tiny.log" --ratio 1 --json
+                  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT status EQUAL 0 OR NOT out MATCHES "\"feasible\":true")
+    message(FATAL_ERROR "the installed dtr-sim failed (${status}): ${out}${err}")
+  endif()
+  message(STATUS "installed dtr-sim: ${out}")
+endif()
