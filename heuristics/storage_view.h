@@ -1,6 +1,7 @@
-// What a heuristic may know of a storage: a narrow, read-only view (plus the heuristic's own slot), so that
-// heuristics are unit-tested on hand-built graphs and know nothing of tensors, closures or kernels. The
-// runtime's Storage implements it; tests implement it with a few fields.
+// What a heuristic may know of a storage: a narrow view, so that heuristics are unit-tested on hand-built
+// graphs and know nothing of tensors, closures or kernels. Its virtual accessors only read; its public
+// scratch fields are written: heuristic_slot and heuristic_mark by the heuristics, index_handle by the
+// eviction index. The runtime's Storage implements it; tests implement it with a few fields.
 #pragma once
 
 #include <cstddef>

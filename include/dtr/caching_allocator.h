@@ -33,8 +33,9 @@
 
 namespace dtr {
 
-// An opaque tag a caller attaches to a live block (the runtime stores its storage id there), so that
-// fragmentation-aware eviction can map the segment map's blocks back to what owns them.
+// An opaque tag a caller attaches to a live block (the runtime, when its heuristic is fragmentation-aware,
+// stores a pointer to the block's Storage there), so that fragmentation-aware eviction can map the segment
+// map's blocks back to what owns them.
 using OwnerTag = std::uint64_t;
 
 enum class Pool { small, large };

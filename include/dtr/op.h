@@ -156,7 +156,8 @@ struct OpDef {
   // When set, the op's cost under every cost model (a replayed op costs the time its log recorded).
   std::function<double(std::span<const TensorMeta> inputs, const Attrs& attrs)> known_cost = nullptr;
   // False for a kernel that touches no buffer (a replayed op): such an op also runs over simulated memory,
-  // and takes tensors of any dtype; the others need host memory and float32 tensors.
+  // and takes tensors of any dtype; the others need memory their kernels can touch (host or CUDA device
+  // memory, not simulated) and take the dtypes their shape rule accepts (see DType).
   bool touches_memory = true;
   // When set, the outputs it maps to a ViewOf are views of inputs. The kernel writes only the other outputs
   // (KernelArgs holds those alone). The op's cost joins the viewed storage's cost: a recomputation of that
