@@ -1,6 +1,6 @@
 // The caching allocator's cost against malloc/free and against the uncached upstream resource it sits on.
 //
-// Measured in one run (docs/benchmarks.md has the command and the numbers):
+// Measured in one run (docs/benchmarks.md has the command, docs/results/allocator.md the numbers):
 // - pair/<bytes>: one allocate + deallocate of the same size, repeated; the allocator is warmed up, so the
 //   cached pair is a cache hit that never reaches the upstream. Sizes 512 B .. 64 MiB.
 // - trace: a deterministic synthetic trace shaped like training steps (forward activations with short-lived

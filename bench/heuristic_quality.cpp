@@ -4,7 +4,7 @@
 //   dtr-bench-heuristic-quality [--chain N]... [--dags K] [--steps S] [--heuristic H]...
 //
 // Defaults: chains of 1600 and 10000, 4 random DAGs of 400 steps, every heuristic. Prints Markdown tables
-// (docs/heuristics.md pastes them).
+// (docs/results/heuristic-quality.md pastes them).
 //
 // Unit chain: x_{i+1} = relu(x_i) for i < N, then g = add(g, x_i) for i = N-1 .. 0, dropping x_i once read;
 // every tensor 4 KiB, every op the same cost (cost model flops), clock ops, budget mode bytes, so a budget of

@@ -1,7 +1,7 @@
 // The runtime's per-op bookkeeping: the same ops run through dtr::Runtime with no budget, and by calling their
 // CPU kernels directly (issue 3: "target <= 1 us per op and <= 2% on 1 ms ops").
 //
-// Measured in one run (docs/benchmarks.md has the command and the numbers):
+// Measured in one run (docs/benchmarks.md has the command, docs/results/runtime-overhead.md the numbers):
 // - small ops: `relu` and `add` on float32 vectors sized so that the kernel alone takes about 1 us here, and
 //   `relu` on one element, where the kernel is next to nothing: the bookkeeping alone;
 // - a large op: `matmul` (OpenBLAS) of two square matrices sized so that it takes about 1 ms here.
@@ -65,7 +65,7 @@ constexpr int kChainLength = 16;
 constexpr int kPairedBlockSmall = 64;    // ops per block in a paired round, small ops
 constexpr int kPairedBlockLarge = 4;     // ... and the large op
 
-// Sizes chosen by measuring the direct kernels on the machine of docs/benchmarks.md: ~1 us and ~1 ms.
+// Sizes chosen by measuring the direct kernels on the machine of docs/results/runtime-overhead.md: ~1 us and ~1 ms.
 constexpr std::int64_t kReluElements = 4096;  // 16 KiB per tensor
 constexpr std::int64_t kAddElements = 2048;   // 8 KiB per tensor
 constexpr std::int64_t kMatmulSize = 384;     // [n, n] x [n, n]

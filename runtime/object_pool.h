@@ -1,6 +1,6 @@
 // Free lists for the runtime's lineage objects (closures, storages, tensor handles), which every op creates and
 // most ops soon destroy: recycling their blocks costs a few instructions where malloc and free cost hundreds
-// (docs/benchmarks.md, per-op bookkeeping). Internal to runtime/.
+// (docs/results/runtime-overhead.md). Internal to runtime/.
 //
 // Ownership: blocks handed out must come back before the pool dies (the runtime's objects die before it).
 // Thread safety: none; a pool belongs to one runtime, driven by one thread at a time.

@@ -1,6 +1,6 @@
 // dtr::SmallVector<T, N>: a vector whose first N elements live inside the object. Shapes, an op's inputs and
 // outputs, pins: the runtime's per-op lists are short, and allocating each on the heap was most of its
-// per-op bookkeeping (docs/benchmarks.md). Past N elements it moves to the heap and behaves like std::vector.
+// per-op bookkeeping (docs/results/runtime-overhead.md). Past N elements it moves to the heap and behaves like std::vector.
 //
 // Contiguous (data(), pointers as iterators), so std::span and the ranges algorithms accept it.
 // Thread safety: as std::vector.
