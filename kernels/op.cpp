@@ -41,18 +41,19 @@ const char* to_string(DType dtype) {
 std::string to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 std::int64_t TensorMeta::numel() const {
-  bool empty = false;
-  for (const std::int64_t dim : shape) {
-    DTR_CHECK(dim >= 0, ShapeError, "shape ", to_string(shape), " has a negative dimension");
-    empty = empty || dim == 0;
-  }
-  if (empty) return 0;  // however large the other dimensions
   std::int64_t count = 1;
+  bool negative = false;
+  bool overflow = false;
   for (const std::int64_t dim : shape) {
-    DTR_CHECK(!__builtin_mul_overflow(count, dim, &count), ShapeError, "shape ", to_string(shape),
-              " has more elements than 64 bits count (2^63 - 1 at most)");
+    negative = negative || dim < 0;
+    overflow = __builtin_mul_overflow(count, dim, &count) || overflow;
   }
-  return count;
+  DTR_CHECK(!negative, ShapeError, "shape ", to_string(shape), " has a negative dimension");
+  if (!overflow) return count;
+  for (const std::int64_t dim : shape) {
+    if (dim == 0) return 0;  // empty, however large the other dimensions
+  }
+  DTR_THROW(ShapeError, "shape ", to_string(shape), " has more elements than 64 bits count (2^63 - 1 at most)");
 }
 
 std::size_t TensorMeta::nbytes() const {

@@ -41,7 +41,7 @@ Runtime::Impl::Results Runtime::Impl::call(const OpDef& op, std::span<const Tens
   backend->check_supported(op);
   SmallVector<TensorMeta, 4> in_meta;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    in_meta.push_back(handle_of(inputs[i], detail::concat("op '", op.name, "': input ", i)).meta);
+    in_meta.push_back(input_handle(inputs[i], op.name, i).meta);
   }
   TensorMetas out_meta = op.infer(in_meta, attrs);  // ShapeError before anything is allocated
   for (const TensorMeta& m : out_meta) {
@@ -62,7 +62,7 @@ Runtime::Impl::Results Runtime::Impl::call(std::shared_ptr<Computation> computat
                                            std::span<const TensorMeta> outputs) {
   DTR_CHECK(computation != nullptr, InvalidArgument, "call: the computation is null");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    handle_of(inputs[i], detail::concat("op '", computation->name(), "': input ", i));
+    input_handle(inputs[i], computation->name(), i);
   }
   TensorMetas out_meta;
   for (const TensorMeta& m : outputs) {

@@ -86,17 +86,12 @@ namespace {
 // each evicted one; when all are ready, a recomputation frame runs its closure.
 class Walk {
  public:
-  explicit Walk(Runtime::Impl& runtime) : runtime_(runtime) {}
-
-  void push(Closure& c, const Storage* requested, Runtime::Impl::Pins* caller_pins) {
-    stack_.push_back(std::make_unique<Frame>(runtime_, c, requested, caller_pins));
-    Frame& frame = *stack_.back();
-    for (const auto& in : c.inputs) runtime_.touch(*in);
-    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
-      Storage& in = *c.inputs[i];
-      frame.ready.push_back(Runtime::Impl::view_made(in, c.input_view[i]));
-      if (frame.ready.back()) frame.pins->add(in);
-    }
+  // Starts at `root`: the op being called (its pins are the caller's, and the caller runs it), or the
+  // recomputation of `requested`.
+  Walk(Runtime::Impl& runtime, Closure& root, const Storage* requested, Runtime::Impl::Pins* caller_pins)
+      : runtime_(runtime), root_(runtime, root, requested, caller_pins) {
+    begin(root_);
+    stack_.push_back(&root_);
   }
 
   void finish() {
@@ -108,10 +103,22 @@ class Walk {
                                       [](const Storage* out) { return out != nullptr && !out->in_memory; });
       if (frame.recomputation && needed) runtime_.run(c, /*rematerializing=*/true, frame.requested);
       stack_.pop_back();
+      if (&frame != &root_) deeper_.pop_back();
     }
   }
 
  private:
+  // The frame stamps all its closure's inputs, then pins the ready ones.
+  void begin(Frame& frame) {
+    Closure& c = *frame.closure;
+    for (const auto& in : c.inputs) runtime_.touch(*in);
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+      Storage& in = *c.inputs[i];
+      frame.ready.push_back(Runtime::Impl::view_made(in, c.input_view[i]));
+      if (frame.ready.back()) frame.pins->add(in);
+    }
+  }
+
   // Makes the frame's next inputs ready; true when it pushed a frame for an evicted one.
   bool descend(Frame& frame) {
     Closure& c = *frame.closure;
@@ -122,7 +129,9 @@ class Walk {
       if (!frame.reading && view != 0) runtime_.touch(in);  // remaking a view reads its storage, from now
       frame.reading = true;
       if (!in.in_memory) {
-        push(*in.producer, &in, nullptr);
+        deeper_.push_back(std::make_unique<Frame>(runtime_, *in.producer, &in, nullptr));
+        begin(*deeper_.back());
+        stack_.push_back(deeper_.back().get());
         return true;
       }
       runtime_.make_view(in, view);
@@ -133,7 +142,11 @@ class Walk {
   }
 
   Runtime::Impl& runtime_;
-  std::vector<std::unique_ptr<Frame>> stack_;
+  // Frames of recomputations below the root, on the heap only when there are some (an op whose inputs are all
+  // resident allocates nothing). Declared before root_: an exception releases the root's pins first.
+  std::vector<std::unique_ptr<Frame>> deeper_;
+  Frame root_;
+  SmallVector<Frame*, 8> stack_;
 };
 
 }  // namespace
@@ -143,14 +156,12 @@ void Runtime::Impl::materialize(Storage& target) {
     touch(target);
     return;
   }
-  Walk walk(*this);
-  walk.push(*target.producer, &target, nullptr);
+  Walk walk(*this, *target.producer, &target, nullptr);
   walk.finish();
 }
 
 void Runtime::Impl::acquire_inputs(Closure& c, Pins& pins) {
-  Walk walk(*this);
-  walk.push(c, nullptr, &pins);
+  Walk walk(*this, c, nullptr, &pins);
   walk.finish();
 }
 

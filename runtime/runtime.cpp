@@ -106,6 +106,11 @@ void Runtime::Impl::orphan() {
   if (allocator) allocator->empty_cache();
 }
 
+TensorHandle& Runtime::Impl::input_handle(const Tensor& tensor, std::string_view op, std::size_t index) const {
+  if (tensor.defined() && &tensor.handle_->storage->runtime == this) return *tensor.handle_;
+  return handle_of(tensor, detail::concat("op '", op, "': input ", index));  // throws
+}
+
 TensorHandle& Runtime::Impl::handle_of(const Tensor& tensor, std::string_view context) const {
   DTR_CHECK(tensor.defined(), InvalidArgument, context, " is undefined");
   DTR_CHECK(&tensor.handle_->storage->runtime == this, InvalidArgument, context, " belongs to another runtime");

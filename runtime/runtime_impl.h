@@ -98,8 +98,11 @@ struct Runtime::Impl final : Reclaimer {
     return std::allocate_shared<T>(detail::PoolAllocator<T>(pool), std::forward<Args>(args)...);
   }
   // The handle of `tensor`, which must be defined and this runtime's; otherwise dtr::InvalidArgument, the
-  // message starting with `context` ("view", "op 'relu': input 1").
+  // message starting with `context` ("view: the tensor").
   TensorHandle& handle_of(const Tensor& tensor, std::string_view context) const;
+  // The same for input `index` of op `op` ("op 'relu': input 1 ..."), the message made only on failure: every
+  // op checks its inputs, and formatting the context each time cost more than the rest of the op.
+  TensorHandle& input_handle(const Tensor& tensor, std::string_view op, std::size_t index) const;
   std::uint64_t now() const;  // the clock (Config::clock)
   void touch(Storage& s);     // s is used now
   RuntimeStats current_stats() const;

@@ -79,6 +79,7 @@ class Replayer {
     result.evictions = stats.evictions;
     result.eager_evictions = stats.eager_evictions;
     result.rematerializations = stats.rematerializations;
+    result.search_ns = stats.search_ns;
     result.peak_resident_bytes = stats.peak_resident_bytes;
     result.peak_reserved_bytes = memory.reserved_bytes.peak;
     result.peak_fragmentation = memory.peak_fragmentation;

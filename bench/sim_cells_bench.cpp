@@ -1,0 +1,175 @@
+// dtr-bench-sim-cells: the wall time of each dtr-sim cell (one trace, heuristic, budget mode and ratio)
+// against the same trace's unbudgeted replay, measured in the same run. The thrash limit stops a cell at the
+// recomputation that passes it, so a cell's time should stay within the unbudgeted replay's times the limit,
+// plus the time spent choosing victims (search): this program checks that on the DTR authors' traces (when
+// present) and on generated ones (docs/simulator.md, "How long a cell takes").
+//
+//   dtr-bench-sim-cells [--traces DIR] [--repeat N] [--budget-mode bytes|device|both] [--ratios 0.1:0.9:0.1]
+//
+// Per trace it prints the unbudgeted replay's median time, then per heuristic the cells' worst ratio of
+// (cell time - search time) to the unbudgeted time, and lists every cell past the bound with its details. A
+// cell past the bound is measured again (--repeat times, the median kept) before it is reported.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench_main.h"
+#include "dtr/dtr.h"
+#include "dtr/trace_generator.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct NamedTrace {
+  std::string name;
+  dtr::sim::Trace trace;
+};
+
+struct Timed {
+  dtr::sim::ReplayResult result;
+  double seconds = 0;
+};
+
+Timed timed_replay(const dtr::sim::Trace& trace, const dtr::sim::ReplayOptions& options) {
+  const auto start = Clock::now();
+  Timed t{dtr::sim::replay(trace, options), 0};
+  t.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return t;
+}
+
+// The median over `repeat` replays (the result of the last).
+Timed median_replay(const dtr::sim::Trace& trace, const dtr::sim::ReplayOptions& options, int repeat) {
+  std::vector<double> seconds;
+  Timed last;
+  for (int i = 0; i < repeat; ++i) {
+    last = timed_replay(trace, options);
+    seconds.push_back(last.seconds);
+  }
+  last.seconds = dtr::bench::median(seconds);
+  return last;
+}
+
+std::vector<NamedTrace> traces(const std::string& shared_dir) {
+  std::vector<NamedTrace> all;
+  for (const char* name : {"resnet32-56", "unet-6"}) {
+    const std::filesystem::path path = std::filesystem::path(shared_dir) / (std::string(name) + ".log");
+    if (std::filesystem::exists(path)) {
+      all.push_back({name, dtr::sim::read_trace(path.string())});
+    } else {
+      std::printf("(%s: not in %s, skipped)\n", name, shared_dir.c_str());
+    }
+  }
+  // Generated: a long chain, a random DAG, an unrolled RNN, the unrolled GAN that made lru spin, a ResNet.
+  dtr::sim::ChainOptions chain;
+  chain.layers = 2000;
+  all.push_back({"chain-2000", dtr::sim::generate_chain(chain)});
+  all.push_back({"dag-1000", dtr::sim::generate_dag(dtr::sim::DagOptions{})});
+  all.push_back({"rnn-64", dtr::sim::generate_rnn(dtr::sim::RnnOptions{})});
+  all.push_back({"gan-10k", dtr::sim::generate_gan(dtr::sim::GanOptions{})});
+  all.push_back({"resnet-32", dtr::sim::generate_resnet(dtr::sim::ResNetOptions{})});
+  return all;
+}
+
+std::vector<double> parse_ratios(const std::string& text) {
+  double from = 0;
+  double to = 0;
+  double step = 0;
+  if (std::sscanf(text.c_str(), "%lf:%lf:%lf", &from, &to, &step) != 3 || !(from > 0) || !(to >= from) ||
+      !(step > 0)) {
+    throw CLI::ValidationError("--ratios", "expected FROM:TO:STEP with 0 < FROM <= TO and STEP > 0");
+  }
+  std::vector<double> ratios;
+  for (int i = 0; from + i * step <= to + step * 1e-6; ++i) ratios.push_back(from + i * step);
+  return ratios;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dtr-bench-sim-cells: each dtr-sim cell's time against the unbudgeted replay's"};
+  std::string shared_dir;
+  if (const char* dir = std::getenv("DTR_TRACES_DIR")) shared_dir = dir;  // NOLINT(concurrency-mt-unsafe)
+  if (shared_dir.empty()) shared_dir = "../shared/traces";
+  int repeat = 5;
+  std::string mode_text = "both";
+  std::string ratio_text = "0.1:0.9:0.1";
+  double limit = 2.0;
+  app.add_option("--traces", shared_dir, "where the DTR authors' traces are (default $DTR_TRACES_DIR, else ../shared/traces)");
+  app.add_option("--repeat", repeat, "replays per measurement whose median is kept (unbudgeted, and cells past the bound)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--budget-mode", mode_text, "bytes, device or both")->check(CLI::IsMember({"bytes", "device", "both"}));
+  app.add_option("--ratios", ratio_text, "budgets FROM:TO:STEP as ratios of the unbudgeted peak");
+  app.add_option("--thrash-limit", limit, "the thrash limit (overhead factor) the cells run under")->check(CLI::Range(1.0, 1e6));
+  CLI11_PARSE(app, argc, argv);
+  const std::vector<double> ratios = parse_ratios(ratio_text);
+  std::vector<dtr::BudgetMode> modes;
+  if (mode_text != "device") modes.push_back(dtr::BudgetMode::bytes);
+  if (mode_text != "bytes") modes.push_back(dtr::BudgetMode::device);
+
+  std::printf("bound per cell: time <= %.1f x the unbudgeted replay's time + the cell's search time\n", limit);
+  int cells = 0;
+  int past = 0;
+  double worst_overall = 0;
+  for (const NamedTrace& t : traces(shared_dir)) {
+    const dtr::sim::TraceSummary summary = dtr::sim::summarize(t.trace);
+    dtr::sim::ReplayOptions unbudgeted;
+    unbudgeted.budget_mode = dtr::BudgetMode::device;
+    const Timed reference = median_replay(t.trace, unbudgeted, repeat);
+    std::printf("\n%s: %llu ops, unbudgeted replay %.2f ms (median of %d)\n", t.name.c_str(),
+                static_cast<unsigned long long>(t.trace.calls), reference.seconds * 1e3, repeat);
+    std::printf("%-16s %-7s %7s %12s %12s %8s %8s\n", "heuristic", "mode", "cells", "thrash/OOM", "worst ratio",
+                "at", "search");
+    for (const std::string& heuristic : dtr::heuristic_names()) {
+      for (const dtr::BudgetMode mode : modes) {
+        const double peak = static_cast<double>(mode == dtr::BudgetMode::bytes ? summary.peak_bytes
+                                                                             : reference.result.peak_reserved_bytes);
+        double worst = 0;
+        double worst_ratio = 0;
+        double worst_search = 0;
+        int stopped = 0;
+        for (const double r : ratios) {
+          dtr::sim::ReplayOptions options;
+          options.budget_bytes = static_cast<std::uint64_t>(peak * r);
+          options.budget_mode = mode;
+          options.heuristic = heuristic;
+          options.thrash_limit = limit;
+          Timed cell = timed_replay(t.trace, options);
+          auto ratio_of = [&](const Timed& c) {
+            return (c.seconds - static_cast<double>(c.result.search_ns) * 1e-9) / reference.seconds;
+          };
+          if (ratio_of(cell) > limit) cell = median_replay(t.trace, options, repeat);  // not noise?
+          const double ratio = ratio_of(cell);
+          cells += 1;
+          stopped += (cell.result.thrashed || !cell.result.feasible) ? 1 : 0;
+          if (ratio > worst) {
+            worst = ratio;
+            worst_ratio = r;
+            worst_search = static_cast<double>(cell.result.search_ns) * 1e-9 / reference.seconds;
+          }
+          if (ratio > limit) {
+            past += 1;
+            std::printf("  PAST THE BOUND: %s %s ratio %.2f: %.2f ms (%.2fx), search %.2f ms, overhead %.3f, %s, "
+                        "%llu rematerializations\n",
+                        heuristic.c_str(), dtr::to_string(mode), r, cell.seconds * 1e3, ratio,
+                        static_cast<double>(cell.result.search_ns) * 1e-6, cell.result.overhead(),
+                        cell.result.thrashed ? "thrash" : (cell.result.feasible ? "fits" : "OOM"),
+                        static_cast<unsigned long long>(cell.result.rematerializations));
+          }
+        }
+        worst_overall = std::max(worst_overall, worst);
+        std::printf("%-16s %-7s %7zu %12d %11.2fx %8.2f %7.2fx\n", heuristic.c_str(), dtr::to_string(mode),
+                    ratios.size(), stopped, worst, worst_ratio, worst_search);
+      }
+    }
+  }
+  std::printf("\n%d cells; worst (time - search) / unbudgeted time: %.2fx; %d past the bound of %.1fx\n", cells,
+              worst_overall, past, limit);
+  return past == 0 ? 0 : 1;
+}
