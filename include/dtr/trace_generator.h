@@ -44,7 +44,7 @@ struct RnnOptions {
   std::uint32_t hidden = 512;
   std::uint32_t input = 256;
   std::uint32_t vocabulary = 2048;
-  std::uint32_t batch = 32;
+  std::uint32_t batch = 128;
   std::uint64_t seed = 1;
 };
 
