@@ -19,9 +19,11 @@ BackwardRule reduction_rule() {
 
 std::vector<std::uint32_t> Tape::op(std::string_view name, const std::vector<std::uint32_t>& inputs,
                                     const std::vector<Output>& outputs, double time_ns, BackwardRule rule) {
-  std::vector<std::uint32_t> results = builder_.call(name, inputs, outputs, time_ns);
   DTR_CHECK(rule.passes_gradient.empty() || rule.passes_gradient.size() == inputs.size(), InvalidArgument, name,
             ": a pass-through flag per input expected");
+  DTR_CHECK(rule.per_input.empty() || rule.per_input.size() == inputs.size(), InvalidArgument, name,
+            ": a gradient op per input expected");
+  std::vector<std::uint32_t> results = builder_.call(name, inputs, outputs, time_ns);
   nodes_.push_back(Node{std::string(name), inputs, results, time_ns, std::move(rule)});
   return results;
 }

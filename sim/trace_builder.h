@@ -110,6 +110,7 @@ Options sized_for_ops(Options options, std::uint64_t ops, Field Options::*size, 
   const double low = calls_at(small);
   const double high = calls_at(static_cast<Field>(2 * small));
   const double per_unit = (high - low) / static_cast<double>(small);
+  DTR_CHECK(per_unit > 0, InvalidArgument, "sized_for_ops: the trace does not grow with its main size");
   const double fixed = low - per_unit * static_cast<double>(small);
   const double wanted = (static_cast<double>(ops) - fixed) / per_unit;
   options.*size = static_cast<Field>(wanted < 1 ? 1 : wanted > static_cast<double>(limit) ? limit : wanted + 0.5);
