@@ -14,4 +14,5 @@
 #include "dtr/ops.h"
 #include "dtr/runtime.h"
 #include "dtr/sim.h"
+#include "dtr/trace_generator.h"
 #include "dtr/version.h"

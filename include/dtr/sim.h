@@ -53,6 +53,14 @@ struct Trace {
 Trace read_trace(const std::string& path);
 Trace parse_trace(std::istream& in, const std::string& source);
 
+// The inverse of parse_trace: `trace` in the same JSON-lines format (a START annotation first; a CALL followed by
+// MEMORY and ALIAS lines per result; numbers as strings, MUTATE indices as numbers, as the DTR authors' logs
+// have them). The stream overload leaves checking `out` to the caller; the path overload throws dtr::IoError
+// naming the file and the system's reason when it cannot be written (checked after the final flush).
+// Throws dtr::InvalidArgument for an instruction naming a tensor outside trace.names.
+void write_trace(const Trace& trace, std::ostream& out);
+void write_trace(const Trace& trace, const std::string& path);
+
 // What an unbudgeted replay needs and uses, counted as the DTR authors' simulator counts it (their reference
 // for budget ratios): live bytes rise by every CONSTANT's and op output's size and fall when the last name
 // of a storage is released (constants included); the peak is taken after each op's outputs are added.
