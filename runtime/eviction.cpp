@@ -86,7 +86,11 @@ void Runtime::Impl::release_buffer(Storage& s) {
 
 void Runtime::Impl::evict(Storage& s) {
   release_buffer(s);
+  // What the heuristic does to keep its scores (dtr's evicted neighbourhoods, dtr-eq's classes, the index's
+  // refreshes) is search time, measured under a budget only: without one nothing is ever chosen.
+  const std::uint64_t start = config.memory_budget ? detail::steady_ns() : 0;
   heuristic->on_evict(s);
+  if (config.memory_budget) stats.search_ns += detail::steady_ns() - start;
 }
 
 // A smaller budget evicts what it must at once; a budget nothing evictable can reach is an OutOfMemory and

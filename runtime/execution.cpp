@@ -221,7 +221,11 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
     // asked for it (before the recomputation began), as the DTR authors' runtime does.
     if (!rematerializing) touch(*out);
   }
-  for (Storage* out : restored) heuristic->on_rematerialize(*out);
+  if (!restored.empty()) {
+    const std::uint64_t start = detail::steady_ns();  // search time, as for on_evict (eviction.cpp)
+    for (Storage* out : restored) heuristic->on_rematerialize(*out);
+    stats.search_ns += detail::steady_ns() - start;
+  }
   if (rematerializing) check_thrashing(c.computation->name());
 }
 

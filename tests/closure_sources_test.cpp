@@ -10,6 +10,7 @@
 #include <random>
 
 #include "test_helpers.h"
+#include "test_resources.h"
 
 namespace dtr::test {
 namespace {
@@ -114,16 +115,6 @@ Observed run_lambda_program(std::uint64_t seed, Config config, std::unique_ptr<M
 void expect_same(const Observed& oracle, const Observed& run) {
   ASSERT_EQ(run.reads.size(), oracle.reads.size());
   for (std::size_t i = 0; i < oracle.reads.size(); ++i) EXPECT_TRUE(bitwise_equal(run.reads[i], oracle.reads[i])) << i;
-}
-
-// Segments of a few tensors (the programs' are at most 1.5 KiB), so that a device budget spans many segments.
-Config small_segments(Config config) {
-  config.allocator.small_request_limit = 4 * 1024;
-  config.allocator.small_segment_bytes = 8 * 1024;
-  config.allocator.large_segment_bytes = 16 * 1024;
-  config.allocator.own_segment_threshold = 16 * 1024;
-  config.allocator.own_segment_rounding = 8 * 1024;
-  return config;
 }
 
 TEST(ClosureSources, LambdaProgramsMatchTheUnbudgetedRunUnderEveryHeuristicAndBudgetMode) {

@@ -125,14 +125,8 @@ Config config_for(std::optional<std::uint64_t> budget, BudgetMode mode, const ch
   Config config = deterministic_config(budget, mode, heuristic);
   config.inplace = inplace;
   config.search = seed % 2 == 1 ? EvictionSearch::index : EvictionSearch::scan;
-  // Segments of a few tensors (the programs' tensors are at most 24 x 48 floats), so that a device budget
-  // spans many segments and fragmentation, windows included, is exercised.
-  config.allocator.small_request_limit = 4 * 1024;
-  config.allocator.small_segment_bytes = 16 * 1024;
-  config.allocator.large_segment_bytes = 32 * 1024;
-  config.allocator.own_segment_threshold = 32 * 1024;
-  config.allocator.own_segment_rounding = 16 * 1024;
-  return config;
+  // Segments of a few tensors (the programs' tensors are at most 24 x 48 floats).
+  return small_segments(config);
 }
 
 TEST(RuntimeOracle, RandomProgramsMatchTheUnbudgetedRunBitwise) {

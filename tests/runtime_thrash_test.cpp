@@ -181,15 +181,11 @@ TEST(RuntimeThrash, TheEnvironmentSetsTheLimit) {
 
 TEST(RuntimeThrash, SetMemoryBudgetEvictsToASmallerBudgetAndRefusesWhatCannotFit) {
   for (const BudgetMode mode : {BudgetMode::bytes, BudgetMode::device}) {
-    Config config = deterministic_config(std::nullopt, mode);
-    config.allocator.small_request_limit = 4 * 1024;
-    config.allocator.small_segment_bytes = 8 * 1024;
-    config.allocator.large_segment_bytes = 16 * 1024;
-    config.allocator.own_segment_threshold = 16 * 1024;
-    config.allocator.own_segment_rounding = 8 * 1024;
+    Config config = small_segments(deterministic_config(std::nullopt, mode));
     Runtime rt(config);
     const Ladder l = climb(rt, 20);
-    const std::uint64_t before = rt.resident_bytes();
+    const std::uint64_t before =
+        mode == BudgetMode::bytes ? rt.resident_bytes() : rt.allocator().stats().reserved_bytes.current;
     rt.set_memory_budget(before / 2);  // no budget before: the index is built now
     EXPECT_EQ(rt.config().memory_budget, before / 2);
     if (mode == BudgetMode::bytes) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,13 @@ void expect_error(Fn&& fn, std::initializer_list<std::string_view> parts) {
     const std::string_view message = e.what();
     for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
   }
+}
+
+// A trace as sim::write_trace writes it.
+inline std::string trace_text(const sim::Trace& trace) {
+  std::ostringstream out;
+  sim::write_trace(trace, out);
+  return out.str();
 }
 
 // Bit for bit, not within a tolerance: recomputations must reproduce the first run exactly.

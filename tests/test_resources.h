@@ -54,6 +54,17 @@ inline bool gpu_present() { return cuda::device_count() > 0; }
     if (!::dtr::test::gpu_present()) GTEST_SKIP() << "no GPU: " << ::dtr::cuda::unavailable_reason(); \
   } while (false)
 
+// `config` with caching-allocator segments of a few KiB, so that the small tensors of a test program span many
+// segments under a device budget and fragmentation (windows included) is exercised.
+inline Config small_segments(Config config) {
+  config.allocator.small_request_limit = 4 * 1024;
+  config.allocator.small_segment_bytes = 16 * 1024;
+  config.allocator.large_segment_bytes = 32 * 1024;
+  config.allocator.own_segment_threshold = 32 * 1024;
+  config.allocator.own_segment_rounding = 16 * 1024;
+  return config;
+}
+
 }  // namespace dtr::test
 
 namespace dtr::test {

@@ -20,11 +20,6 @@ namespace {
 using sim::Instruction;
 using Kind = Instruction::Kind;
 
-std::string text_of(const sim::Trace& trace) {
-  std::ostringstream out;
-  sim::write_trace(trace, out);
-  return out.str();
-}
 
 // A trace as a program must be: every name read is live (defined and not released since), every RELEASE drops
 // a live name, and every name a CALL or CONSTANT defines is new (a program does not overwrite a live name
@@ -117,9 +112,9 @@ std::vector<Kind_> kinds() {
 TEST(TraceGenerator, SameSeedSameTraceOtherSeedOtherTrace) {
   for (const Kind_& kind : kinds()) {
     SCOPED_TRACE(kind.name);
-    const std::string first = text_of(kind.defaults(7));
-    EXPECT_EQ(first, text_of(kind.defaults(7)));
-    EXPECT_NE(first, text_of(kind.defaults(8)));
+    const std::string first = trace_text(kind.defaults(7));
+    EXPECT_EQ(first, trace_text(kind.defaults(7)));
+    EXPECT_NE(first, trace_text(kind.defaults(8)));
   }
 }
 

@@ -17,11 +17,6 @@ namespace fs = std::filesystem;
 using sim::Instruction;
 using Kind = Instruction::Kind;
 
-std::string written(const sim::Trace& trace) {
-  std::ostringstream out;
-  sim::write_trace(trace, out);
-  return out.str();
-}
 
 sim::Trace parsed(const std::string& text) {
   std::istringstream in(text);
@@ -131,14 +126,14 @@ sim::Trace hand_made() {
 
 TEST(TraceWriter, RoundTripsEveryInstructionKind) {
   const sim::Trace original = hand_made();
-  const std::string text = written(original);
+  const std::string text = trace_text(original);
   const sim::Trace back = parsed(text);
   expect_same_program(original, back, /*compare_lines=*/false);
-  EXPECT_EQ(written(back), text);  // writing what was read changes nothing
+  EXPECT_EQ(trace_text(back), text);  // writing what was read changes nothing
 }
 
 TEST(TraceWriter, UsesTheAuthorsLayout) {
-  const std::string text = written(hand_made());
+  const std::string text = trace_text(hand_made());
   std::istringstream lines(text);
   std::string line;
   std::getline(lines, line);
@@ -174,7 +169,7 @@ TEST(TraceWriter, RoundTripsGeneratedTracesLineForLine) {
                                   sim::generate_gan(gan), sim::generate_dag(dag)}) {
     SCOPED_TRACE(trace.source);
     // The generators number lines as the writer lays them out, so errors in a replay point into the file.
-    expect_same_program(trace, parsed(written(trace)), /*compare_lines=*/true);
+    expect_same_program(trace, parsed(trace_text(trace)), /*compare_lines=*/true);
   }
 }
 

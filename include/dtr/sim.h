@@ -94,7 +94,7 @@ struct ReplayResult {
   std::uint64_t evictions = 0;
   std::uint64_t eager_evictions = 0;
   std::uint64_t rematerializations = 0;
-  std::uint64_t search_ns = 0;            // wall time spent choosing what to evict
+  std::uint64_t search_ns = 0;            // wall time choosing what to evict and updating scores (RuntimeStats)
   std::uint64_t peak_resident_bytes = 0;  // sum of live storage bytes
   std::uint64_t peak_reserved_bytes = 0;  // the caching allocator's segments
   double peak_fragmentation = 0;          // the allocator's, 0..1
