@@ -2,8 +2,9 @@
 // against the same trace's replay without evictions, measured in the same run. The thrash limit stops a cell
 // at the recomputation that passes it, so a cell's time should stay within the limit times the replay that
 // evicts nothing (with the heuristic's index kept, as under any budget), plus the search time (choosing
-// victims and updating the scores evictions change, RuntimeStats::search_ns): this program checks that on the
-// DTR authors' traces (when present) and on generated ones (docs/simulator.md, "How long a cell takes").
+// victims and updating the scores evictions change, RuntimeStats::search_ns, taken out of both sides): this
+// program checks that on the DTR authors' traces (when present) and on generated ones (docs/simulator.md,
+// "How long a cell takes").
 //
 //   dtr-bench-sim-cells [--traces DIR] [--repeat N] [--budget-mode bytes|device|both] [--ratios 0.1:0.9:0.1]
 //
@@ -68,13 +69,17 @@ std::vector<NamedTrace> traces(const std::string& shared_dir) {
       std::printf("(%s: not in %s, skipped)\n", name, shared_dir.c_str());
     }
   }
-  // Generated: a long chain, a random DAG, an unrolled RNN, the unrolled GAN that made lru spin, a ResNet.
+  // Generated: a long chain, a random DAG, an unrolled RNN, an unrolled GAN on which lru used to spin, a
+  // ResNet. Sizes that the exact heuristics (dtr, msps), whose score upkeep walks evicted regions, replay in
+  // seconds: on the 10,000-op GAN one of their replays takes minutes even when nothing is evicted.
   dtr::sim::ChainOptions chain;
-  chain.layers = 2000;
-  all.push_back({"chain-2000", dtr::sim::generate_chain(chain)});
+  chain.layers = 500;
+  all.push_back({"chain-500", dtr::sim::generate_chain(chain)});
   all.push_back({"dag-1000", dtr::sim::generate_dag(dtr::sim::DagOptions{})});
   all.push_back({"rnn-64", dtr::sim::generate_rnn(dtr::sim::RnnOptions{})});
-  all.push_back({"gan-10k", dtr::sim::generate_gan(dtr::sim::GanOptions{})});
+  dtr::sim::GanOptions gan;
+  gan.unroll = 8;
+  all.push_back({"gan-unroll-8", dtr::sim::generate_gan(gan)});
   all.push_back({"resnet-32", dtr::sim::generate_resnet(dtr::sim::ResNetOptions{})});
   return all;
 }
@@ -99,7 +104,7 @@ int main(int argc, char** argv) {
   std::string shared_dir;
   if (const char* dir = std::getenv("DTR_TRACES_DIR")) shared_dir = dir;  // NOLINT(concurrency-mt-unsafe)
   if (shared_dir.empty()) shared_dir = "../shared/traces";
-  int repeat = 5;
+  int repeat = 3;
   std::string mode_text = "both";
   std::string ratio_text = "0.1:0.9:0.1";
   double limit = 2.0;
@@ -116,7 +121,7 @@ int main(int argc, char** argv) {
   if (mode_text != "device") modes.push_back(dtr::BudgetMode::bytes);
   if (mode_text != "bytes") modes.push_back(dtr::BudgetMode::device);
 
-  std::printf("bound per cell: time <= %.1f x the time of a replay that evicts nothing + the cell's search time\n",
+  std::printf("bound per cell: time - search <= %.1f x (the time of a replay that evicts nothing - its search)\n",
               limit);
   int cells = 0;
   int past = 0;
@@ -150,8 +155,10 @@ int main(int argc, char** argv) {
           options.heuristic = heuristic;
           options.thrash_limit = limit;
           Timed cell = timed_replay(t.trace, options);
+          // Search time on both sides: what the limit bounds is the replay's own work.
+          const double baseline_work = baseline.seconds - static_cast<double>(baseline.result.search_ns) * 1e-9;
           auto ratio_of = [&](const Timed& c) {
-            return (c.seconds - static_cast<double>(c.result.search_ns) * 1e-9) / baseline.seconds;
+            return (c.seconds - static_cast<double>(c.result.search_ns) * 1e-9) / baseline_work;
           };
           if (ratio_of(cell) > limit) cell = median_replay(t.trace, options, repeat);  // not noise?
           const double ratio = ratio_of(cell);
@@ -160,7 +167,7 @@ int main(int argc, char** argv) {
           if (ratio > worst) {
             worst = ratio;
             worst_ratio = r;
-            worst_search = static_cast<double>(cell.result.search_ns) * 1e-9 / baseline.seconds;
+            worst_search = static_cast<double>(cell.result.search_ns) * 1e-9 / baseline_work;
           }
           if (ratio > limit) {
             past += 1;

@@ -59,6 +59,9 @@ class RandomHeuristic final : public Heuristic {
 // Base of the heuristics that walk the evicted lineage: one walk counter for every walk, so that marks never
 // collide, and the notification of the resident storages next to a changed evicted region.
 class WalkingHeuristic : public Heuristic {
+ public:
+  bool scores_walk_lineage() const override { return true; }
+
  protected:
   std::uint64_t next_mark() { return ++marks_; }
 
@@ -429,6 +432,7 @@ class WindowHeuristic final : public Heuristic {
   std::string name() const override { return name_; }
   bool indexable() const override { return base_->indexable(); }
   bool timeless() const override { return base_->timeless(); }
+  bool scores_walk_lineage() const override { return base_->scores_walk_lineage(); }
   bool fragmentation_aware() const override { return true; }
   ScoreKey key(StorageView& s) override { return base_->key(s); }
   double score(StorageView& s, std::uint64_t now) override { return base_->score(s, now); }

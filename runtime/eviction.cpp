@@ -17,7 +17,10 @@ void Runtime::Impl::sync_candidate(Storage& s) {
   s.candidate_since = is_candidate ? ++candidate_arrivals : 0;
   if (!index) return;
   if (is_candidate) {
+    // A new candidate's score is computed now: for a heuristic that walks the lineage, search time.
+    const std::uint64_t start = walking_scores ? detail::steady_ns() : 0;
     index->add(s, now());
+    if (walking_scores) stats.search_ns += detail::steady_ns() - start;
   } else {
     index->remove(s, now());
   }

@@ -21,6 +21,7 @@ using detail::TensorHandle;
 Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config(std::move(cfg)) {
   heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
   windows = heuristic->fragmentation_aware();
+  walking_scores = heuristic->scores_walk_lineage();
   DTR_CHECK(std::isfinite(config.size_floor) && config.size_floor >= 0, ConfigError, "Config::size_floor ",
             config.size_floor, " must be a non-negative fraction of the mean candidate size (0: no floor)");
   DTR_CHECK(!config.thrash_limit || (std::isfinite(*config.thrash_limit) && *config.thrash_limit >= 1), ConfigError,

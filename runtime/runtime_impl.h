@@ -58,6 +58,7 @@ struct Runtime::Impl final : Reclaimer {
   Config config;
   std::unique_ptr<heuristics::Heuristic> heuristic;
   bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
+  bool walking_scores = false;  // heuristic->scores_walk_lineage(), read once: timed as search
   std::unique_ptr<heuristics::EvictionIndex> index;  // the candidates in score order; none: scan `recomputable`
   // Where buffers come from: the caching allocator, or (BufferSource::memory_resource) `direct_memory` itself;
   // `memory` is the one in use.
