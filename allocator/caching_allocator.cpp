@@ -97,6 +97,10 @@ struct CachingAllocator::State {
   std::map<std::uintptr_t, std::unique_ptr<Segment>> segments;  // by address
   std::deque<Block> block_storage;
   Block* spare_blocks = nullptr;  // recycled blocks, linked through `next`
+  // The bytes of the segments that are one free block, kept as blocks change: a request under the budget's
+  // cap asks whether releasing them could make room, and a scan of every segment per miss made each
+  // rematerialization under a device budget cost as much as the rest of its replay.
+  std::uint64_t empty_segment_bytes = 0;
 
   AllocatorStats stats;
   std::uint64_t blocks_freed = 0;  // how the reclaim loop sees progress
@@ -115,6 +119,7 @@ struct CachingAllocator::State {
     Block* block = nullptr;
     if (it != set.end()) {
       Block* free_block = *it;
+      if (free_block->prev == nullptr && free_block->next == nullptr) empty_segment_bytes -= free_block->size;
       if (should_split(r.pool, free_block->size - r.rounded)) {
         block = carve_front(free_block, r.rounded);
         if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
@@ -178,6 +183,8 @@ struct CachingAllocator::State {
     } else {
       insert_free(block);
     }
+    const Block* merged = prev != nullptr ? prev : next != nullptr ? next : block;
+    if (merged->prev == nullptr && merged->next == nullptr) empty_segment_bytes += merged->size;  // the segment
     update_free_stats();
   }
 
@@ -297,11 +304,9 @@ struct CachingAllocator::State {
   // of them together could not make the room.
   void release_empty_segments_until_headroom(std::uint64_t target) {
     if (headroom() >= target) return;
-    std::vector<Segment*> empty = empty_segments();
-    std::uint64_t releasable = 0;
-    for (const Segment* segment : empty) releasable += segment->size;
     const std::uint64_t missing = target - headroom();
-    if (releasable < missing) return;
+    if (empty_segment_bytes < missing) return;  // the common case under the cap: no scan
+    std::vector<Segment*> empty = empty_segments();
     std::sort(empty.begin(), empty.end(), [](const Segment* a, const Segment* b) { return a->size < b->size; });
     auto enough = std::lower_bound(empty.begin(), empty.end(), missing,
                                    [](const Segment* seg, std::uint64_t m) { return seg->size < m; });
@@ -319,6 +324,7 @@ struct CachingAllocator::State {
   void release_segment(Segment* segment) {
     const std::uintptr_t address = segment->address;
     const std::size_t size = segment->size;
+    empty_segment_bytes -= size;  // only empty segments are released
     upstream.deallocate(to_pointer(address), size);
     erase_free(segment->head);
     recycle(segment->head);

@@ -40,8 +40,9 @@ class Heuristic {
   virtual bool indexable() const { return true; }
   // Whether scores ignore the clock (h_size, h_MSPS).
   virtual bool timeless() const { return false; }
-  // Whether key() walks the evicted lineage (h_DTR, h_MSPS), so that computing a score costs time that grows
-  // with the evicted regions: the runtime then counts the time it spends on it as search time.
+  // Whether key() walks the lineage around the storage (h_DTR and h_MSPS the evicted regions, h_DTR^eq its
+  // neighbours' classes), so that a score costs more than arithmetic, and more as evictions grow: the runtime
+  // then counts the time it spends computing new candidates' scores as search time.
   virtual bool scores_walk_lineage() const { return false; }
   // Whether, under a device budget, the runtime evicts the cheapest contiguous window of blocks that covers
   // the pending allocation (heuristics/window.h) instead of one storage at a time. A block's cost in a window

@@ -162,6 +162,7 @@ class MspsHeuristic final : public WalkingHeuristic {
 class DtrEqHeuristic final : public Heuristic {
  public:
   std::string name() const override { return "dtr-eq"; }
+  bool scores_walk_lineage() const override { return true; }  // its neighbours and their classes' roots
 
   ScoreKey key(StorageView& s) override {
     double cost = s.cost();

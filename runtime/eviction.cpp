@@ -17,10 +17,13 @@ void Runtime::Impl::sync_candidate(Storage& s) {
   s.candidate_since = is_candidate ? ++candidate_arrivals : 0;
   if (!index) return;
   if (is_candidate) {
-    // A new candidate's score is computed now: for a heuristic that walks the lineage, search time.
-    const std::uint64_t start = walking_scores ? detail::steady_ns() : 0;
-    index->add(s, now());
-    if (walking_scores) stats.search_ns += detail::steady_ns() - start;
+    // A new candidate's score is computed now: for a heuristic that walks the lineage, search time (an index
+    // is kept under a budget only).
+    if (walking_scores) {
+      heuristic_upkeep([&] { index->add(s, now()); });
+    } else {
+      index->add(s, now());
+    }
   } else {
     index->remove(s, now());
   }
@@ -90,10 +93,8 @@ void Runtime::Impl::release_buffer(Storage& s) {
 void Runtime::Impl::evict(Storage& s) {
   release_buffer(s);
   // What the heuristic does to keep its scores (dtr's evicted neighbourhoods, dtr-eq's classes, the index's
-  // refreshes) is search time, measured under a budget only: without one nothing is ever chosen.
-  const std::uint64_t start = config.memory_budget ? detail::steady_ns() : 0;
-  heuristic->on_evict(s);
-  if (config.memory_budget) stats.search_ns += detail::steady_ns() - start;
+  // refreshes) is search time.
+  heuristic_upkeep([&] { heuristic->on_evict(s); });
 }
 
 // A smaller budget evicts what it must at once; a budget nothing evictable can reach is an OutOfMemory and

@@ -222,9 +222,9 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
     if (!rematerializing) touch(*out);
   }
   if (!restored.empty()) {
-    const std::uint64_t start = detail::steady_ns();  // search time, as for on_evict (eviction.cpp)
-    for (Storage* out : restored) heuristic->on_rematerialize(*out);
-    stats.search_ns += detail::steady_ns() - start;
+    heuristic_upkeep([&] {
+      for (Storage* out : restored) heuristic->on_rematerialize(*out);
+    });
   }
   if (rematerializing) check_thrashing(c.computation->name());
 }

@@ -4,7 +4,6 @@
 
 #include "dtr/check.h"
 #include "runtime/runtime_impl.h"
-#include "runtime/steady_ns.h"
 
 namespace dtr {
 
@@ -67,9 +66,7 @@ void Runtime::Impl::pin_dependents(Storage& old, Storage& fresh) {
 // Drops `s`'s producer, which it returns (releasing it may free the closure's inputs): `s` is never evicted
 // again and is freed when nothing references it.
 std::shared_ptr<Closure> Runtime::Impl::make_constant(Storage& s) {
-  const std::uint64_t start = detail::steady_ns();  // the heuristic's upkeep: search time, as on_evict
-  heuristic->on_cut(s);
-  stats.search_ns += detail::steady_ns() - start;
+  heuristic_upkeep([&] { heuristic->on_cut(s); });
   remove_resident(s);
   s.producer->outputs[s.output_index] = nullptr;
   std::shared_ptr<Closure> producer = std::move(s.producer);

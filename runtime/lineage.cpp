@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "runtime/runtime_impl.h"
-#include "runtime/steady_ns.h"
 
 namespace dtr {
 
@@ -36,12 +35,8 @@ void Runtime::Impl::release_handle(Storage& s, std::uint64_t handle_id, bool las
 
 // `s` is dying, already detached from its producer's outputs (so no walk finds it from its inputs).
 void Runtime::Impl::destroyed(Storage& s) {
-  // An evicted storage leaving the lineage changes the evicted regions (search time, as on_evict); a resident
-  // one is the common case, timed only by what it costs the op.
-  const bool timed = config.memory_budget && !s.in_memory;
-  const std::uint64_t start = timed ? detail::steady_ns() : 0;
-  heuristic->on_destroy(s);
-  if (timed) stats.search_ns += detail::steady_ns() - start;
+  // A storage leaving the lineage changes the evicted regions next to it, which the heuristic's scores follow.
+  heuristic_upkeep([&] { heuristic->on_destroy(s); });
   if (s.in_memory) release_buffer(s);
   live_storages -= 1;
   if (orphaned && live_storages == 0 && allocator) allocator->empty_cache();  // the last of its memory

@@ -26,6 +26,7 @@
 #include "runtime/backend.h"
 #include "runtime/lineage.h"
 #include "runtime/object_pool.h"
+#include "runtime/steady_ns.h"
 #include "runtime/trace_writer.h"
 
 namespace dtr {
@@ -166,6 +167,15 @@ struct Runtime::Impl final : Reclaimer {
   void release_buffer(Storage& s);
   void set_budget(std::optional<std::uint64_t> bytes);
   void evict(Storage& s);
+  // Runs `upkeep` (the heuristic keeping its scores: an eviction's, a rematerialization's, a death's) and counts
+  // its time as search time (RuntimeStats::search_ns), under a budget only: without one nothing is chosen.
+  template <class Upkeep>
+  void heuristic_upkeep(Upkeep&& upkeep) {
+    if (!config.memory_budget) return upkeep();
+    const std::uint64_t start = detail::steady_ns();
+    upkeep();
+    stats.search_ns += detail::steady_ns() - start;
+  }
   // Reclaimer: the allocator needs room for `request` (device budgets).
   std::size_t reclaim(const ReclaimRequest& request) override;
   // The one way to eviction, for both budget modes: evicts what the heuristic picks to make room (the window

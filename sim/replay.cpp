@@ -72,6 +72,11 @@ class Replayer {
       result.feasible = false;
       result.failure = e.what();
     }
+    // The program has ended: what it still holds dies before the statistics are read, so that the heuristic's
+    // upkeep for those deaths (walks of the evicted regions for dtr and msps) is counted as search time.
+    live_.clear();
+    args_.clear();
+    constants_.clear();
     const RuntimeStats stats = runtime_.stats();
     const AllocatorStats memory = runtime_.allocator().stats();
     result.base_compute_ns = stats.base_compute;

@@ -189,6 +189,37 @@ TEST_F(CachingAllocatorTest, ReleasesTheSmallestEmptySegmentThatMakesRoom) {
   alloc->free(e);
 }
 
+// The allocator keeps the bytes of its empty segments as blocks are freed and reused, instead of scanning every
+// segment on each request under the cap: segments emptied through each way a freed block merges, one of them
+// reused and emptied again, must all be found when a request needs their room.
+TEST_F(CachingAllocatorTest, SegmentsEmptiedByEveryKindOfMergeAreReleasedForRoom) {
+  auto alloc = make(14 * MiB);
+  void* p1 = alloc->allocate(MiB);  // each group fills one 2 MiB small segment
+  void* p2 = alloc->allocate(MiB);
+  void* q1 = alloc->allocate(MiB);
+  void* q2 = alloc->allocate(MiB);
+  void* r1 = alloc->allocate(512 * KiB);
+  void* r2 = alloc->allocate(512 * KiB);
+  void* r3 = alloc->allocate(MiB);
+  void* t = alloc->allocate(MiB);  // a fourth segment, its free tail after it
+  ASSERT_EQ(alloc->stats().segments.current, 4u);
+  alloc->free(p1);
+  alloc->free(p2);  // merges into the free block before it
+  alloc->free(q2);
+  alloc->free(q1);  // merges into the free block after it
+  alloc->free(r1);
+  alloc->free(r3);
+  alloc->free(r2);  // merges with both
+  alloc->free(t);   // merges with its free tail
+  alloc->free(alloc->allocate(MiB));  // an empty segment used, then empty again
+  EXPECT_EQ(alloc->stats().num_device_frees, 0u);
+  void* big = alloc->allocate(12 * MiB);  // its own segment: 8 MiB cached, 6 MiB headroom, 3 must go
+  const AllocatorStats s = alloc->stats();
+  EXPECT_EQ(s.num_device_frees, 3u);
+  EXPECT_EQ(s.reserved_bytes.current, 14 * MiB);
+  alloc->free(big);
+}
+
 TEST_F(CachingAllocatorTest, ReservedNeverExceedsTheBudget) {
   auto alloc = make(7 * MiB);
   std::vector<std::pair<void*, std::size_t>> live;

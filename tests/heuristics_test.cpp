@@ -297,11 +297,11 @@ namespace {
 // The runtime times the score computations of the heuristics that walk the evicted lineage as search.
 TEST(HeuristicNames, ExactlyTheWalkingHeuristicsSayTheirScoresWalkTheLineage) {
   for (const std::string& name : heuristics::heuristic_names()) {
-    const bool walks = name == "dtr" || name == "msps";
+    const bool walks = name == "dtr" || name == "msps" || name == "dtr-eq" || name == "dtr-eq+window";
     EXPECT_EQ(heuristics::make_heuristic(name)->scores_walk_lineage(), walks) << name;
   }
   EXPECT_TRUE(heuristics::make_heuristic("dtr+window")->scores_walk_lineage());
-  EXPECT_FALSE(heuristics::make_heuristic("dtr-eq+window")->scores_walk_lineage());
+  EXPECT_FALSE(heuristics::make_heuristic("dtr-local+window")->scores_walk_lineage());
 }
 
 }  // namespace

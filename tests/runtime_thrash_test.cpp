@@ -195,7 +195,12 @@ TEST(RuntimeThrash, SetMemoryBudgetEvictsToASmallerBudgetAndRefusesWhatCannotFit
     }
     Tensor g;
     rt.set_memory_budget(std::nullopt);
+    // Without a budget no score is kept and nothing is chosen: the recomputations and deaths of the descent
+    // cost no search time.
+    const std::uint64_t searched = rt.stats().search_ns;
     const std::vector<float> values = descend(rt, l, g, 20);
+    EXPECT_GT(rt.stats().rematerializations, 0u);
+    EXPECT_EQ(rt.stats().search_ns, searched);
     rt.set_memory_budget(before / 3);
     EXPECT_GT(rt.stats().evictions, 0u);
     // The two constants cannot go: a budget below them is refused and the old one kept.

@@ -26,8 +26,10 @@ struct RuntimeStats {
   std::uint64_t rematerializations = 0;  // closures replayed
   std::uint64_t evictions = 0;           // chosen by the heuristic
   std::uint64_t eager_evictions = 0;     // last handle died, the lineage still needs it (else: freed)
-  std::uint64_t search_ns = 0;           // time spent choosing what to evict and updating the scores it
-                                         // changes (the heuristic's eviction and rematerialization events)
+  std::uint64_t search_ns = 0;           // under a budget: time spent choosing what to evict and keeping the
+                                         // scores (the heuristic's eviction, rematerialization, death and cut
+                                         // events; new candidates' scores for dtr, msps
+                                         // and dtr-eq)
   std::uint64_t peak_reserved_bytes = 0; // allocator's reserved high-water mark
   std::uint64_t peak_resident_bytes = 0; // high-water mark of the sum of resident storage bytes
   std::uint64_t budget_bytes = 0;        // 0: none
