@@ -1,0 +1,457 @@
+// The caching allocator's state behind its lock: blocks carved from segments, the free sets, the segments
+// reserved from the upstream and the accounting (docs/allocator.md). Internal to allocator/: included by
+// caching_allocator.cpp (the public class, its lock and reclaim loop) and caching_allocator_oom.cpp (the
+// out-of-memory report). Its fast-path entries are forced inline into the one file that calls them.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "address_map.h"
+#include "common/log.h"
+#include "dtr/caching_allocator.h"
+#include "dtr/check.h"
+#include "fast_mutex.h"
+
+namespace dtr::detail {
+
+
+struct Segment;
+struct Block;
+
+struct BySizeThenAddress {
+  bool operator()(const Block* a, const Block* b) const;
+};
+
+using FreeSet = std::set<Block*, BySizeThenAddress>;
+
+// A run of bytes inside a segment, allocated or free. Blocks of a segment form a doubly linked list in
+// address order.
+struct Block {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested = 0;
+  Segment* segment = nullptr;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  bool allocated = false;
+  OwnerTag owner = 0;
+  FreeSet::iterator position;  // where the block sits in its pool's free set, while it is free
+};
+
+inline bool BySizeThenAddress::operator()(const Block* a, const Block* b) const {
+  return a->size != b->size ? a->size < b->size : a->address < b->address;
+}
+
+struct Segment {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  Pool pool = Pool::small;
+  Block* head = nullptr;
+
+  bool empty() const { return !head->allocated && head->next == nullptr; }
+};
+
+inline std::size_t index_of(Pool pool) { return pool == Pool::small ? 0 : 1; }
+
+inline void* to_pointer(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
+struct Request {
+  std::size_t bytes = 0;    // as asked
+  std::size_t rounded = 0;  // the block size that serves it
+  Pool pool = Pool::small;
+};
+
+__extension__ using u128 = unsigned __int128;  // exact products of two byte counts
+
+// `multiple` is a power of two.
+inline std::size_t round_up(std::size_t bytes, std::size_t multiple) { return (bytes + multiple - 1) & ~(multiple - 1); }
+
+}  // namespace dtr::detail
+
+namespace dtr {
+
+// Everything behind the lock; every member function expects `mutex` held. The containers recycle their nodes
+// (node handles) and blocks are pooled, so a cache hit performs no heap allocation.
+struct CachingAllocator::State {
+  using Block = detail::Block;
+  using Segment = detail::Segment;
+  using FreeSet = detail::FreeSet;
+  using Request = detail::Request;
+  using BySizeThenAddress = detail::BySizeThenAddress;
+
+  State(MemoryResource& upstream_resource, const CachingAllocatorOptions& opts)
+      : upstream(upstream_resource), upstream_capacity(upstream_resource.capacity()), options(opts) {}
+
+  MemoryResource& upstream;
+  const std::size_t upstream_capacity;  // fixed for a resource's lifetime; read once, off the hot path
+  const CachingAllocatorOptions& options;
+
+  mutable detail::FastMutex mutex;
+  std::optional<std::uint64_t> budget;
+  Reclaimer* reclaimer = nullptr;
+
+  std::array<FreeSet, 2> free_blocks;  // by pool
+  std::vector<FreeSet::node_type> spare_free_nodes;
+  detail::AddressMap<Block*> live;  // address -> allocated block
+  std::map<std::uintptr_t, std::unique_ptr<Segment>> segments;  // by address
+  std::deque<Block> block_storage;
+  Block* spare_blocks = nullptr;  // recycled blocks, linked through `next`
+  // The bytes of the segments that are one free block, kept as blocks change: a request under the budget's
+  // cap asks whether releasing them could make room, and a scan of every segment per miss made each
+  // rematerialization under a device budget cost as much as the rest of its replay.
+  std::uint64_t empty_segment_bytes = 0;
+
+  AllocatorStats stats;
+  std::uint64_t blocks_freed = 0;  // how the reclaim loop sees progress
+
+  // ---- allocation and free ----
+
+  // A free block's key (size, address) changes in place when a request is carved from its front or a freed
+  // neighbour merges into it. The set holds pointers, so it stays valid as long as the block keeps its rank;
+  // it is re-linked only when it does not, which keeps the steady state (allocate and free the same size
+  // next to a large free block) free of tree rebalancing.
+  // The fast path's two entries, each called from one place: inlined there, as they were when this state
+  // lived in an anonymous namespace (a header's inline members are otherwise kept out of line).
+  [[gnu::always_inline]] Block* try_allocate(const Request& r) {
+    FreeSet& set = free_blocks[detail::index_of(r.pool)];
+    Block key;
+    key.size = r.rounded;
+    auto it = set.lower_bound(&key);
+    Block* block = nullptr;
+    if (it != set.end()) {
+      Block* free_block = *it;
+      if (free_block->prev == nullptr && free_block->next == nullptr) empty_segment_bytes -= free_block->size;
+      if (should_split(r.pool, free_block->size - r.rounded)) {
+        block = carve_front(free_block, r.rounded);
+        if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
+      } else {
+        erase_free(free_block);
+        block = free_block;
+      }
+    } else {
+      Block* segment_block = reserve_segment(r);
+      if (segment_block == nullptr) return nullptr;
+      if (should_split(r.pool, segment_block->size - r.rounded)) {
+        block = carve_front(segment_block, r.rounded);
+        insert_free(segment_block);
+      } else {
+        block = segment_block;
+      }
+    }
+    block->allocated = true;
+    block->requested = r.bytes;
+    live.insert(block->address, block);
+    raise(stats.allocated_bytes, block->size);
+    raise(stats.requested_bytes, r.bytes);
+    raise(stats.active_blocks, 1);
+    stats.num_allocations += 1;
+    update_free_stats();
+    return block;
+  }
+
+  [[gnu::always_inline]] void free(Block* block) {
+    live.erase(block->address);
+    stats.allocated_bytes.current -= block->size;
+    stats.requested_bytes.current -= block->requested;
+    stats.active_blocks.current -= 1;
+    stats.num_frees += 1;
+    blocks_freed += 1;
+    block->allocated = false;
+    block->requested = 0;
+    block->owner = 0;
+    Block* prev = block->prev != nullptr && !block->prev->allocated ? block->prev : nullptr;
+    Block* next = block->next != nullptr && !block->next->allocated ? block->next : nullptr;
+    if (prev != nullptr) {
+      // The previous free block grows over this one (and the next, if free too).
+      absorb(prev, block);
+      if (next != nullptr) {
+        erase_free(next);
+        absorb(prev, next);
+      }
+      rerank_if_grown(prev);
+    } else if (next != nullptr) {
+      // The next free block grows backwards over this one.
+      next->address = block->address;
+      next->size += block->size;
+      next->prev = block->prev;
+      if (block->prev != nullptr) {
+        block->prev->next = next;
+      } else {
+        next->segment->head = next;
+      }
+      recycle(block);
+      rerank_if_grown(next);
+    } else {
+      insert_free(block);
+    }
+    const Block* merged = prev != nullptr ? prev : next != nullptr ? next : block;
+    if (merged->prev == nullptr && merged->next == nullptr) empty_segment_bytes += merged->size;  // the segment
+    update_free_stats();
+  }
+
+  bool should_split(Pool pool, std::size_t remaining) const {
+    // A large block keeps a small tail rather than leave a sliver no large request could use.
+    return pool == Pool::small ? remaining >= options.rounding : remaining > options.small_request_limit;
+  }
+
+  // Splits the first `bytes` of `free_block` off into a new block, which it returns; `free_block` keeps the
+  // rest (and its place in the free set, if any).
+  Block* carve_front(Block* free_block, std::size_t bytes) {
+    Block* front = new_block();
+    front->address = free_block->address;
+    front->size = bytes;
+    front->segment = free_block->segment;
+    front->prev = free_block->prev;
+    front->next = free_block;
+    if (free_block->prev != nullptr) {
+      free_block->prev->next = front;
+    } else {
+      free_block->segment->head = front;
+    }
+    free_block->prev = front;
+    free_block->address += bytes;
+    free_block->size -= bytes;
+    return front;
+  }
+
+  // Re-links a free block whose key changed so that the set is ordered again.
+  void rerank(Block* block) {
+    FreeSet& set = free_blocks[detail::index_of(block->segment->pool)];
+    auto node = set.extract(block->position);
+    block->position = set.insert(std::move(node)).position;
+  }
+
+  void rerank_if_grown(Block* block) {
+    const FreeSet& set = free_blocks[detail::index_of(block->segment->pool)];
+    auto after = std::next(block->position);
+    if (after != set.end() && !BySizeThenAddress{}(block, *after)) rerank(block);
+  }
+
+  // Folds `second`, the block right after `first`, into `first`; `second` must be in no free set.
+  void absorb(Block* first, Block* second) {
+    first->size += second->size;
+    first->next = second->next;
+    if (second->next != nullptr) second->next->prev = first;
+    recycle(second);
+  }
+
+  // ---- segments ----
+
+  std::size_t nominal_segment_size(const Request& r) const {
+    if (r.pool == Pool::small) return options.small_segment_bytes;
+    if (r.rounded < options.own_segment_threshold) return options.large_segment_bytes;
+    return detail::round_up(r.rounded, options.own_segment_rounding);
+  }
+
+  // A new segment holding one free block (in no free set), or nullptr when neither the nominal segment nor one
+  // of exactly the request fits under the budget (after releasing empty segments) and in the upstream.
+  Block* reserve_segment(const Request& r) {
+    const std::size_t nominal = nominal_segment_size(r);
+    auto fitting_size = [&]() -> std::size_t {
+      if (nominal <= headroom()) return nominal;
+      if (r.rounded <= headroom()) return r.rounded;
+      return 0;
+    };
+    std::size_t size = fitting_size();
+    if (size == 0) {
+      release_empty_segments_until_headroom(r.rounded);
+      if ((size = fitting_size()) == 0) return nullptr;
+    }
+    void* ptr = upstream_allocate(size);
+    if (ptr == nullptr) {
+      // The upstream itself is full (memory outside the budget's view): give the cache back, then try the
+      // smallest segment that serves.
+      release_all_empty_segments();
+      ptr = upstream_allocate(size);
+      if (ptr == nullptr && size != r.rounded) ptr = upstream_allocate(size = r.rounded);
+      if (ptr == nullptr) return nullptr;
+    }
+    auto segment = std::make_unique<Segment>();
+    segment->address = reinterpret_cast<std::uintptr_t>(ptr);
+    segment->size = size;
+    segment->pool = r.pool;
+    Block* block = new_block();
+    block->address = segment->address;
+    block->size = size;
+    block->segment = segment.get();
+    segment->head = block;
+    segments.emplace(segment->address, std::move(segment));
+    raise(stats.reserved_bytes, size);
+    raise(stats.segments, 1);
+    stats.num_device_allocations += 1;
+    detail::logger().debug("{}: reserved a {} segment of {} for a request of {}", upstream.name(),
+                           to_string(r.pool), format_bytes(size), format_bytes(r.bytes));
+    return block;
+  }
+
+  void* upstream_allocate(std::size_t size) {
+    try {
+      return upstream.allocate(size, MemoryResource::kDefaultAlignment);
+    } catch (const OutOfMemory&) {
+      return nullptr;
+    }
+  }
+
+  std::vector<Segment*> empty_segments() const {
+    std::vector<Segment*> empty;
+    for (const auto& [address, segment] : segments) {
+      if (segment->empty()) empty.push_back(segment.get());
+    }
+    return empty;
+  }
+
+  // Releases empty segments until `target` bytes fit under the budget: the smallest one that makes room on its
+  // own if there is one (it keeps the most of the cache), else the largest first. Releases nothing when all
+  // of them together could not make the room.
+  void release_empty_segments_until_headroom(std::uint64_t target) {
+    if (headroom() >= target) return;
+    const std::uint64_t missing = target - headroom();
+    if (empty_segment_bytes < missing) return;  // the common case under the cap: no scan
+    std::vector<Segment*> empty = empty_segments();
+    std::sort(empty.begin(), empty.end(), [](const Segment* a, const Segment* b) { return a->size < b->size; });
+    auto enough = std::lower_bound(empty.begin(), empty.end(), missing,
+                                   [](const Segment* seg, std::uint64_t m) { return seg->size < m; });
+    if (enough != empty.end()) {
+      release_segment(*enough);
+      return;
+    }
+    for (auto it = empty.rbegin(); it != empty.rend() && headroom() < target; ++it) release_segment(*it);
+  }
+
+  void release_all_empty_segments() {
+    for (Segment* segment : empty_segments()) release_segment(segment);
+  }
+
+  void release_segment(Segment* segment) {
+    const std::uintptr_t address = segment->address;
+    const std::size_t size = segment->size;
+    empty_segment_bytes -= size;  // only empty segments are released
+    upstream.deallocate(detail::to_pointer(address), size);
+    erase_free(segment->head);
+    recycle(segment->head);
+    segments.erase(address);
+    stats.reserved_bytes.current -= size;
+    stats.segments.current -= 1;
+    stats.num_device_frees += 1;
+    update_free_stats();
+    detail::logger().debug("{}: released a segment of {}", upstream.name(), format_bytes(size));
+  }
+
+  // ---- containers ----
+
+  Block* new_block() {
+    if (spare_blocks == nullptr) return &block_storage.emplace_back();
+    Block* block = spare_blocks;
+    spare_blocks = block->next;
+    *block = Block{};
+    return block;
+  }
+
+  void recycle(Block* block) {
+    block->next = spare_blocks;
+    spare_blocks = block;
+  }
+
+  void insert_free(Block* block) {
+    FreeSet& set = free_blocks[detail::index_of(block->segment->pool)];
+    if (spare_free_nodes.empty()) {
+      block->position = set.insert(block).first;
+      return;
+    }
+    auto node = std::move(spare_free_nodes.back());
+    spare_free_nodes.pop_back();
+    node.value() = block;
+    block->position = set.insert(std::move(node)).position;
+  }
+
+  void erase_free(Block* block) {
+    spare_free_nodes.push_back(free_blocks[detail::index_of(block->segment->pool)].extract(block->position));
+  }
+
+  Block* find_live(const void* ptr) {
+    Block** found = live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    return found == nullptr ? nullptr : *found;
+  }
+
+  // ---- accounting ----
+
+  std::uint64_t headroom() const {
+    if (!budget) return std::numeric_limits<std::uint64_t>::max();
+    return *budget > stats.reserved_bytes.current ? *budget - stats.reserved_bytes.current : 0;
+  }
+
+  std::uint64_t largest_free() const {
+    std::uint64_t largest = 0;
+    for (const FreeSet& set : free_blocks) {
+      if (!set.empty()) largest = std::max<std::uint64_t>(largest, (*set.rbegin())->size);
+    }
+    return largest;
+  }
+
+  enum class Cause { too_large, no_reclaimer, no_progress };
+
+  // Counts the failure and says what happened and what to try (caching_allocator_oom.cpp). Off the hot path.
+  [[gnu::cold, gnu::noinline]] OutOfMemory out_of_memory(const Request& r, Cause cause,
+                                                         const std::string& resource_name);
+
+  static void raise(StatValue& value, std::uint64_t by) {
+    value.current += by;
+    value.peak = std::max(value.peak, value.current);
+  }
+
+  // The fragmentation high-water mark, kept as the exact ratio largest_free / free at that moment (1/1: none
+  // yet) and compared by cross-multiplication, so that the hot path does no floating-point division.
+  std::uint64_t peak_fragmentation_largest = 1;
+  std::uint64_t peak_fragmentation_free = 1;
+
+  // The largest free block and the fragmentation high-water marks, after every change.
+  void update_free_stats() {
+    const std::uint64_t largest = largest_free();
+    stats.largest_free_block.current = largest;
+    stats.largest_free_block.peak = std::max(stats.largest_free_block.peak, largest);
+    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    if (free_bytes != 0 && detail::u128{largest} * peak_fragmentation_free < detail::u128{peak_fragmentation_largest} * free_bytes) {
+      peak_fragmentation_largest = largest;
+      peak_fragmentation_free = free_bytes;
+    }
+  }
+
+  double fragmentation() const {
+    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    return free_bytes == 0 ? 0.0 : 1.0 - static_cast<double>(stats.largest_free_block.current) / static_cast<double>(free_bytes);
+  }
+
+  void reset_peaks() {
+    for (StatValue* v : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.requested_bytes,
+                         &stats.active_blocks, &stats.segments, &stats.largest_free_block}) {
+      v->peak = v->current;
+    }
+    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    peak_fragmentation_largest = free_bytes == 0 ? 1 : stats.largest_free_block.current;
+    peak_fragmentation_free = free_bytes == 0 ? 1 : free_bytes;
+  }
+
+  // The stats with the values derived on demand.
+  AllocatorStats current_stats() const {
+    AllocatorStats copy = stats;
+    copy.fragmentation = fragmentation();
+    copy.peak_fragmentation = 1.0 - static_cast<double>(peak_fragmentation_largest) /
+                                        static_cast<double>(peak_fragmentation_free);
+    copy.budget_bytes = budget.value_or(0);
+    return copy;
+  }
+};
+
+}  // namespace dtr
