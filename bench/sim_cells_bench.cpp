@@ -26,9 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_main.h"
 #include "dtr/dtr.h"
-#include "dtr/trace_generator.h"
 
 namespace {
 
@@ -42,6 +40,8 @@ struct NamedTrace {
 struct Timed {
   dtr::sim::ReplayResult result;
   double seconds = 0;
+  double search() const { return static_cast<double>(result.search_ns) * 1e-9; }
+  double work() const { return seconds - search(); }  // what the thrash limit bounds
 };
 
 Timed timed_replay(const dtr::sim::Trace& trace, const dtr::sim::ReplayOptions& options) {
@@ -56,9 +56,8 @@ Timed timed_replay(const dtr::sim::Trace& trace, const dtr::sim::ReplayOptions& 
 Timed median_replay(const dtr::sim::Trace& trace, const dtr::sim::ReplayOptions& options, int repeat) {
   std::vector<Timed> runs;
   for (int i = 0; i < repeat; ++i) runs.push_back(timed_replay(trace, options));
-  auto work = [](const Timed& t) { return t.seconds - static_cast<double>(t.result.search_ns) * 1e-9; };
   const auto middle = runs.begin() + static_cast<std::ptrdiff_t>(runs.size() / 2);
-  std::nth_element(runs.begin(), middle, runs.end(), [&](const Timed& a, const Timed& b) { return work(a) < work(b); });
+  std::nth_element(runs.begin(), middle, runs.end(), [](const Timed& a, const Timed& b) { return a.work() < b.work(); });
   return *middle;
 }
 
@@ -159,6 +158,10 @@ int main(int argc, char** argv) {
         double worst_search = 0;
         double worst_unbudgeted = 0;  // (time - search) / the unbudgeted replay's time: the index's upkeep counted
         int stopped = 0;
+        // Search time out of both sides: what the limit bounds is the replay's own work. When search is nearly
+        // all of it (dtr, msps), the difference is within the timers' noise: the unbudgeted replay, which does
+        // less, bounds it from below.
+        const double baseline_work = std::max(reference.seconds, baseline.work());
         for (const double r : ratios) {
           dtr::sim::ReplayOptions options;
           options.budget_bytes = static_cast<std::uint64_t>(peak * r);
@@ -166,25 +169,15 @@ int main(int argc, char** argv) {
           options.heuristic = heuristic;
           options.thrash_limit = limit;
           Timed cell = timed_replay(t.trace, options);
-          // Search time on both sides: what the limit bounds is the replay's own work.
-          // When search is nearly all of it (dtr, msps), the difference is within the timers' noise: the
-          // unbudgeted replay, which does less, bounds it from below.
-          const double baseline_work = std::max(
-              reference.seconds, baseline.seconds - static_cast<double>(baseline.result.search_ns) * 1e-9);
-          auto ratio_of = [&](const Timed& c) {
-            return (c.seconds - static_cast<double>(c.result.search_ns) * 1e-9) / baseline_work;
-          };
-          if (ratio_of(cell) > limit) cell = median_replay(t.trace, options, repeat);  // not noise?
-          const double ratio = ratio_of(cell);
+          if (cell.work() / baseline_work > limit) cell = median_replay(t.trace, options, repeat);  // not noise?
+          const double ratio = cell.work() / baseline_work;
           cells += 1;
           stopped += (cell.result.thrashed || !cell.result.feasible) ? 1 : 0;
-          worst_unbudgeted = std::max(
-              worst_unbudgeted,
-              (cell.seconds - static_cast<double>(cell.result.search_ns) * 1e-9) / reference.seconds);
+          worst_unbudgeted = std::max(worst_unbudgeted, cell.work() / reference.seconds);
           if (ratio > worst) {
             worst = ratio;
             worst_ratio = r;
-            worst_search = static_cast<double>(cell.result.search_ns) * 1e-9 / baseline_work;
+            worst_search = cell.search() / baseline_work;
           }
           if (ratio > limit) {
             past += 1;

@@ -5,7 +5,6 @@
 
 #include "dtr/check.h"
 #include "runtime/runtime_impl.h"
-#include "runtime/steady_ns.h"
 
 namespace dtr {
 
@@ -17,13 +16,7 @@ void Runtime::Impl::sync_candidate(Storage& s) {
   s.candidate_since = is_candidate ? ++candidate_arrivals : 0;
   if (!index) return;
   if (is_candidate) {
-    // A new candidate's score is computed now: for a heuristic that walks the lineage, search time (an index
-    // is kept under a budget only).
-    if (walking_scores) {
-      heuristic_upkeep([&] { index->add(s, now()); });
-    } else {
-      index->add(s, now());
-    }
+    heuristic_upkeep([&] { index->add(s, now()); });  // its score is computed now
   } else {
     index->remove(s, now());
   }

@@ -167,11 +167,13 @@ struct Runtime::Impl final : Reclaimer {
   void release_buffer(Storage& s);
   void set_budget(std::optional<std::uint64_t> bytes);
   void evict(Storage& s);
-  // Runs `upkeep` (the heuristic keeping its scores: an eviction's, a rematerialization's, a death's) and counts
-  // its time as search time (RuntimeStats::search_ns), under a budget only: without one nothing is chosen.
+  // Runs `upkeep` (the heuristic keeping its scores: a new candidate's, an eviction's, a rematerialization's, a
+  // death's) and counts its time as search time (RuntimeStats::search_ns), under a budget only (without one
+  // nothing is chosen) and for the heuristics whose scores walk the lineage: the others keep none of it, and
+  // an op should not pay two clock reads for their empty hooks.
   template <class Upkeep>
   void heuristic_upkeep(Upkeep&& upkeep) {
-    if (!config.memory_budget) return upkeep();
+    if (!walking_scores || !config.memory_budget) return upkeep();
     const std::uint64_t start = detail::steady_ns();
     upkeep();
     stats.search_ns += detail::steady_ns() - start;

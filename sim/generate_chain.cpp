@@ -6,8 +6,6 @@
 
 namespace dtr::sim {
 
-using generate::BackwardRule;
-
 Trace generate_chain(const ChainOptions& options) {
   generate::check_option("chain", "layers", options.layers, 1U, 1'000'000U);
   generate::check_option<std::uint64_t>("chain", "activation_bytes", options.activation_bytes, 64,

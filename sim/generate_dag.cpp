@@ -11,8 +11,6 @@
 namespace dtr::sim {
 namespace {
 
-using generate::BackwardRule;
-
 // Op names by input count, so that a trace reads like a model's.
 constexpr const char* kUnary[] = {"relu", "gelu", "layer_norm", "conv2d", "softmax", "dropout"};
 constexpr const char* kBinary[] = {"matmul", "mul", "conv2d", "bmm"};
