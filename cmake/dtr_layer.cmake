@@ -17,6 +17,8 @@ function(dtr_layer name)
     if(NOT EXISTS "${PROJECT_SOURCE_DIR}/include/${header}")
       message(FATAL_ERROR "dtr_layer(${name}): no public header include/${header}")
     endif()
+    get_filename_component(header_dir "${tree}/include/${header}" DIRECTORY)
+    file(MAKE_DIRECTORY "${header_dir}")
     file(CREATE_LINK "${PROJECT_SOURCE_DIR}/include/${header}" "${tree}/include/${header}" SYMBOLIC)
   endforeach()
 

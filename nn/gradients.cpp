@@ -10,8 +10,7 @@ namespace nn {
 Tensor output_grad(const GradientContext& context, std::size_t i) {
   const Tensor& grad = context.output_grads[i];
   if (grad.defined()) return grad;
-  const TensorMeta& meta = context.outputs[i].meta();
-  return context.runtime.constant(TensorMeta{meta.shape, meta.dtype});  // zeros
+  return context.runtime.constant(context.output_meta[i]);  // zeros
 }
 
 Tensor call(const GradientContext& context, const OpDef& op, std::initializer_list<Tensor> inputs,
@@ -19,9 +18,9 @@ Tensor call(const GradientContext& context, const OpDef& op, std::initializer_li
   return context.runtime.call1(op, inputs, attrs);
 }
 
-Tensor reduce_to(const GradientContext& context, const Tensor& grad, const Tensor& like) {
-  if (grad.shape() == like.shape()) return grad;
-  return call(context, ops::sum_to(), {grad}, Attrs{{"shape", to_ints(like.shape())}});
+Tensor reduce_to(const GradientContext& context, const Tensor& grad, const Shape& shape) {
+  if (grad.shape() == shape) return grad;
+  return call(context, ops::sum_to(), {grad}, Attrs{{"shape", to_ints(shape)}});
 }
 
 std::vector<std::int64_t> to_ints(const Shape& shape) { return {shape.begin(), shape.end()}; }
@@ -44,24 +43,53 @@ const GradientTable& table() {
 }  // namespace nn
 
 const GradientRule* gradient_rule(const OpDef& op) {
-  const auto& rules = nn::table();
-  const auto found = rules.find(&op);
-  return found == rules.end() ? nullptr : &found->second;
+  const nn::GradientTable::Entry* entry = nn::table().find(op);
+  return entry == nullptr ? nullptr : &entry->rule;
 }
 
+SavedForBackward saved_for_backward(const OpDef& op) {
+  const nn::GradientTable::Entry* entry = nn::table().find(op);
+  return entry == nullptr ? SavedForBackward{} : entry->saved;
+}
+
+namespace {
+
+// The metas given, or those of the tensors when none are given.
+std::vector<TensorMeta> metas_of(std::span<const Tensor> tensors, std::span<const TensorMeta> given, const OpDef& op,
+                                 const char* what) {
+  if (!given.empty()) {
+    DTR_CHECK(given.size() == tensors.size(), InvalidArgument, "vjp: op '", op.name, "': ", tensors.size(), " ", what,
+              "s but ", given.size(), " metas");
+    return {given.begin(), given.end()};
+  }
+  std::vector<TensorMeta> metas;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    DTR_CHECK(tensors[i].defined(), InvalidArgument, "vjp: op '", op.name, "': ", what, " ", i,
+              " is undefined and no metas were given");
+    metas.push_back(tensors[i].meta());
+  }
+  return metas;
+}
+
+}  // namespace
+
 std::vector<Tensor> vjp(Runtime& runtime, const OpDef& op, std::span<const Tensor> inputs,
-                        std::span<const Tensor> outputs, std::span<const Tensor> output_grads, const Attrs& attrs) {
+                        std::span<const Tensor> outputs, std::span<const Tensor> output_grads, const Attrs& attrs,
+                        std::span<const TensorMeta> input_meta, std::span<const TensorMeta> output_meta) {
   const GradientRule* rule = gradient_rule(op);
   DTR_CHECK(rule != nullptr, InvalidArgument, "vjp: op '", op.name, "' has no gradient rule");
   DTR_CHECK(output_grads.size() == outputs.size(), InvalidArgument, "vjp: op '", op.name, "' has ", outputs.size(),
             " outputs, got ", output_grads.size(), " output gradients");
+  const std::vector<TensorMeta> in_meta = metas_of(inputs, input_meta, op, "input");
+  const std::vector<TensorMeta> out_meta = metas_of(outputs, output_meta, op, "output");
   for (std::size_t i = 0; i < output_grads.size(); ++i) {
-    DTR_CHECK(!output_grads[i].defined() || output_grads[i].meta() == outputs[i].meta(), ShapeError, "vjp: op '",
+    DTR_CHECK(!output_grads[i].defined() || output_grads[i].meta() == out_meta[i], ShapeError, "vjp: op '",
               op.name, "': the gradient of output ", i, " is ", to_string(output_grads[i].meta().dtype), " ",
-              to_string(output_grads[i].shape()), ", the output ", to_string(outputs[i].meta().dtype), " ",
-              to_string(outputs[i].shape()));
+              to_string(output_grads[i].shape()), ", the output ", to_string(out_meta[i].dtype), " ",
+              to_string(out_meta[i].shape));
   }
-  std::vector<Tensor> grads = (*rule)(GradientContext{runtime, op, inputs, outputs, attrs, output_grads});
+  std::vector<Tensor> grads =
+      (*rule)(GradientContext{runtime, op, inputs, outputs, attrs, output_grads, in_meta, out_meta});
   DTR_CHECK(grads.size() == inputs.size(), InvalidArgument, "vjp: the rule of op '", op.name, "' gave ",
             grads.size(), " gradients for ", inputs.size(), " inputs");
   return grads;

@@ -39,16 +39,16 @@ Attrs with_shape(const Attrs& attrs, const char* name, const Shape& shape) {
 }  // namespace
 
 void add_dense_rules(GradientTable& table) {
-  table[&ops::matmul()] = [](const GradientContext& c) { return product_grads(c, ops::matmul()); };
-  table[&ops::bmm()] = [](const GradientContext& c) { return product_grads(c, ops::bmm()); };
+  table.add(ops::matmul(), {bits(0, 1)}, [](const GradientContext& c) { return product_grads(c, ops::matmul()); });
+  table.add(ops::bmm(), {bits(0, 1)}, [](const GradientContext& c) { return product_grads(c, ops::bmm()); });
   // y = x wᵀ + bias over rows of x: dx = g w, dw = gᵀ x, dbias = the column sums of g.
-  table[&ops::linear()] = [](const GradientContext& c) {
+  table.add(ops::linear(), {bits(0, 1)}, [](const GradientContext& c) {
     Runtime& rt = c.runtime;
     const Tensor& x = c.inputs[0];
     const Tensor& w = c.inputs[1];
     const std::int64_t in = w.shape()[1];
     const std::int64_t out = w.shape()[0];
-    const std::int64_t rows = in > 0 ? x.numel() / in : (out > 0 ? c.outputs[0].numel() / out : 0);
+    const std::int64_t rows = in > 0 ? x.numel() / in : (out > 0 ? c.output_meta[0].numel() / out : 0);
     const Tensor g = output_grad(c, 0);
     const Tensor g2 = rt.view(g, {rows, out});
     const Tensor x2 = rt.view(x, {rows, in});
@@ -56,10 +56,10 @@ void add_dense_rules(GradientTable& table) {
                 call(c, ops::matmul(), {g2, x2}, transposes(true, false))};
     if (c.inputs.size() == 3) grads.push_back(call(c, ops::sum(), {g2}, {{"axis", std::int64_t{0}}}));
     return grads;
-  };
+  });
   // y = conv2d(x, w) + b: dx = conv2d_backward_input(g, w), dw = conv2d_backward_weight(g, x), db = g summed
   // over images and positions.
-  table[&ops::conv2d()] = [](const GradientContext& c) {
+  table.add(ops::conv2d(), {bits(0, 1)}, [](const GradientContext& c) {
     const Tensor g = output_grad(c, 0);
     const Tensor& x = c.inputs[0];
     const Tensor& w = c.inputs[1];
@@ -69,14 +69,14 @@ void add_dense_rules(GradientTable& table) {
       grads.push_back(call(c, ops::sum(), {g}, {{"axes", std::vector<std::int64_t>{0, 2, 3}}}));
     }
     return grads;
-  };
-  table[&ops::max_pool2d()] = [](const GradientContext& c) {
+  });
+  table.add(ops::max_pool2d(), {bits(0)}, [](const GradientContext& c) {
     return Grads{call(c, ops::max_pool2d_backward(), {output_grad(c, 0), c.inputs[0]}, c.attrs)};
-  };
-  table[&ops::avg_pool2d()] = [](const GradientContext& c) {
+  });
+  table.add(ops::avg_pool2d(), {}, [](const GradientContext& c) {
     return Grads{call(c, ops::avg_pool2d_backward(), {output_grad(c, 0)},
-                      with_shape(c.attrs, "input_shape", c.inputs[0].shape()))};
-  };
+                      with_shape(c.attrs, "input_shape", input_shape(c, 0)))};
+  });
 }
 
 }  // namespace dtr::nn

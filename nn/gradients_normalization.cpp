@@ -22,28 +22,28 @@ Grads from_saved_statistics(const GradientContext& c, const OpDef& backward) {
 
 void add_normalization_rules(GradientTable& table) {
   // Softmax and log-softmax read their output, not their input.
-  table[&ops::softmax()] = [](const GradientContext& c) {
+  table.add(ops::softmax(), {0, bits(0)}, [](const GradientContext& c) {
     return Grads{call(c, ops::softmax_backward(), {output_grad(c, 0), c.outputs[0]}, c.attrs)};
-  };
-  table[&ops::log_softmax()] = [](const GradientContext& c) {
+  });
+  table.add(ops::log_softmax(), {0, bits(0)}, [](const GradientContext& c) {
     return Grads{call(c, ops::log_softmax_backward(), {output_grad(c, 0), c.outputs[0]}, c.attrs)};
-  };
+  });
   // Integer labels get no gradient.
-  table[&ops::cross_entropy()] = [](const GradientContext& c) {
+  table.add(ops::cross_entropy(), {bits(0, 1)}, [](const GradientContext& c) {
     return Grads{call(c, ops::cross_entropy_backward(), {output_grad(c, 0), c.inputs[0], c.inputs[1]}), Tensor()};
-  };
-  table[&ops::layer_norm()] = [](const GradientContext& c) {
+  });
+  table.add(ops::layer_norm(), {bits(0, 1), bits(1, 2)}, [](const GradientContext& c) {
     return from_saved_statistics(c, ops::layer_norm_backward());
-  };
-  table[&ops::batch_norm()] = [](const GradientContext& c) {
+  });
+  table.add(ops::batch_norm(), {bits(0, 1), bits(1, 2)}, [](const GradientContext& c) {
     return from_saved_statistics(c, ops::batch_norm_backward());
-  };
-  table[&ops::batch_norm_eval()] = [](const GradientContext& c) {
+  });
+  table.add(ops::batch_norm_eval(), {bits(0, 1, 3, 4)}, [](const GradientContext& c) {
     const std::vector<Tensor> inputs{output_grad(c, 0), c.inputs[0], c.inputs[1], c.inputs[3], c.inputs[4]};
     return c.runtime.call(ops::batch_norm_eval_backward(), inputs, c.attrs);
-  };
+  });
   // out = (1 - m) running + m f(stat) with f(s) = k s, or k (1/s² - eps) for an invstd (f'(s) = -2k / s³).
-  table[&ops::running_stat_update()] = [](const GradientContext& c) {
+  table.add(ops::running_stat_update(), {bits(1)}, [](const GradientContext& c) {
     const double momentum = c.attrs.get_real("momentum", 0.1);
     double factor = momentum;
     if (c.attrs.has("unbiased_count")) {
@@ -60,12 +60,12 @@ void add_normalization_rules(GradientTable& table) {
       g_stat = call(c, ops::scale(), {g}, {{"factor", factor}});
     }
     return Grads{call(c, ops::scale(), {g}, {{"factor", 1.0 - momentum}}), g_stat};
-  };
+  });
   // The weight's gradient scatters the output gradient's rows back; integer indices get none.
-  table[&ops::embedding()] = [](const GradientContext& c) {
-    const Attrs attrs{{"num_embeddings", c.inputs[0].shape()[0]}};
+  table.add(ops::embedding(), {bits(1)}, [](const GradientContext& c) {
+    const Attrs attrs{{"num_embeddings", input_shape(c, 0)[0]}};
     return Grads{call(c, ops::embedding_backward(), {output_grad(c, 0), c.inputs[1]}, attrs), Tensor()};
-  };
+  });
 }
 
 }  // namespace dtr::nn

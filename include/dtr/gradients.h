@@ -6,6 +6,7 @@
 // runtime it is given, from that runtime's thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
@@ -16,7 +17,9 @@
 
 namespace dtr {
 
-// One recorded call of an op, and the loss's gradients with respect to its outputs.
+// One recorded call of an op, and the loss's gradients with respect to its outputs. Of the inputs and outputs,
+// a rule reads only those its op's SavedForBackward names (the others may be undefined: autograd keeps no
+// more), and the shapes of all from the metas.
 struct GradientContext {
   Runtime& runtime;
   const OpDef& op;
@@ -24,6 +27,17 @@ struct GradientContext {
   std::span<const Tensor> outputs;
   const Attrs& attrs;
   std::span<const Tensor> output_grads;  // one per output; an undefined tensor stands for zeros
+  std::span<const TensorMeta> input_meta;
+  std::span<const TensorMeta> output_meta;
+};
+
+// Which of an op's inputs and outputs its gradient rule reads, as bit masks (bit k: input or output k; inputs
+// past the 32nd are never read). What autograd keeps of a call until its backward has run.
+struct SavedForBackward {
+  std::uint32_t inputs = 0;
+  std::uint32_t outputs = 0;
+  bool input(std::size_t k) const { return k < 32 && (inputs >> k & 1U) != 0; }
+  bool output(std::size_t k) const { return k < 32 && (outputs >> k & 1U) != 0; }
 };
 
 // Returns one gradient per input, of the input's shape and dtype; an undefined tensor where the input gets
@@ -32,10 +46,14 @@ using GradientRule = std::function<std::vector<Tensor>(const GradientContext& co
 
 // The rule for `op`, or nullptr when the op is not differentiable (or not a built-in op).
 const GradientRule* gradient_rule(const OpDef& op);
+// What op's rule reads (nothing for an op without a rule).
+SavedForBackward saved_for_backward(const OpDef& op);
 
-// The gradients of the loss with respect to `inputs`, by op's rule. Throws dtr::InvalidArgument when `op`
+// The gradients of the loss with respect to `inputs`, by op's rule, given every input and output (those the
+// rule does not read may be undefined tensors when `input_meta` and `output_meta` give their shapes). Throws dtr::InvalidArgument when `op`
 // has no rule or the counts do not match the op's call.
 std::vector<Tensor> vjp(Runtime& runtime, const OpDef& op, std::span<const Tensor> inputs,
-                        std::span<const Tensor> outputs, std::span<const Tensor> output_grads, const Attrs& attrs = {});
+                        std::span<const Tensor> outputs, std::span<const Tensor> output_grads, const Attrs& attrs = {},
+                        std::span<const TensorMeta> input_meta = {}, std::span<const TensorMeta> output_meta = {});
 
 }  // namespace dtr

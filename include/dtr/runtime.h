@@ -99,6 +99,12 @@ class Runtime {
   // old budget. dtr::InvalidArgument for 0 bytes.
   void set_memory_budget(std::optional<std::uint64_t> bytes);
 
+  // The random state: random ops (dropout, uniform) draw their seeds from a counter of random calls, so a
+  // program that sets the state back and calls the same random ops again draws the same numbers (static
+  // checkpointing's rerun does). Recomputations replay their captured seeds and leave the state alone.
+  std::uint64_t random_state() const;
+  void set_random_state(std::uint64_t state);
+
   RuntimeStats stats() const;
   const Config& config() const;
   CachingAllocator& allocator();
