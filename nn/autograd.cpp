@@ -27,13 +27,17 @@ class OpNode final : public detail::Node {
         attrs_(attrs),
         inputs_(std::move(inputs)),
         outputs_(std::move(outputs)),
-        input_meta_(std::move(input_meta)) {}
+        input_meta_(std::move(input_meta)) {
+    for (std::size_t k = 0; k < 64 && k < this->next().size(); ++k) {
+      if (!this->next()[k].defined()) wanted_ &= ~(std::uint64_t{1} << k);
+    }
+  }
 
   std::vector<Tensor> run_backward(std::vector<Tensor> output_grads) override {
     DTR_CHECK(!released_, InvalidArgument, "backward: the graph through '", op_.name,
               "' was already freed by an earlier backward; pass retain_graph = true to the first backward to "
               "run backward through it again");
-    return vjp(runtime(), op_, inputs_, outputs_, output_grads, attrs_, input_meta_, output_meta());
+    return vjp(runtime(), op_, inputs_, outputs_, output_grads, attrs_, input_meta_, output_meta(), wanted_);
   }
 
   void release() override {
@@ -50,6 +54,7 @@ class OpNode final : public detail::Node {
   std::vector<Tensor> inputs_;   // per input: saved when the rule reads it, else undefined
   std::vector<Tensor> outputs_;  // the same per output
   const std::vector<TensorMeta> input_meta_;
+  std::uint64_t wanted_ = ~std::uint64_t{0};  // the inputs that need a gradient
   bool released_ = false;
 };
 

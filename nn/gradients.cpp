@@ -75,7 +75,8 @@ std::vector<TensorMeta> metas_of(std::span<const Tensor> tensors, std::span<cons
 
 std::vector<Tensor> vjp(Runtime& runtime, const OpDef& op, std::span<const Tensor> inputs,
                         std::span<const Tensor> outputs, std::span<const Tensor> output_grads, const Attrs& attrs,
-                        std::span<const TensorMeta> input_meta, std::span<const TensorMeta> output_meta) {
+                        std::span<const TensorMeta> input_meta, std::span<const TensorMeta> output_meta,
+                        std::uint64_t wanted) {
   const GradientRule* rule = gradient_rule(op);
   DTR_CHECK(rule != nullptr, InvalidArgument, "vjp: op '", op.name, "' has no gradient rule");
   DTR_CHECK(output_grads.size() == outputs.size(), InvalidArgument, "vjp: op '", op.name, "' has ", outputs.size(),
@@ -89,7 +90,7 @@ std::vector<Tensor> vjp(Runtime& runtime, const OpDef& op, std::span<const Tenso
               to_string(out_meta[i].shape));
   }
   std::vector<Tensor> grads =
-      (*rule)(GradientContext{runtime, op, inputs, outputs, attrs, output_grads, in_meta, out_meta});
+      (*rule)(GradientContext{runtime, op, inputs, outputs, attrs, output_grads, in_meta, out_meta, wanted});
   DTR_CHECK(grads.size() == inputs.size(), InvalidArgument, "vjp: the rule of op '", op.name, "' gave ",
             grads.size(), " gradients for ", inputs.size(), " inputs");
   return grads;

@@ -24,8 +24,14 @@ Grads product_grads(const GradientContext& c, const OpDef& product) {
   const Tensor g = output_grad(c, 0);
   const Tensor& a = c.inputs[0];
   const Tensor& b = c.inputs[1];
-  const Tensor ga = ta ? call(c, product, {b, g}, transposes(tb, true)) : call(c, product, {g, b}, transposes(false, !tb));
-  const Tensor gb = tb ? call(c, product, {g, a}, transposes(true, ta)) : call(c, product, {a, g}, transposes(!ta, false));
+  Tensor ga;
+  Tensor gb;
+  if (c.wants(0)) {
+    ga = ta ? call(c, product, {b, g}, transposes(tb, true)) : call(c, product, {g, b}, transposes(false, !tb));
+  }
+  if (c.wants(1)) {
+    gb = tb ? call(c, product, {g, a}, transposes(true, ta)) : call(c, product, {a, g}, transposes(!ta, false));
+  }
   return {ga, gb};
 }
 
@@ -52,9 +58,10 @@ void add_dense_rules(GradientTable& table) {
     const Tensor g = output_grad(c, 0);
     const Tensor g2 = rt.view(g, {rows, out});
     const Tensor x2 = rt.view(x, {rows, in});
-    Grads grads{rt.view(call(c, ops::matmul(), {g2, w}), x.shape()),
-                call(c, ops::matmul(), {g2, x2}, transposes(true, false))};
-    if (c.inputs.size() == 3) grads.push_back(call(c, ops::sum(), {g2}, {{"axis", std::int64_t{0}}}));
+    Grads grads(c.inputs.size());
+    if (c.wants(0)) grads[0] = rt.view(call(c, ops::matmul(), {g2, w}), x.shape());
+    if (c.wants(1)) grads[1] = call(c, ops::matmul(), {g2, x2}, transposes(true, false));
+    if (c.inputs.size() == 3 && c.wants(2)) grads[2] = call(c, ops::sum(), {g2}, {{"axis", std::int64_t{0}}});
     return grads;
   });
   // y = conv2d(x, w) + b: dx = conv2d_backward_input(g, w), dw = conv2d_backward_weight(g, x), db = g summed
@@ -63,10 +70,15 @@ void add_dense_rules(GradientTable& table) {
     const Tensor g = output_grad(c, 0);
     const Tensor& x = c.inputs[0];
     const Tensor& w = c.inputs[1];
-    Grads grads{call(c, ops::conv2d_backward_input(), {g, w}, with_shape(c.attrs, "input_shape", x.shape())),
-                call(c, ops::conv2d_backward_weight(), {g, x}, with_shape(c.attrs, "weight_shape", w.shape()))};
-    if (c.inputs.size() == 3) {
-      grads.push_back(call(c, ops::sum(), {g}, {{"axes", std::vector<std::int64_t>{0, 2, 3}}}));
+    Grads grads(c.inputs.size());
+    if (c.wants(0)) {
+      grads[0] = call(c, ops::conv2d_backward_input(), {g, w}, with_shape(c.attrs, "input_shape", x.shape()));
+    }
+    if (c.wants(1)) {
+      grads[1] = call(c, ops::conv2d_backward_weight(), {g, x}, with_shape(c.attrs, "weight_shape", w.shape()));
+    }
+    if (c.inputs.size() == 3 && c.wants(2)) {
+      grads[2] = call(c, ops::sum(), {g}, {{"axes", std::vector<std::int64_t>{0, 2, 3}}});
     }
     return grads;
   });

@@ -47,8 +47,10 @@ void add_elementwise_rules(GradientTable& table) {
   });
   table.add(ops::mul(), {bits(0, 1)}, [in](const GradientContext& c) {
     const Tensor g = output_grad(c, 0);
-    return Grads{reduce_to(c, call(c, ops::mul(), {g, in(c, 1)}), input_shape(c, 0)),
-                 reduce_to(c, call(c, ops::mul(), {g, in(c, 0)}), input_shape(c, 1))};
+    Grads grads(2);
+    if (c.wants(0)) grads[0] = reduce_to(c, call(c, ops::mul(), {g, in(c, 1)}), input_shape(c, 0));
+    if (c.wants(1)) grads[1] = reduce_to(c, call(c, ops::mul(), {g, in(c, 0)}), input_shape(c, 1));
+    return grads;
   });
   // d(a/b) = g/b, and -g a/b² = -(g/b)(a/b) for b.
   table.add(ops::div(), {bits(0, 1)}, [in](const GradientContext& c) {

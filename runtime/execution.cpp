@@ -176,12 +176,39 @@ class ScratchWorkspace final : public Workspace {
 
 }  // namespace
 
+namespace {
+
+// Evicted outputs given buffers for a recomputation that then failed (out of memory for the kernel's scratch,
+// a kernel's error) go back to evicted: their buffers hold no value, and the heuristic never saw them return.
+class UndoRestores {
+ public:
+  explicit UndoRestores(Runtime::Impl& runtime) : runtime_(runtime) {}
+  ~UndoRestores() {
+    if (done_) return;
+    for (Storage* s : restored) {
+      if (s->in_memory) runtime_.release_buffer(*s);
+    }
+  }
+  UndoRestores(const UndoRestores&) = delete;
+  UndoRestores& operator=(const UndoRestores&) = delete;
+  void done() { done_ = true; }
+  SmallVector<Storage*, 2> restored;
+
+ private:
+  Runtime::Impl& runtime_;
+  bool done_ = false;
+};
+
+}  // namespace
+
 void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* requested) {
-  // Declared before the pins, so destroyed after them: the pins release scratch storages too.
+  // Declared before the pins, so destroyed after them: the pins release scratch storages too, and a failed
+  // recomputation's outputs are released once unpinned.
+  UndoRestores undo(*this);
+  SmallVector<Storage*, 2>& restored = undo.restored;
   std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
   Pins pins(*this);
   SmallVector<void*, 2> out_buffers(c.outputs.size(), nullptr);
-  SmallVector<Storage*, 2> restored;
   for (std::size_t i = 0; i < c.outputs.size(); ++i) {
     Storage* out = c.outputs[i];
     if (out == nullptr) {
@@ -221,6 +248,7 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
     // asked for it (before the recomputation began), as the DTR authors' runtime does.
     if (!rematerializing) touch(*out);
   }
+  undo.done();
   if (!restored.empty()) {
     heuristic_upkeep([&] {
       for (Storage* out : restored) heuristic->on_rematerialize(*out);

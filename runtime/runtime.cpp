@@ -163,6 +163,7 @@ Tensor Runtime::Impl::constant(TensorMeta meta) {
   } catch (const ShapeError& e) {
     DTR_THROW(ShapeError, "constant: ", e.what());
   }
+  const CurrentOp running(*this, "constant");  // an out-of-memory error names it
   auto s = make<Storage>(*this, next_id++, std::move(meta));
   live_storages += 1;
   allocate(*s);
@@ -218,6 +219,7 @@ Tensor Runtime::constant(TensorMeta meta) { return impl_->constant(std::move(met
 
 void Runtime::materialize(const Tensor& tensor) {
   const TensorHandle& h = impl_->handle_of(tensor, "materialize: the tensor");
+  const Impl::CurrentOp running(*impl_, "materialize");
   impl_->materialize_view(*h.storage, h.view);
 }
 

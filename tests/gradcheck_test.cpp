@@ -89,6 +89,55 @@ TEST(GradientCheck, EveryRuleMatchesFiniteDifferencesInFloat64) {
   }
 }
 
+// Autograd keeps only what saved_for_backward names: each rule, given undefined tensors for the rest (and the
+// metas for their shapes), gives the bits it gives with everything.
+TEST(GradientCheck, EveryRuleReadsOnlyWhatItSaves) {
+  const std::vector<GradCase> all = cases();
+  for (std::size_t case_index = 0; case_index < all.size(); ++case_index) {
+    const GradCase& c = all[case_index];
+    for (std::uint64_t trial = 0; trial < 3; ++trial) {
+      Rng rng(500 + 1000 * case_index + trial);
+      const Problem p = c.make(rng);
+      SCOPED_TRACE(::testing::Message() << c.op.name << " trial " << trial);
+      Runtime rt(deterministic_config());
+      std::vector<Tensor> inputs;
+      for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+        inputs.push_back(make_input(rt, p, i, random_values(rng, TensorMeta{p.inputs[i]}.numel(), c, i), DType::float64));
+      }
+      const std::vector<Tensor> outputs = rt.call(c.op, inputs, p.attrs);
+      std::vector<Tensor> output_grads;
+      for (std::size_t o = 0; o < outputs.size(); ++o) {
+        output_grads.push_back(o < c.outputs_with_gradient
+                                   ? rt.constant(outputs[o].meta(), random_values(rng, outputs[o].numel(), c, 0))
+                                   : Tensor());
+      }
+      const SavedForBackward saved = saved_for_backward(c.op);
+      std::vector<Tensor> kept_inputs;
+      std::vector<TensorMeta> input_meta;
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        kept_inputs.push_back(saved.input(i) ? inputs[i] : Tensor());
+        input_meta.push_back(inputs[i].meta());
+      }
+      std::vector<Tensor> kept_outputs;
+      std::vector<TensorMeta> output_meta;
+      for (std::size_t o = 0; o < outputs.size(); ++o) {
+        kept_outputs.push_back(saved.output(o) ? outputs[o] : Tensor());
+        output_meta.push_back(outputs[o].meta());
+      }
+      const std::vector<Tensor> full = vjp(rt, c.op, inputs, outputs, output_grads, p.attrs);
+      std::vector<Tensor> lean;
+      ASSERT_NO_THROW(lean = vjp(rt, c.op, kept_inputs, kept_outputs, output_grads, p.attrs, input_meta, output_meta));
+      ASSERT_EQ(lean.size(), full.size());
+      for (std::size_t i = 0; i < full.size(); ++i) {
+        ASSERT_EQ(lean[i].defined(), full[i].defined()) << "input " << i;
+        if (full[i].defined()) {
+          EXPECT_EQ(lean[i].to_host_as<double>(), full[i].to_host_as<double>()) << "input " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(GradientCheck, Float32KernelsAgreeWithTheFloat64Reference) {
   // Forward and gradient, in float32 from inputs exactly representable in both, against float64.
   const std::vector<GradCase> all = cases();

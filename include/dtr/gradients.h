@@ -29,6 +29,10 @@ struct GradientContext {
   std::span<const Tensor> output_grads;  // one per output; an undefined tensor stands for zeros
   std::span<const TensorMeta> input_meta;
   std::span<const TensorMeta> output_meta;
+  // Bit k: input k's gradient is wanted (inputs past the 64th: always). A rule may skip an unwanted one (the
+  // first layer's input gradient) and return an undefined tensor for it.
+  std::uint64_t wanted = ~std::uint64_t{0};
+  bool wants(std::size_t k) const { return k >= 64 || (wanted >> k & 1U) != 0; }
 };
 
 // Which of an op's inputs and outputs its gradient rule reads, as bit masks (bit k: input or output k; inputs
@@ -50,10 +54,12 @@ const GradientRule* gradient_rule(const OpDef& op);
 SavedForBackward saved_for_backward(const OpDef& op);
 
 // The gradients of the loss with respect to `inputs`, by op's rule, given every input and output (those the
-// rule does not read may be undefined tensors when `input_meta` and `output_meta` give their shapes). Throws dtr::InvalidArgument when `op`
+// rule does not read may be undefined tensors when `input_meta` and `output_meta` give their shapes); an input
+// whose bit in `wanted` is clear may get an undefined gradient. Throws dtr::InvalidArgument when `op`
 // has no rule or the counts do not match the op's call.
 std::vector<Tensor> vjp(Runtime& runtime, const OpDef& op, std::span<const Tensor> inputs,
                         std::span<const Tensor> outputs, std::span<const Tensor> output_grads, const Attrs& attrs = {},
-                        std::span<const TensorMeta> input_meta = {}, std::span<const TensorMeta> output_meta = {});
+                        std::span<const TensorMeta> input_meta = {}, std::span<const TensorMeta> output_meta = {},
+                        std::uint64_t wanted = ~std::uint64_t{0});
 
 }  // namespace dtr
