@@ -8,6 +8,7 @@ packages=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
+  zlib1g-dev
   gnuplot-nox
 )
 
