@@ -178,6 +178,12 @@ Edge edge_of(const Variable& input) {
   return Edge{input.grad_fn(), input.output_index(), nullptr};
 }
 
+Variable stand_in_leaf(Runtime& runtime, Tensor data, bool requires_grad) {
+  Variable leaf(runtime, std::move(data), requires_grad);
+  leaf.impl()->passes_grad_on = true;
+  return leaf;
+}
+
 std::vector<Variable> attach(Runtime& runtime, std::vector<Tensor> outputs, const std::shared_ptr<Node>& node) {
   std::vector<Variable> result;
   result.reserve(outputs.size());

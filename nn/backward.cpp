@@ -34,11 +34,26 @@ void add_into(Runtime& runtime, Tensor& sum, const Tensor& grad) {
   sum = runtime.call1(ops::add(), {sum, grad});
 }
 
+// A leaf's gradient is a constant, updated in place (Runtime::assign), as PyTorch accumulates into .grad: it
+// keeps no lineage. A computed sum would chain every contribution (a weight shared by T steps of an RNN: T
+// adds), and evicting it would recompute the whole backward behind it; it would also hold in memory every
+// constant its lineage reads (the batch, the parameters before the optimizer's step).
 void accumulate_into_leaf(detail::VariableImpl& leaf, const Tensor& grad) {
   DTR_CHECK(grad.meta() == leaf.data.meta(), ShapeError, "backward: a gradient of ", to_string(grad.meta().dtype),
             " ", to_string(grad.shape()), " for a leaf of ", to_string(leaf.data.meta().dtype), " ",
             to_string(leaf.data.shape()));
-  add_into(*leaf.runtime, leaf.grad, grad);
+  Runtime& runtime = *leaf.runtime;
+  if (leaf.passes_grad_on) {
+    add_into(runtime, leaf.grad, grad);
+    return;
+  }
+  if (!leaf.grad.defined()) {
+    Tensor sum = runtime.constant(grad.meta());
+    runtime.assign(sum, ops::scale(), {grad}, {{"factor", 1.0}});  // x · 1 = x, bit for bit
+    leaf.grad = std::move(sum);
+    return;
+  }
+  runtime.assign(leaf.grad, ops::add(), {leaf.grad, grad});
 }
 
 // Every node reachable from the roots, latest recorded first.

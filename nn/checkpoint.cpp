@@ -39,7 +39,9 @@ class CheckpointNode final : public detail::Node {
     DTR_CHECK(!released_, InvalidArgument, "backward: the checkpointed segment's inputs were already freed by an "
               "earlier backward; pass retain_graph = true to the first backward to run backward through it again");
     std::vector<Variable> leaves;
-    for (std::size_t i = 0; i < inputs_.size(); ++i) leaves.emplace_back(runtime(), inputs_[i], input_requires_grad_[i]);
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      leaves.push_back(detail::stand_in_leaf(runtime(), inputs_[i], input_requires_grad_[i]));
+    }
     std::vector<Variable> outputs;
     {
       const RandomStateScope same_draws(runtime(), random_state_);

@@ -130,11 +130,7 @@ std::shared_ptr<Sequential> make_lstm(Runtime& rt, Generator& gen, const LstmSpe
             " (expected hidden > 0, layers >= 1, dropout in [0, 1))");
   auto model = std::make_shared<Sequential>();
   model->push_back(std::make_shared<Tokens>(0));
-  std::int64_t in = kSide;
-  for (std::int64_t layer = 0; layer < spec.layers; ++layer) {
-    model->push_back(std::make_shared<LSTM>(rt, gen, in, spec.hidden));
-    in = spec.hidden;
-  }
+  model->push_back(std::make_shared<LSTM>(rt, gen, kSide, spec.hidden, spec.layers));
   model->push_back(std::make_shared<LastStep>());
   if (spec.dropout > 0) model->push_back(std::make_shared<Dropout>(spec.dropout));
   model->push_back(std::make_shared<Linear>(rt, gen, spec.hidden, 10));

@@ -15,6 +15,9 @@ struct VariableImpl {
   std::shared_ptr<Node> grad_fn;  // null for a leaf
   std::uint32_t output_index = 0;
   Tensor grad;  // a leaf's accumulated gradient
+  // A stand-in leaf (a checkpoint rerun's input) whose gradient is passed on at once: summed as values, not
+  // into a constant.
+  bool passes_grad_on = false;
 };
 
 }  // namespace dtr::nn::detail

@@ -44,7 +44,7 @@ ZooCase zoo_case(const std::string& name) {
     return {name, [](Runtime& rt, Generator& g) { return make_unet(rt, g, UNetSpec{4, 2, 0.1}); }, 8};
   }
   if (name == "densenet") {
-    return {name, [](Runtime& rt, Generator& g) { return make_densenet(rt, g, DenseNetSpec{4, 4, 3, 0.1}); }, 4};
+    return {name, [](Runtime& rt, Generator& g) { return make_densenet(rt, g, DenseNetSpec{4, 6, 3, 0.1}); }, 4};
   }
   DTR_THROW(InvalidArgument, "no zoo case '", name, "'");
 }
@@ -55,7 +55,7 @@ TrainingRecord train_steps(const ZooCase& zoo, const RunOptions& options) {
   config.budget_mode = BudgetMode::bytes;
   config.memory_budget = options.budget_bytes;
   config.heuristic = options.heuristic;
-  config.thrash_limit = std::nullopt;
+  config.thrash_limit = 10.0;
   TrainingRecord record;
   {
     Runtime rt(config);

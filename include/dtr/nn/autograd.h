@@ -168,6 +168,9 @@ class Node {
 
 // The edge a gradient for `input` flows along (none when it does not require a gradient).
 Edge edge_of(const Variable& input);
+// A leaf standing in for a node's input while the node reruns its forward (static checkpointing): its gradient
+// is handed back to the node, so it is kept as computed rather than copied into a constant.
+Variable stand_in_leaf(Runtime& runtime, Tensor data, bool requires_grad);
 // Variables for a node's outputs.
 std::vector<Variable> attach(Runtime& runtime, std::vector<Tensor> outputs, const std::shared_ptr<Node>& node);
 

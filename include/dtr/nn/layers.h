@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "dtr/nn/functional.h"
 #include "dtr/nn/init.h"
@@ -171,21 +172,28 @@ class MultiheadSelfAttention : public Module {
   std::shared_ptr<Linear> out_proj_;
 };
 
-// One LSTM layer over [N, T, in] (batch first), zero initial state, as torch.nn.LSTM(in, hidden,
-// batch_first=True): gates i, f, g, o; every weight and bias uniform in ±1/√hidden. Returns the hidden states
-// of every step, [N, T, hidden].
+// A stack of `num_layers` LSTM layers over [N, T, in] (batch first), zero initial state, as
+// torch.nn.LSTM(in, hidden, num_layers, batch_first=True): gates i, f, g, o; parameters weight_ih_l{k},
+// weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}, each uniform in ±1/√hidden. Returns the last layer's hidden
+// states at every step, [N, T, hidden]. Step-major: layer k's step t feeds layer k + 1's step t directly, so
+// no layer's whole output sequence is a value every later step depends on (a recomputation stays local).
 class LSTM : public Module {
  public:
-  LSTM(Runtime& runtime, Generator& generator, std::int64_t input_size, std::int64_t hidden_size);
+  LSTM(Runtime& runtime, Generator& generator, std::int64_t input_size, std::int64_t hidden_size,
+       std::int64_t num_layers = 1);
   Variable forward(const Variable& x) override;
   std::int64_t hidden_size() const { return hidden_; }
 
  private:
+  struct Layer {
+    Variable weight_ih;
+    Variable weight_hh;
+    Variable bias_ih;
+    Variable bias_hh;
+  };
+  std::int64_t input_;
   std::int64_t hidden_;
-  Variable weight_ih_;
-  Variable weight_hh_;
-  Variable bias_ih_;
-  Variable bias_hh_;
+  std::vector<Layer> layers_;
 };
 
 }  // namespace dtr::nn

@@ -49,8 +49,9 @@ struct TransformerSpec {
 };
 std::shared_ptr<Sequential> make_transformer(Runtime& runtime, Generator& generator, const TransformerSpec& spec);
 
-// Sequential MNIST by rows: the 28 rows as 28 steps of 28 values through `layers` stacked LSTM layers of
-// `hidden` units, the last step's hidden state to Linear(hidden, 10).
+// Sequential MNIST by rows: the 28 rows as 28 steps of 28 values through an LSTM of `layers` stacked layers of
+// `hidden` units (one module: checkpoint_sequential cuts around it, not inside), the last step's hidden state
+// to Linear(hidden, 10).
 struct LstmSpec {
   std::int64_t hidden = 128;
   std::int64_t layers = 1;
