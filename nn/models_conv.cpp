@@ -67,11 +67,11 @@ class BasicBlock : public Module {
   std::shared_ptr<Sequential> shortcut_;
 };
 
-// Two conv-BN-ReLU at `out` channels.
-std::shared_ptr<Sequential> double_conv(Runtime& rt, Generator& gen, std::int64_t in, std::int64_t out) {
+// `convs` conv-BN-ReLU at `out` channels (two in the U-Net paper).
+std::shared_ptr<Sequential> conv_block(Runtime& rt, Generator& gen, std::int64_t in, std::int64_t out,
+                                       std::int64_t convs) {
   auto s = std::make_shared<Sequential>();
-  s->push_back(conv_bn_relu(rt, gen, in, out));
-  s->push_back(conv_bn_relu(rt, gen, out, out));
+  for (std::int64_t i = 0; i < convs; ++i) s->push_back(conv_bn_relu(rt, gen, i == 0 ? in : out, out));
   return s;
 }
 
@@ -79,17 +79,17 @@ std::shared_ptr<Sequential> double_conv(Runtime& rt, Generator& gen, std::int64_
 // and convolved back to c. The innermost level is two convolutions to 2c.
 class UNetLevel : public Module {
  public:
-  UNetLevel(Runtime& rt, Generator& gen, std::int64_t channels, std::int64_t depth_below) {
+  UNetLevel(Runtime& rt, Generator& gen, std::int64_t channels, std::int64_t depth_below, std::int64_t convs) {
     if (depth_below == 0) {
-      inner_ = register_module("bottom", double_conv(rt, gen, channels, 2 * channels));
+      inner_ = register_module("bottom", conv_block(rt, gen, channels, 2 * channels, convs));
     } else {
       auto down = std::make_shared<Sequential>();
-      down->push_back(double_conv(rt, gen, channels, 2 * channels));
-      down->push_back(std::make_shared<UNetLevel>(rt, gen, 2 * channels, depth_below - 1));
+      down->push_back(conv_block(rt, gen, channels, 2 * channels, convs));
+      down->push_back(std::make_shared<UNetLevel>(rt, gen, 2 * channels, depth_below - 1, convs));
       inner_ = register_module("inner", down);
     }
     reduce_ = register_module("reduce", std::make_shared<Conv2d>(rt, gen, conv_spec(2 * channels, channels, 1, 1, true)));
-    merge_ = register_module("merge", double_conv(rt, gen, 2 * channels, channels));
+    merge_ = register_module("merge", conv_block(rt, gen, 2 * channels, channels, convs));
   }
 
   Variable forward(const Variable& x) override {
@@ -148,11 +148,12 @@ std::shared_ptr<Sequential> make_resnet(Runtime& rt, Generator& gen, const ResNe
 }
 
 std::shared_ptr<Sequential> make_unet(Runtime& rt, Generator& gen, const UNetSpec& spec) {
-  DTR_CHECK(spec.width > 0 && spec.levels >= 1 && spec.levels <= 2, InvalidArgument, "U-Net: width ", spec.width,
-            ", levels ", spec.levels, " (expected width > 0, levels 1 or 2: 28 halves twice)");
+  DTR_CHECK(spec.width > 0 && spec.levels >= 1 && spec.levels <= 2 && spec.convs >= 1, InvalidArgument,
+            "U-Net: width ", spec.width, ", levels ", spec.levels, ", convs ", spec.convs,
+            " (expected width > 0, levels 1 or 2: 28 halves twice, convs >= 1)");
   auto model = std::make_shared<Sequential>();
-  model->push_back(double_conv(rt, gen, 1, spec.width));
-  model->push_back(std::make_shared<UNetLevel>(rt, gen, spec.width, spec.levels - 1));
+  model->push_back(conv_block(rt, gen, 1, spec.width, spec.convs));
+  model->push_back(std::make_shared<UNetLevel>(rt, gen, spec.width, spec.levels - 1, spec.convs));
   Conv2dSpec head = conv_spec(spec.width, 10, 1, 1, true);
   if (spec.dropout > 0) model->push_back(std::make_shared<Dropout>(spec.dropout));
   model->push_back(std::make_shared<Conv2d>(rt, gen, head));  // per-pixel class scores

@@ -1,7 +1,9 @@
 // The training stack's promise (issue 14): for every zoo model, with dropout on and BatchNorm in training mode,
 // three training steps under budgets of 50% and 25% of the unbudgeted peak, under every heuristic, and under
 // static checkpointing, give bitwise the losses, gradients, parameters, optimizer state and running statistics
-// of the unbudgeted run.
+// of the unbudgeted run. A heuristic that cannot hold a budget must say so (dtr::Thrashing, dtr::OutOfMemory);
+// the refusals are printed. Shown once to fail on a recomputation that redraws dropout's mask and on BatchNorm
+// statistics updated by a checkpoint's rerun.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -64,6 +66,7 @@ TEST_P(ZooExactness, EveryBudgetHeuristicAndCheckpointingGivesTheUnbudgetedBits)
     }
   }
   std::vector<std::string> refusals;
+  std::map<double, int> completed;  // by budget fraction; 0: static checkpointing
   for (const Strategy& s : strategies) {
     SCOPED_TRACE(GetParam() + ", " + describe(s));
     RunOptions options;
@@ -73,16 +76,19 @@ TEST_P(ZooExactness, EveryBudgetHeuristicAndCheckpointingGivesTheUnbudgetedBits)
       options.budget_bytes = static_cast<std::uint64_t>(*s.budget_fraction *
                                                         static_cast<double>(reference.peak_resident_bytes));
     }
+    // A heuristic that cannot hold the budget stops with a typed error (the runtime's thrash limit, or out of
+    // memory when what it keeps pinned does not fit), never with other numbers.
     TrainingRecord run;
     try {
       run = train_steps(zoo, options);
-    } catch (const Thrashing& e) {
+    } catch (const Thrashing&) {
       refusals.push_back(describe(s) + ": thrashing");
       continue;
-    } catch (const OutOfMemory& e) {
+    } catch (const OutOfMemory&) {
       refusals.push_back(describe(s) + ": out of memory");
       continue;
     }
+    completed[s.budget_fraction.value_or(0.0)] += 1;
     std::printf("%s %s: peak %llu of %llu, evictions %llu, ops %llu (reference %llu)\n", GetParam().c_str(),
                 describe(s).c_str(), static_cast<unsigned long long>(run.peak_resident_bytes),
                 static_cast<unsigned long long>(reference.peak_resident_bytes),
@@ -95,6 +101,10 @@ TEST_P(ZooExactness, EveryBudgetHeuristicAndCheckpointingGivesTheUnbudgetedBits)
     }
   }
   for (const std::string& r : refusals) std::printf("%s %s\n", GetParam().c_str(), r.c_str());
+  // Never vacuous: static checkpointing, and at each budget some heuristic, ran to the end and were compared.
+  EXPECT_GE(completed[0.0], 1) << "static checkpointing did not complete";
+  EXPECT_GE(completed[0.5], 1) << "no heuristic held 50% of the peak";
+  EXPECT_GE(completed[0.25], 1) << "no heuristic held 25% of the peak";
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooExactness, ::testing::ValuesIn(zoo_case_names()),

@@ -29,7 +29,7 @@ std::vector<std::string> zoo_case_names() { return {"mlp", "resnet", "transforme
 
 ZooCase zoo_case(const std::string& name) {
   if (name == "mlp") {
-    return {name, [](Runtime& rt, Generator& g) { return make_mlp(rt, g, MlpSpec{16, 128, 0.1}); }, 256};
+    return {name, [](Runtime& rt, Generator& g) { return make_mlp(rt, g, MlpSpec{32, 96, 0.1}); }, 512};
   }
   if (name == "resnet") {
     return {name, [](Runtime& rt, Generator& g) { return make_resnet(rt, g, ResNetSpec{32, 4, 0.1}); }, 8};
@@ -41,10 +41,10 @@ ZooCase zoo_case(const std::string& name) {
     return {name, [](Runtime& rt, Generator& g) { return make_lstm(rt, g, LstmSpec{32, 2, 0.1}); }, 16};
   }
   if (name == "unet") {
-    return {name, [](Runtime& rt, Generator& g) { return make_unet(rt, g, UNetSpec{4, 2, 0.1}); }, 8};
+    return {name, [](Runtime& rt, Generator& g) { return make_unet(rt, g, UNetSpec{4, 2, 0.1, 4}); }, 8};
   }
   if (name == "densenet") {
-    return {name, [](Runtime& rt, Generator& g) { return make_densenet(rt, g, DenseNetSpec{4, 6, 3, 0.1}); }, 4};
+    return {name, [](Runtime& rt, Generator& g) { return make_densenet(rt, g, DenseNetSpec{4, 10, 3, 0.1}); }, 4};
   }
   DTR_THROW(InvalidArgument, "no zoo case '", name, "'");
 }
