@@ -249,12 +249,25 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
     if (!rematerializing) touch(*out);
   }
   undo.done();
+  if (config.kernel_observer) observe(c, args, rematerializing, cost);
   if (!restored.empty()) {
     heuristic_upkeep([&] {
       for (Storage* out : restored) heuristic->on_rematerialize(*out);
     });
   }
   if (rematerializing) check_thrashing(c.computation->name());
+}
+
+// Config::kernel_observer, told of one kernel run: an op of the table shows its op, attributes and seed.
+void Runtime::Impl::observe(const Closure& c, const KernelArgs& args, bool rematerializing, double cost) const {
+  const auto* op = dynamic_cast<const detail::OpComputation*>(c.computation);
+  const KernelArgs seen = op != nullptr ? op->with_attrs(args) : args;
+  SmallVector<std::uint64_t, 4> inputs;
+  for (const auto& s : c.inputs) inputs.push_back(s->id);
+  SmallVector<std::uint64_t, 2> outputs;
+  for (const Storage* s : c.outputs) outputs.push_back(s != nullptr ? s->id : 0);
+  config.kernel_observer(KernelRun{c.computation->name(), op != nullptr ? &op->op() : nullptr, seen, inputs,
+                                   c.input_offset, outputs, rematerializing, cost});
 }
 
 // Values the host cannot read are copied to it: the int64 inputs only, which are all a check reads (the others

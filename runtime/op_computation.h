@@ -34,12 +34,13 @@ class OpComputation final : public Computation {
   bool checks_values() const { return op_.check_values != nullptr; }
   void check_values(const KernelArgs& args) const { op_.check_values(with_attrs(args)); }
   bool touches_memory() const override { return op_.touches_memory; }
-
- private:
+  const OpDef& op() const { return op_; }
   // The runtime's arguments with this call's attributes and seed, which the kernels read.
   KernelArgs with_attrs(const KernelArgs& args) const {
     return KernelArgs{args.input_meta, args.inputs, args.output_meta, args.outputs, attrs_, seed_, args.workspace};
   }
+
+ private:
 
   const OpDef& op_;
   const Attrs attrs_;

@@ -213,6 +213,8 @@ struct Runtime::Impl final : Reclaimer {
   // A storage nobody holds, for the length of one kernel run: an output no tensor wants any more, or the
   // kernel's workspace. Kept in `scratch`, which frees it.
   Storage& new_scratch(const TensorMeta& meta, std::vector<std::unique_ptr<Storage>>& scratch);
+  // Config::kernel_observer on one kernel run of `c` (args: the buffers it ran with).
+  void observe(const Closure& c, const KernelArgs& args, bool rematerializing, double cost) const;
   // OpDef::check_values on the resident inputs of `c`, before its outputs exist.
   void check_values(const Closure& c, const detail::OpComputation& op);
   // The op's output views, checked to fit in the inputs they view; empty when it makes none.

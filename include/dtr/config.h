@@ -10,6 +10,7 @@
 
 #include "dtr/caching_allocator.h"
 #include "dtr/device.h"
+#include "dtr/kernel_observer.h"
 
 namespace dtr {
 
@@ -64,6 +65,9 @@ struct Config {
   // The runtime's caching allocator: rounding and segment sizes (in code only). Its budget_bytes is ignored:
   // memory_budget and budget_mode decide the budget.
   CachingAllocatorOptions allocator;
+  // In code only: called after every kernel run, first runs and recomputations (include/dtr/kernel_observer.h);
+  // empty (the default): nothing is called.
+  KernelObserver kernel_observer;
 
   // Reads the environment; percentages of DTR_MEMORY_BUDGET are of `capacity_bytes`.
   static Config from_env(std::uint64_t capacity_bytes);

@@ -9,6 +9,7 @@
 #include "dtr/device.h"
 #include "dtr/error.h"
 #include "dtr/gradients.h"
+#include "dtr/kernel_observer.h"
 #include "dtr/memory_resource.h"
 #include "dtr/op.h"
 #include "dtr/ops.h"

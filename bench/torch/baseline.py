@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""PyTorch's numbers for a zoo model on this machine: the anchors dtr's training results are put beside.
+
+    /usr/bin/python3 bench/torch/baseline.py [--model resnet] [--model-json '{"depth": 32, "width": 16}']
+        [--batch 128] [--steps 5] [--checkpoint-segments 0] [--threads 2]
+
+Debian's python3-torch 1.13 (apt install python3-torch libopenblas0-pthread; run it with /usr/bin/python3). The
+model is dtr's zoo architecture built in torch.nn (bench/torch/zoo.py), trained with momentum SGD on random
+Fashion-MNIST-shaped batches. Prints one JSON object:
+  step_s           median wall time of a training step (forward, backward, optimizer), after one warm-up step
+  saved_bytes      bytes of the distinct tensors autograd saves for backward during the forward (its activations;
+                   parameters and the batch excluded), by torch.autograd.graph.saved_tensors_hooks
+  peak_step_bytes  the highest sum of live CPU tensor bytes during a step, over what was live when it began
+                   (PyTorch's profiler with profile_memory, its allocation and free events in order)
+  start_bytes      what was live when that step began: parameters, gradients, momentum, the batch
+With --checkpoint-segments K the model runs through torch.utils.checkpoint.checkpoint_sequential(model, K, x).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.checkpoint import checkpoint_sequential
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo import BUILDERS  # noqa: E402
+
+DEFAULT_SPECS = {
+    "resnet": {"depth": 32, "width": 16},
+    "transformer": {"depth": 4, "dim": 64, "heads": 4, "patch": 0},
+    "mlp": {"width": 1024, "depth": 8},
+    "lstm": {"hidden": 256, "layers": 2},
+    "unet": {"width": 16, "levels": 2},
+    "densenet": {"growth": 12, "layers": 6, "blocks": 3},
+}
+
+
+def saved_activation_bytes(model, x, y, segments):
+    parameters = {p.data_ptr() for p in model.parameters()} | {x.data_ptr()}
+    seen = {}
+
+    def pack(t):
+        if t.data_ptr() not in parameters:
+            storage = t.storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = forward_loss(model, x, y, segments)
+    loss.backward()
+    return sum(seen.values())
+
+
+def forward_loss(model, x, y, segments):
+    logits = checkpoint_sequential(model, segments, x) if segments > 0 else model(x)
+    return F.cross_entropy(logits, y)
+
+
+def step(model, optimizer, x, y, segments):
+    optimizer.zero_grad()
+    loss = forward_loss(model, x, y, segments)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def peak_step_bytes(model, optimizer, x, y, segments):
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step(model, optimizer, x, y, segments)
+    live = peak = 0
+    for event in prof.profiler.kineto_results.events():
+        if event.name() == "[memory]":
+            live += event.nbytes()
+            peak = max(peak, live)
+    return peak
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet", choices=sorted(BUILDERS))
+    parser.add_argument("--model-json", help="the model's spec (default: the table in this script)")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--checkpoint-segments", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    spec = json.loads(args.model_json) if args.model_json else DEFAULT_SPECS[args.model]
+    model = BUILDERS[args.model](**spec)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.rand(args.batch, 1, 28, 28)
+    y = torch.randint(0, 10, (args.batch,))
+    if args.checkpoint_segments > 0:
+        x.requires_grad_(True)  # PyTorch 1.13's reentrant checkpoint passes no gradient to parameters otherwise
+    step(model, optimizer, x, y, args.checkpoint_segments)  # warm-up: gradients and momentum now exist
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step(model, optimizer, x, y, args.checkpoint_segments)
+        times.append(time.perf_counter() - start)
+    start_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
+    start_bytes += sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+    start_bytes += sum(v.numel() * v.element_size() for state in optimizer.state.values() for v in state.values()
+                       if torch.is_tensor(v))
+    start_bytes += x.numel() * x.element_size() + y.numel() * y.element_size()
+    print(json.dumps({
+        "model": args.model, "spec": spec, "batch": args.batch, "threads": args.threads,
+        "checkpoint_segments": args.checkpoint_segments, "torch": torch.__version__,
+        "step_s": statistics.median(times), "step_times_s": times,
+        "saved_bytes": saved_activation_bytes(model, x, y, args.checkpoint_segments),
+        "peak_step_bytes": peak_step_bytes(model, optimizer, x, y, args.checkpoint_segments),
+        "start_bytes": start_bytes,
+    }))
+
+
+if __name__ == "__main__":
+    main()
