@@ -9,8 +9,8 @@
 namespace dtr::nn {
 
 LSTM::LSTM(Runtime& runtime, Generator& generator, std::int64_t input_size, std::int64_t hidden_size,
-           std::int64_t num_layers)
-    : input_(input_size), hidden_(hidden_size) {
+           std::int64_t num_layers, bool last_step_only)
+    : input_(input_size), hidden_(hidden_size), last_step_only_(last_step_only) {
   DTR_CHECK(input_size > 0 && hidden_size > 0 && num_layers >= 1, InvalidArgument, "LSTM: input ", input_size,
             ", hidden ", hidden_size, ", layers ", num_layers, " (expected > 0)");
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
@@ -50,7 +50,11 @@ Variable LSTM::forward(const Variable& x) {
       h[k] = mul(sigmoid(g[3]), tanh(c[k]));
       below = h[k];
     }
-    outputs.push_back(reshape(below, {n, 1, hidden_}));
+    if (last_step_only_) {
+      if (s + 1 == steps) return below;
+    } else {
+      outputs.push_back(reshape(below, {n, 1, hidden_}));
+    }
   }
   return concat(outputs, 1);
 }

@@ -75,15 +75,6 @@ class TokenMean : public Module {
   Variable forward(const Variable& x) override { return mean(x, {1}); }
 };
 
-// [N, T, H] -> [N, H]: the last step.
-class LastStep : public Module {
- public:
-  Variable forward(const Variable& x) override {
-    const std::int64_t steps = x.shape()[1];
-    return reshape(slice(x, 1, steps - 1, steps), {x.shape()[0], x.shape()[2]});
-  }
-};
-
 }  // namespace
 
 std::shared_ptr<Sequential> make_mlp(Runtime& rt, Generator& gen, const MlpSpec& spec) {
@@ -130,8 +121,7 @@ std::shared_ptr<Sequential> make_lstm(Runtime& rt, Generator& gen, const LstmSpe
             " (expected hidden > 0, layers >= 1, dropout in [0, 1))");
   auto model = std::make_shared<Sequential>();
   model->push_back(std::make_shared<Tokens>(0));
-  model->push_back(std::make_shared<LSTM>(rt, gen, kSide, spec.hidden, spec.layers));
-  model->push_back(std::make_shared<LastStep>());
+  model->push_back(std::make_shared<LSTM>(rt, gen, kSide, spec.hidden, spec.layers, /*last_step_only=*/true));
   if (spec.dropout > 0) model->push_back(std::make_shared<Dropout>(spec.dropout));
   model->push_back(std::make_shared<Linear>(rt, gen, spec.hidden, 10));
   return model;

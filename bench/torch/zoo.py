@@ -174,13 +174,15 @@ def make_transformer(depth, dim, heads, patch, dropout=0.0):
     return nn.Sequential(*layers)
 
 
-class LastStep(nn.Module):
+class LastStepLSTM(nn.LSTM):
+    """torch.nn.LSTM giving its last layer's last hidden state, h_n[-1] (dtr's LSTM with last_step_only)."""
+
     def forward(self, x):
-        return x[0][:, -1, :]
+        return super().forward(x)[1][0][-1]
 
 
 def make_lstm(hidden, layers, dropout=0.0):
-    modules = [Tokens(0), nn.LSTM(28, hidden, layers, batch_first=True), LastStep()]
+    modules = [Tokens(0), LastStepLSTM(28, hidden, layers, batch_first=True)]
     if dropout > 0:
         modules.append(nn.Dropout(dropout))
     modules.append(nn.Linear(hidden, 10))

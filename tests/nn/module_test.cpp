@@ -123,6 +123,24 @@ TEST(Layers, InitialisationFollowsPyTorchsBounds) {
   EXPECT_NE(Linear(rt, other, 50, 40).weight().to_host(), linear.weight().to_host());
 }
 
+// With last_step_only the LSTM gives the last step of the sequence it would give, bit for bit, and the same
+// parameters (two LSTMs from one seed).
+TEST(Layers, AnLstmOfTheLastStepGivesTheSequencesLastStep) {
+  Runtime rt;
+  Generator g1(4);
+  Generator g2(4);
+  const Variable seq = constant(rt, {2, 5, 8}, ramp(80));
+  LSTM full(rt, g1, 8, 6, 2);
+  LSTM last(rt, g2, 8, 6, 2, /*last_step_only=*/true);
+  const std::vector<float> sequence = full.forward(seq).to_host();
+  const Variable h = last.forward(seq);
+  ASSERT_EQ(h.shape(), (Shape{2, 6}));
+  const std::vector<float> values = h.to_host();
+  for (std::size_t n = 0; n < 2; ++n) {
+    for (std::size_t k = 0; k < 6; ++k) EXPECT_EQ(values[n * 6 + k], sequence[n * 30 + 4 * 6 + k]) << n << ", " << k;
+  }
+}
+
 TEST(Layers, OutputShapes) {
   Runtime rt;
   Generator g(3);

@@ -1,5 +1,6 @@
 // The training stack's promise (issue 14): for every zoo model, with dropout on and BatchNorm in training mode,
-// three training steps under budgets of 50% and 25% of the unbudgeted peak, under every heuristic, and under
+// three training steps under budgets of 50% and 25% of the unbudgeted peak (40% for the LSTM: zoo_training.cpp
+// says why), under every heuristic, and under
 // static checkpointing, give bitwise the losses, gradients, parameters, optimizer state and running statistics
 // of the unbudgeted run. A heuristic that cannot hold a budget must say so (dtr::Thrashing, dtr::OutOfMemory);
 // the refusals are printed. Shown once to fail on a recomputation that redraws dropout's mask and on BatchNorm
@@ -60,7 +61,7 @@ TEST_P(ZooExactness, EveryBudgetHeuristicAndCheckpointingGivesTheUnbudgetedBits)
   ASSERT_GT(reference.peak_resident_bytes, 0U);
   std::vector<Strategy> strategies;
   strategies.push_back({"static checkpointing, sqrt(N) segments", std::nullopt, "dtr-eq", 0});
-  for (const double fraction : {0.5, 0.25}) {
+  for (const double fraction : zoo.budgets) {
     for (const std::string& h : heuristics_to_try()) {
       strategies.push_back({h + " at " + std::to_string(fraction), fraction, h, -1});
     }
@@ -103,8 +104,9 @@ TEST_P(ZooExactness, EveryBudgetHeuristicAndCheckpointingGivesTheUnbudgetedBits)
   for (const std::string& r : refusals) std::printf("%s %s\n", GetParam().c_str(), r.c_str());
   // Never vacuous: static checkpointing, and at each budget some heuristic, ran to the end and were compared.
   EXPECT_GE(completed[0.0], 1) << "static checkpointing did not complete";
-  EXPECT_GE(completed[0.5], 1) << "no heuristic held 50% of the peak";
-  EXPECT_GE(completed[0.25], 1) << "no heuristic held 25% of the peak";
+  for (const double fraction : zoo.budgets) {
+    EXPECT_GE(completed[fraction], 1) << "no heuristic held " << 100 * fraction << "% of the peak";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooExactness, ::testing::ValuesIn(zoo_case_names()),

@@ -17,6 +17,8 @@ struct ZooCase {
   std::string name;
   std::function<std::shared_ptr<Sequential>(Runtime&, Generator&)> build;
   std::int64_t batch = 8;
+  // The budgets tried, as fractions of the unbudgeted peak.
+  std::vector<double> budgets = {0.5, 0.25};
 };
 // Small instances of every zoo model, dropout on.
 std::vector<std::string> zoo_case_names();

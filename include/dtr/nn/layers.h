@@ -175,12 +175,14 @@ class MultiheadSelfAttention : public Module {
 // A stack of `num_layers` LSTM layers over [N, T, in] (batch first), zero initial state, as
 // torch.nn.LSTM(in, hidden, num_layers, batch_first=True): gates i, f, g, o; parameters weight_ih_l{k},
 // weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}, each uniform in ±1/√hidden. Returns the last layer's hidden
-// states at every step, [N, T, hidden]. Step-major: layer k's step t feeds layer k + 1's step t directly, so
-// no layer's whole output sequence is a value every later step depends on (a recomputation stays local).
+// states at every step, [N, T, hidden], or with `last_step_only` its last step's, [N, hidden] (h_n of the last
+// layer: a program that reads only that step never makes the sequence, nor, in backward, the zero gradients of
+// the steps it did not read). Step-major: layer k's step t feeds layer k + 1's step t directly, so no layer's
+// whole output sequence is a value every later step depends on (a recomputation stays local).
 class LSTM : public Module {
  public:
   LSTM(Runtime& runtime, Generator& generator, std::int64_t input_size, std::int64_t hidden_size,
-       std::int64_t num_layers = 1);
+       std::int64_t num_layers = 1, bool last_step_only = false);
   Variable forward(const Variable& x) override;
   std::int64_t hidden_size() const { return hidden_; }
 
@@ -193,6 +195,7 @@ class LSTM : public Module {
   };
   std::int64_t input_;
   std::int64_t hidden_;
+  bool last_step_only_;
   std::vector<Layer> layers_;
 };
 
