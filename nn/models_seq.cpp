@@ -129,4 +129,35 @@ std::shared_ptr<Sequential> make_lstm(Runtime& rt, Generator& gen, const LstmSpe
 
 std::vector<std::string> model_names() { return {"mlp", "resnet", "transformer", "lstm", "unet", "densenet"}; }
 
+std::shared_ptr<Sequential> make_model(Runtime& rt, Generator& gen, const std::string& name, const ZooOptions& o) {
+  const auto pick = [](std::int64_t given, std::int64_t fallback) { return given != 0 ? given : fallback; };
+  if (name == "mlp") {
+    const MlpSpec d;
+    return make_mlp(rt, gen, {pick(o.width, d.width), pick(o.depth, d.depth), o.dropout});
+  }
+  if (name == "resnet") {
+    const ResNetSpec d;
+    return make_resnet(rt, gen, {pick(o.depth, d.depth), pick(o.width, d.width), o.dropout});
+  }
+  if (name == "transformer") {
+    const TransformerSpec d;
+    return make_transformer(rt, gen, {pick(o.depth, d.depth), pick(o.width, d.dim), d.heads, d.patch, o.dropout});
+  }
+  if (name == "lstm") {
+    const LstmSpec d;
+    return make_lstm(rt, gen, {pick(o.width, d.hidden), pick(o.depth, d.layers), o.dropout});
+  }
+  if (name == "unet") {
+    const UNetSpec d;
+    return make_unet(rt, gen, {pick(o.width, d.width), pick(o.depth, d.levels), o.dropout, d.convs});
+  }
+  if (name == "densenet") {
+    const DenseNetSpec d;
+    return make_densenet(rt, gen, {pick(o.width, d.growth), pick(o.depth, d.layers), d.blocks, o.dropout});
+  }
+  std::string names;
+  for (const std::string& n : model_names()) names += (names.empty() ? "" : ", ") + n;
+  DTR_THROW(InvalidArgument, "no zoo model '", name, "' (expected one of ", names, ")");
+}
+
 }  // namespace dtr::nn

@@ -2,6 +2,7 @@
 #include "dtr/nn/optim.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "dtr/check.h"
@@ -52,6 +53,61 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::named_state() const {
     for (const auto& [name, tensor] : state_[i]) result.emplace_back(std::to_string(i) + "." + name, tensor);
   }
   return result;
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> result = named_state();
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    for (const std::string& name : counter_names()) {
+      const std::int64_t value = counter(i, name);
+      result.emplace_back(std::to_string(i) + "." + name,
+                          parameters_[i].runtime().constant(TensorMeta{{}, DType::int64}, std::span(&value, 1)));
+    }
+  }
+  return result;
+}
+
+void Optimizer::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& given) {
+  const std::vector<std::string> tensors = state_names();
+  const std::vector<std::string> counters = counter_names();
+  std::string kept;
+  for (const std::string& n : tensors) kept += (kept.empty() ? "" : ", ") + n;
+  for (const std::string& n : counters) kept += (kept.empty() ? "" : ", ") + n;
+  struct Entry {
+    std::size_t index;
+    std::string name;
+    const Tensor* value;
+    bool counter;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : given) {
+    const std::size_t dot = key.find('.');
+    std::size_t index = 0;
+    const char* digits_end = key.data() + std::min(dot, key.size());
+    const auto [end, error] = std::from_chars(key.data(), digits_end, index);
+    const std::string name = dot == std::string::npos ? "" : key.substr(dot + 1);
+    const bool is_counter = std::find(counters.begin(), counters.end(), name) != counters.end();
+    const bool known = is_counter || std::find(tensors.begin(), tensors.end(), name) != tensors.end();
+    DTR_CHECK(error == std::errc() && end == digits_end && dot != std::string::npos && index < parameters_.size() &&
+                  known && value.defined(),
+              InvalidArgument, name_, ": load_state_dict: no state '", key, "' (expected '<parameter index>.<name>' with ",
+              parameters_.size(), " parameters, names: ", kept, ")");
+    const TensorMeta expected = is_counter ? TensorMeta{{}, DType::int64} : parameters_[index].meta();
+    DTR_CHECK(value.meta() == expected, ShapeError, name_, ": load_state_dict: '", key, "' is ",
+              to_string(value.meta().dtype), " ", to_string(value.shape()), ", expected ", to_string(expected.dtype),
+              " ", to_string(expected.shape));
+    entries.push_back({index, name, &value, is_counter});
+  }
+  for (const Entry& e : entries) {
+    if (e.counter) {
+      set_counter(e.index, e.name, e.value->to_host_as<std::int64_t>().at(0));
+      continue;
+    }
+    Runtime& rt = parameters_[e.index].runtime();
+    const TensorMeta& meta = e.value->meta();
+    state(e.index, e.name) = meta.dtype == DType::float64 ? rt.constant(meta, e.value->to_host_as<double>())
+                                                          : rt.constant(meta, e.value->to_host_as<float>());
+  }
 }
 
 Tensor& Optimizer::state(std::size_t index, const std::string& name) {
@@ -140,6 +196,12 @@ void Adam::check_options() const {
   check_option(unit(options_.beta2), "beta2", "in [0, 1)", options_.beta2);
   check_option(options_.eps >= 0.0, "eps", ">= 0", options_.eps);
   check_option(options_.weight_decay >= 0.0, "weight_decay", ">= 0", options_.weight_decay);
+}
+
+std::int64_t Adam::counter(std::size_t index, const std::string& /*name "step"*/) const { return steps_.at(index); }
+
+void Adam::set_counter(std::size_t index, const std::string& /*name "step"*/, std::int64_t value) {
+  steps_.at(index) = value;
 }
 
 std::int64_t Adam::step_count(std::size_t index) const {

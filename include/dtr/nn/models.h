@@ -86,4 +86,17 @@ std::shared_ptr<Sequential> make_densenet(Runtime& runtime, Generator& generator
 // The zoo's names: "mlp", "resnet", "transformer", "lstm", "unet", "densenet".
 std::vector<std::string> model_names();
 
+// A zoo model by name, sized by the two knobs a command line gives (0 keeps the spec's default): `depth` is
+// the MLP's and the Transformer's layers, ResNet's N, the LSTM's layers, the U-Net's levels, DenseNet's layers
+// per block; `width` the MLP's width, ResNet's and the U-Net's first channels, the Transformer's dim, the
+// LSTM's hidden units, DenseNet's growth rate. dtr::InvalidArgument for another name (listing the names) and
+// for sizes the model refuses.
+struct ZooOptions {
+  std::int64_t depth = 0;
+  std::int64_t width = 0;
+  double dropout = 0.0;
+};
+std::shared_ptr<Sequential> make_model(Runtime& runtime, Generator& generator, const std::string& name,
+                                       const ZooOptions& options = {});
+
 }  // namespace dtr::nn

@@ -51,6 +51,15 @@ class Optimizer {
   // The parameters, in the order given (the index in state names).
   const std::vector<Variable>& parameters() const { return parameters_; }
 
+  // Everything a later step reads, for a checkpoint (PyTorch's optimizer.state_dict()): named_state(), plus
+  // counters as int64 scalars ("<index>.step": Adam's per-parameter step). load_state_dict puts such a list
+  // back, each tensor copied into the parameters' runtime, after checking every entry: dtr::InvalidArgument
+  // for a name that is not "<parameter index>.<a state this optimizer keeps>" or an index past the
+  // parameters, dtr::ShapeError for a tensor of another shape or dtype than its parameter (an int64 scalar
+  // for a counter). On a throw nothing has changed. The learning rate is not part of it (a schedule sets it).
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& given);
+
  protected:
   // Checks the parameters (not empty; each defined, a leaf, requiring a gradient, not a view, given once)
   // and lr >= 0, throwing dtr::InvalidArgument naming `name` (the optimizer) and what is wrong.
@@ -63,6 +72,13 @@ class Optimizer {
 
   // Throws dtr::InvalidArgument "<optimizer>: option '<option>' must be <range>, got <value>" unless `valid`.
   void check_option(bool valid, const char* option, const char* range, double value) const;
+
+  // The names of the state tensors and of the counters this optimizer keeps per parameter (load_state_dict
+  // accepts these), and a counter's value and its setter.
+  virtual std::vector<std::string> state_names() const = 0;
+  virtual std::vector<std::string> counter_names() const { return {}; }
+  virtual std::int64_t counter(std::size_t /*index*/, const std::string& /*name*/) const { return 0; }
+  virtual void set_counter(std::size_t /*index*/, const std::string& /*name*/, std::int64_t /*value*/) {}
 
  private:
   std::string name_;
@@ -93,6 +109,9 @@ class SGD : public Optimizer {
   void step() override;
   // The options as given (lr as given too: the current rate is lr()).
   const SGDOptions& options() const { return options_; }
+
+ protected:
+  std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
 
  private:
   SGDOptions options_;
@@ -126,6 +145,11 @@ class Adam : public Optimizer {
  protected:
   // `decoupled`: AdamW's weight decay (p *= 1 - lr·wd before the step, no L2 in the moments).
   Adam(std::string name, std::vector<Variable> parameters, AdamOptions options, bool decoupled);
+
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> counter_names() const override { return {"step"}; }
+  std::int64_t counter(std::size_t index, const std::string& name) const override;
+  void set_counter(std::size_t index, const std::string& name, std::int64_t value) override;
 
  private:
   void check_options() const;
