@@ -23,17 +23,15 @@
 #include <string_view>
 #include <vector>
 
-#include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "dtr/dtr.h"
-
-extern char** environ;  // posix_spawnp passes it on: gnuplot finds its fonts and terminals as usual
+#include "tool_output.h"
 
 namespace {
+
+using dtr::tools::flush_stdout;
+using dtr::tools::gnuplot_quote;
+using dtr::tools::run_gnuplot;
+using dtr::tools::write_file;
 
 struct Row {
   std::string heuristic;
@@ -143,26 +141,6 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
   }
 }
 
-// Writes `contents` to `path`; every failure is an error naming the option, the file and the OS's reason. A
-// full disk often shows only when the buffer is flushed at close, so fclose is checked too.
-void write_file(const std::string& option, const std::string& path, const std::string& contents) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) {
-    throw std::runtime_error(fmt::format("{}: cannot open '{}' for writing: {}", option, path, std::strerror(errno)));
-  }
-  int error = 0;
-  bool failed = std::fwrite(contents.data(), 1, contents.size(), file) != contents.size();
-  if (failed) error = errno;
-  if (std::fclose(file) != 0 && !failed) {
-    failed = true;
-    error = errno;
-  }
-  if (failed) {
-    throw std::runtime_error(fmt::format("{}: writing '{}' failed: {}", option, path,
-                                         error != 0 ? std::strerror(error) : "unknown error"));
-  }
-}
-
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
   std::ostringstream out;
   out << "heuristic,ratio,budget_bytes,budget_mode,feasible,thrashed,overhead,base_compute_ns,remat_compute_ns,"
@@ -176,23 +154,6 @@ void write_csv(const std::string& path, const std::vector<Row>& rows) {
         << row.result.rematerializations << ',' << j["peak_bytes"] << '\n';
   }
   write_file("--csv", path, out.str());
-}
-
-// `text` as a gnuplot string: single-quoted, the one place where gnuplot substitutes nothing (it runs
-// `backquoted` commands everywhere else), ' doubled, and control characters, which would end the command
-// line and start another, as spaces.
-std::string gnuplot_quote(std::string_view text) {
-  std::string quoted = "'";
-  for (const char c : text) {
-    if (c == '\'') {
-      quoted += "''";
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      quoted += ' ';
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
 }
 
 // Overhead against budget ratio, one line per heuristic (and budget mode): Fig. 2 of the DTR paper. OOMs
@@ -233,130 +194,11 @@ std::string plot_script(bool png, const std::string& title, const std::vector<Ro
   return gp.str();
 }
 
-// A pipe whose ends are closed when it goes. Both ends are close-on-exec (the child gets only its dup2'd
-// copies) and above 2, so that the child's dup2 onto 0 and 1 cannot clobber one another even when dtr-sim was
-// started with a standard stream closed.
-struct Pipe {
-  int read = -1;
-  int write = -1;
-  Pipe() {
-    std::array<int, 2> fds{};
-    if (pipe2(fds.data(), O_CLOEXEC) != 0) {
-      throw std::runtime_error(fmt::format("--plot: pipe: {}", std::strerror(errno)));
-    }
-    read = above_stdio(fds[0]);
-    write = above_stdio(fds[1]);
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-  ~Pipe() {
-    close_read();
-    close_write();
-  }
-  void close_read() { close_end(read); }
-  void close_write() { close_end(write); }
-  static void close_end(int& fd) {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  static int above_stdio(int fd) {
-    if (fd > 2) return fd;
-    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    ::close(fd);
-    return moved;
-  }
-};
-
-// Feeds `script` to the child's stdin while collecting its stdout into `image`, both at once (neither side
-// can fill a pipe and wait on the other). Returns an error, or "" once the child closed its stdout.
-std::string exchange(Pipe& in, Pipe& out, const std::string& script, std::string& image) {
-  if (in.write < 0 || out.read < 0) return "--plot: pipe: too many open files";
-  fcntl(in.write, F_SETFL, O_NONBLOCK);
-  std::size_t sent = 0;
-  std::array<char, 65536> buffer{};
-  while (out.read >= 0) {
-    std::array<pollfd, 2> fds{pollfd{out.read, POLLIN, 0}, pollfd{in.write, POLLOUT, 0}};
-    if (poll(fds.data(), in.write >= 0 ? 2 : 1, -1) < 0) {
-      if (errno == EINTR) continue;
-      return fmt::format("--plot: poll: {}", std::strerror(errno));
-    }
-    if (in.write >= 0 && fds[1].revents != 0) {
-      const ssize_t n = ::write(in.write, script.data() + sent, script.size() - sent);
-      if (n > 0) sent += static_cast<std::size_t>(n);
-      // EPIPE: gnuplot stopped reading; its exit status says why.
-      if ((n < 0 && errno != EAGAIN && errno != EINTR) || sent == script.size()) in.close_write();
-    }
-    if (fds[0].revents != 0) {
-      const ssize_t n = ::read(out.read, buffer.data(), buffer.size());
-      if (n > 0) {
-        image.append(buffer.data(), static_cast<std::size_t>(n));
-      } else if (n == 0) {
-        out.close_read();
-      } else if (errno != EINTR && errno != EAGAIN) {
-        return fmt::format("--plot: reading gnuplot's output: {}", std::strerror(errno));
-      }
-    }
-  }
-  return "";
-}
-
-// Runs gnuplot, with no shell between, on `script` (its stdin) and returns its stdout: the image.
-std::string run_gnuplot(const std::string& script) {
-  Pipe in;   // gnuplot's stdin
-  Pipe out;  // gnuplot's stdout; its stderr stays dtr-sim's, where its messages belong
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in.read, STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out.write, STDOUT_FILENO);
-  std::array<char*, 2> argv{const_cast<char*>("gnuplot"), nullptr};  // NOLINT: posix_spawnp's signature
-  pid_t pid = 0;
-  const int spawn_error = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawn_error == ENOENT) {
-    throw std::runtime_error("--plot: gnuplot not found on PATH (scripts/setup.sh installs it)");
-  }
-  if (spawn_error != 0) {
-    throw std::runtime_error(fmt::format("--plot: cannot run gnuplot: {}", std::strerror(spawn_error)));
-  }
-  in.close_read();
-  out.close_write();
-  // A gnuplot that exits early must make our writes fail with EPIPE, not kill dtr-sim (single-threaded here).
-  struct sigaction ignore {};
-  struct sigaction previous {};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &ignore, &previous);
-  std::string image;
-  const std::string error = exchange(in, out, script, image);
-  in.close_write();
-  out.close_read();
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  sigaction(SIGPIPE, &previous, nullptr);
-  if (!error.empty()) throw std::runtime_error(error);
-  if (WIFSIGNALED(status)) {
-    throw std::runtime_error(fmt::format("--plot: gnuplot was killed by signal {}", WTERMSIG(status)));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error(
-        fmt::format("--plot: gnuplot exited with status {} (its messages are above)", WEXITSTATUS(status)));
-  }
-  if (image.empty()) throw std::runtime_error("--plot: gnuplot wrote no image");
-  return image;
-}
-
 // The image is written only once gnuplot has made it: a failed plot leaves no file, and no scratch files.
 void write_plot(const std::string& path, const std::string& title, const std::vector<Row>& rows,
                 const std::vector<std::string>& heuristics, const std::vector<dtr::BudgetMode>& modes) {
-  const bool png = path.size() >= 4 && path.compare(path.size() - 4, 4, ".png") == 0;
+  const bool png = dtr::tools::is_png(path);
   write_file("--plot", path, run_gnuplot(plot_script(png, title, rows, heuristics, modes)));
-}
-
-// Why a write to stdout first failed (0: it has not), for the message at exit: ferror stays set, errno does not.
-int stdout_errno = 0;
-
-void flush_stdout() {
-  if (std::fflush(stdout) != 0 && stdout_errno == 0) stdout_errno = errno;
 }
 
 }  // namespace
@@ -369,6 +211,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> heuristics = {"dtr-eq"};
   std::string mode_text = "bytes";
   std::string search_text = "index";
+  std::string constants_text = "kept";
   std::string thrash_text = "2";
   bool json = false;
   std::string csv_path;
@@ -383,6 +226,11 @@ int main(int argc, char** argv) {
                  "bytes (sum of live tensor bytes, as the DTR authors count), device (the caching allocator's "
                  "reserved bytes: fragmentation included), or both")
       ->check(CLI::IsMember({"bytes", "device", "both"}));
+  app.add_option("--constants", constants_text,
+                 "kept (every CONSTANT resident to the end, as the DTR authors' simulator pins them; the default) or "
+                 "freed (a released constant goes once nothing needs it, as in a real run: dtr-train --trace logs, "
+                 "whose batches and gradients are new constants at every step)")
+      ->check(CLI::IsMember({"kept", "freed"}));
   app.add_option("--search", search_text, "index (the default) or scan: how the runtime finds the lowest score")
       ->check(CLI::IsMember({"index", "scan"}));
   app.add_option("--thrash-limit", thrash_text,
@@ -438,6 +286,7 @@ int main(int argc, char** argv) {
           options.budget_mode = mode;
           options.heuristic = h;
           options.search = dtr::parse_search(search_text, "--search");
+          options.keep_constants = constants_text == "kept";
           options.thrash_limit = thrash_limit;  // the runtime stops the cell at the recomputation past it
           Row row{h, r, mode, dtr::sim::replay(trace, options)};
           if (json) std::printf("%s\n", to_json(row).dump().c_str());
@@ -459,9 +308,8 @@ int main(int argc, char** argv) {
   }
   // Tables or rows lost on the way to stdout (a full disk, a closed stdout) are a failure, not exit status 0.
   flush_stdout();
-  if (stdout_errno != 0 || std::ferror(stdout) != 0) {
-    std::fprintf(stderr, "dtr-sim: writing to stdout failed: %s\n",
-                 stdout_errno != 0 ? std::strerror(stdout_errno) : "an earlier write failed");
+  if (const std::string failure = dtr::tools::stdout_failure(); !failure.empty()) {
+    std::fprintf(stderr, "dtr-sim: writing to stdout failed: %s\n", failure.c_str());
     return 1;
   }
   return 0;

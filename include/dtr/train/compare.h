@@ -1,0 +1,82 @@
+// DTR side by side with static checkpointing (dtr-train --compare) and the largest batch each fits in a budget
+// (dtr-train --max-batch): the same steps of one model, from the same parameters and data order, under
+// several memory strategies, each in a fresh runtime in this process.
+//
+// Thread safety: one thread at a time. The datasets must outlive the calls.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtr/train/trainer.h"
+
+namespace dtr::train {
+
+// One way to fit a run in memory.
+struct Strategy {
+  std::string name;                     // as the table shows it
+  std::optional<std::uint64_t> budget;  // DTR's budget (in the runtime's budget mode); nullopt: none
+  std::int64_t checkpoint_segments = -1;  // as TrainOptions
+};
+
+struct RowResult {
+  Strategy strategy;
+  bool completed = false;
+  std::string failure;  // why it stopped, when it did not complete (out of memory, thrashing)
+  std::vector<float> losses;  // per step
+  std::vector<double> step_seconds;
+  RuntimeStats stats;
+  double test_accuracy = -1;  // -1: not measured
+  std::uint64_t parameters_hash = 0;  // FNV-1a of the final parameters' and buffers' bits
+
+  double median_step_seconds() const;
+  // Recomputation over the steps' own compute (RuntimeStats: remat / base), and search time over the steps'
+  // wall time.
+  double extra_compute() const;
+  double search_share() const;
+};
+
+// Called after each step of each row: for progress reports.
+using StepCallback = std::function<void(const Strategy& strategy, std::int64_t step, std::int64_t steps,
+                                        const StepResult& result, const RuntimeStats& stats)>;
+
+struct CompareOptions {
+  TrainOptions train;       // the model, batch, optimizer, seed; its runtime config is each row's base
+  std::int64_t steps = 10;  // steps per row
+  std::int64_t static_segments = 0;  // the static checkpointing row's segments (0: round(√N))
+  std::vector<double> budget_fractions = {0.5, 0.3};  // DTR rows, of the unbudgeted row's peak
+  bool evaluate = true;     // test accuracy (measured on the unbudgeted row; see run_compare)
+};
+
+// The rows of --compare, in order: (1) unbudgeted; (2) static checkpointing; (3) DTR at static
+// checkpointing's measured peak; then DTR at each budget fraction of the unbudgeted peak. The peaks and budgets
+// are in the runtime's budget mode: reserved bytes (device) or resident bytes (bytes). A row that runs out of
+// memory or thrashes is reported as such (completed = false) and the others go on. The runtime's trace and
+// stats files (Config::trace_path, stats_path) are the unbudgeted row's. Test accuracy is measured
+// once, on the unbudgeted row; a row whose final parameters and buffers hash to the same bits computes the
+// same predictions, so it is given the same accuracy, and a row whose parameters differ is evaluated itself.
+std::vector<RowResult> run_compare(const CompareOptions& options, const TrainTest& data,
+                                   const StepCallback& on_step = {});
+
+// Whether every completed row's losses are bitwise those of the first row.
+bool losses_agree(const std::vector<RowResult>& rows);
+
+struct MaxBatchResult {
+  std::string strategy;
+  std::int64_t batch = 0;         // the largest batch found to train a step within the budget (0: none)
+  std::uint64_t peak_bytes = 0;   // that step's peak, in the budget mode
+  std::int64_t probes = 0;        // steps tried
+};
+
+// The largest batch that trains one step within `budget` bytes (in options.runtime.budget_mode), for
+// unbudgeted training (its peak must fit), static checkpointing (likewise) and DTR (the runtime under the
+// budget must finish the step), searched by doubling from options.batch then bisecting to within 1/16; each
+// probe one step in a fresh runtime. Batches are capped by the training set's size.
+std::vector<MaxBatchResult> max_batch(const TrainOptions& options, std::uint64_t budget, const Dataset& train,
+                                      std::int64_t static_segments = 0,
+                                      const std::function<void(const std::string&, std::int64_t, bool)>& on_probe = {});
+
+}  // namespace dtr::train

@@ -1,0 +1,232 @@
+// Training runs (include/dtr/train/trainer.h, compare.h): every strategy computes the same steps, a resumed run
+// continues the curve it stopped on, a model learns, bad options and foreign files are clear errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "../test_helpers.h"
+#include "dtr/nn/state_dict.h"
+#include "dtr/train/compare.h"
+
+namespace dtr::train::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const TrainTest& data() {
+  static const TrainTest d = synthetic_data(11, 512, 256);
+  return d;
+}
+
+TrainOptions small(const std::string& model, std::int64_t batch = 32) {
+  TrainOptions o;
+  o.model = model;
+  o.batch = batch;
+  o.zoo.dropout = 0.1;  // dropout's masks must come back the same after a resume and under every strategy
+  if (model == "resnet") o.zoo = {.depth = 8, .width = 4, .dropout = 0.1};
+  if (model == "mlp") o.zoo = {.depth = 6, .width = 64, .dropout = 0.1};
+  if (model == "densenet") o.zoo = {.depth = 3, .width = 4, .dropout = 0.1};
+  o.runtime.cost_model = CostModel::flops;  // deterministic eviction choices: a failure reproduces
+  // Budgets on resident bytes: these models are a few MiB, about a segment or two of the caching allocator, too
+  // coarse a unit for device budgets of a fraction of them (dtr-train's models are hundreds of MiB).
+  o.runtime.budget_mode = BudgetMode::bytes;
+  return o;
+}
+
+std::vector<float> parameters(Trainer& t) {
+  std::vector<float> all;
+  for (const auto& [name, value] : nn::state_dict(t.model())) {
+    const std::vector<float> v = value.to_host();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+fs::path scratch(const std::string& name) {
+  return fs::temp_directory_path() / ("dtr-trainer-" + std::to_string(getpid()) + "-" + name);
+}
+
+TEST(Trainer, StepsWalkTheEpochsOrderAndDropThePartialBatch) {
+  TrainOptions o = small("mlp", 100);
+  Trainer t(o, data().train);  // 512 images: 5 steps per epoch, 12 images dropped
+  EXPECT_EQ(t.steps_per_epoch(), 5);
+  for (int s = 0; s < 6; ++s) {
+    const StepResult r = t.step();
+    EXPECT_EQ(r.epoch, s / 5);
+    EXPECT_EQ(r.step_in_epoch, s % 5);
+    EXPECT_TRUE(std::isfinite(r.loss));
+    EXPECT_GE(r.correct, 0);
+    EXPECT_LE(r.correct, 100);
+    EXPECT_GT(r.seconds, 0);
+  }
+  EXPECT_EQ(t.steps_done(), 6);
+}
+
+TEST(Trainer, AModelLearnsTheSyntheticClasses) {
+  TrainOptions o = small("mlp", 64);
+  o.optimizer = "adam";
+  Trainer t(o, data().train);
+  const double before = t.evaluate(data().test);
+  for (int s = 0; s < 120; ++s) t.step();
+  const double after = t.evaluate(data().test);
+  EXPECT_GT(after, 0.9) << "before training: " << before;
+  EXPECT_GT(after, before + 0.3);
+}
+
+// A run stopped after 3 steps and resumed from its file computes the steps 4 to 6 of a run that never stopped,
+// bit for bit: parameters, momentum (SGD) or moments and step counts (Adam), and dropout's random state.
+TEST(Trainer, AResumedRunContinuesTheSameLossCurve) {
+  for (const std::string optimizer : {"sgd", "adam"}) {
+    SCOPED_TRACE(optimizer);
+    TrainOptions o = small("resnet", 16);
+    o.optimizer = optimizer;
+    Trainer straight(o, data().train);
+    std::vector<float> expected;
+    for (int s = 0; s < 6; ++s) expected.push_back(straight.step().loss);
+    const fs::path file = scratch(optimizer + ".dtr");
+    {
+      Trainer first(o, data().train);
+      for (int s = 0; s < 3; ++s) ASSERT_EQ(first.step().loss, expected[static_cast<std::size_t>(s)]);
+      first.save(file);
+    }
+    Trainer resumed(o, data().train);
+    resumed.load(file);
+    fs::remove(file);
+    EXPECT_EQ(resumed.steps_done(), 3);
+    std::vector<float> rest;
+    for (int s = 3; s < 6; ++s) rest.push_back(resumed.step().loss);
+    EXPECT_TRUE(same_bits(rest, std::vector<float>(expected.begin() + 3, expected.end())));
+    EXPECT_TRUE(same_bits(parameters(resumed), parameters(straight)));
+  }
+}
+
+TEST(Trainer, LoadRefusesFilesOfAnotherRun) {
+  TrainOptions o = small("mlp");
+  const fs::path file = scratch("other.dtr");
+  {
+    Trainer t(o, data().train);
+    t.step();
+    t.save(file);
+  }
+  const auto refused = [&](TrainOptions other, std::initializer_list<std::string_view> parts) {
+    Trainer t(other, data().train);
+    dtr::test::expect_error<InvalidArgument>([&] { t.load(file); }, parts);
+  };
+  TrainOptions seed = o;
+  seed.seed = 9;
+  refused(seed, {"--seed 0", "--seed 9"});
+  TrainOptions batch = o;
+  batch.batch = 16;
+  refused(batch, {"--batch 32", "--batch 16"});
+  TrainOptions adam = o;
+  adam.optimizer = "adam";
+  refused(adam, {"--optimizer sgd", "--optimizer adam"});
+  // Another model: the state dict's keys say so.
+  TrainOptions wider = o;
+  wider.zoo.width = 32;
+  Trainer t(wider, data().train);
+  EXPECT_THROW(t.load(file), ShapeError);
+  // A state dict that dtr-train did not save.
+  Trainer plain(o, data().train);
+  nn::save(plain.model(), file);
+  dtr::test::expect_error<InvalidArgument>([&] { plain.load(file); }, {"is not one dtr-train saves"});
+  fs::remove(file);
+  dtr::test::expect_error<IoError>([&] { plain.load(file); }, {file.string()});
+}
+
+TEST(Trainer, BadOptionsNameTheOption) {
+  const auto refused = [](TrainOptions o, std::initializer_list<std::string_view> parts) {
+    dtr::test::expect_error<InvalidArgument>([&] { Trainer(o, data().train); }, parts);
+  };
+  TrainOptions o = small("mlp");
+  o.model = "vgg";
+  refused(o, {"--model 'vgg'", "resnet"});
+  o = small("mlp");
+  o.batch = 0;
+  refused(o, {"--batch 0"});
+  o.batch = 100000;
+  refused(o, {"--batch 100000", "512 images"});
+  o = small("mlp");
+  o.optimizer = "rmsprop";
+  refused(o, {"--optimizer 'rmsprop'", "sgd or adam"});
+  o = small("mlp");
+  o.lr = -1;
+  refused(o, {"--lr -1"});
+  o = small("mlp");
+  o.checkpoint_segments = -2;
+  refused(o, {"static[:SEGMENTS]"});
+}
+
+// --compare's promise: every strategy computes the same losses, bit for bit; the budgets bite. (How much DTR
+// recomputes on these small models is not the point here: the thrash limit is raised so that every row ends.)
+TEST(Compare, EveryStrategyGivesTheSameLossesAndTheBudgetsBite) {
+  CompareOptions c;
+  c.train = small("resnet", 16);
+  c.train.zoo.depth = 20;
+  c.train.runtime.thrash_limit = 10;
+  c.steps = 3;
+  c.budget_fractions = {0.5};
+  const std::vector<RowResult> rows = run_compare(c, data());
+  ASSERT_EQ(rows.size(), 4U);
+  EXPECT_TRUE(losses_agree(rows));
+  for (const RowResult& row : rows) {
+    SCOPED_TRACE(row.strategy.name);
+    ASSERT_TRUE(row.completed) << row.failure;
+    EXPECT_EQ(row.losses.size(), 3U);
+    EXPECT_EQ(row.parameters_hash, rows[0].parameters_hash);
+    EXPECT_GE(row.test_accuracy, 0.0);
+    EXPECT_EQ(row.test_accuracy, rows[0].test_accuracy);
+    if (row.strategy.budget) {
+      EXPECT_LE(row.stats.peak_resident_bytes, *row.strategy.budget);
+    }
+  }
+  EXPECT_EQ(rows[1].strategy.checkpoint_segments, 0);
+  EXPECT_GT(rows[1].stats.ops, rows[0].stats.ops) << "static checkpointing reruns its segments";
+  EXPECT_LT(rows[1].stats.peak_resident_bytes, rows[0].stats.peak_resident_bytes);
+  EXPECT_EQ(rows[2].strategy.budget, rows[1].stats.peak_resident_bytes) << "DTR at static checkpointing's peak";
+  EXPECT_GT(rows[3].stats.evictions, 0U);
+  EXPECT_GT(rows[3].extra_compute(), 0.0);
+}
+
+TEST(Compare, ARowThatCannotFitIsReportedAndTheOthersGoOn) {
+  CompareOptions c;
+  c.train = small("resnet", 16);
+  c.train.zoo.depth = 20;
+  c.train.runtime.thrash_limit = 10;
+  c.steps = 2;
+  c.budget_fractions = {0.5, 0.0001};
+  c.evaluate = false;
+  const std::vector<RowResult> rows = run_compare(c, data());
+  ASSERT_EQ(rows.size(), 5U);
+  EXPECT_TRUE(rows[3].completed);
+  EXPECT_FALSE(rows[4].completed);
+  EXPECT_NE(rows[4].failure.find("out of memory"), std::string::npos) << rows[4].failure;
+  EXPECT_TRUE(losses_agree(rows));
+}
+
+// A CNN, whose activations outweigh its parameters, as in the DTR paper's batch-size experiments.
+TEST(MaxBatch, DtrFitsLargerBatchesThanUnbudgetedTraining) {
+  TrainOptions o = small("resnet", 32);
+  std::uint64_t peak = 0;
+  {
+    Trainer t(o, data().train);
+    t.step();
+    peak = t.runtime().stats().peak_resident_bytes;
+  }
+  const std::vector<MaxBatchResult> found = max_batch(o, peak, data().train, 0, {});
+  ASSERT_EQ(found.size(), 3U);
+  EXPECT_EQ(found[0].strategy, "unbudgeted");
+  EXPECT_GE(found[0].batch, 32);  // its own peak fits by construction
+  EXPECT_LT(found[0].batch, 64);
+  EXPECT_GT(found[2].batch, found[0].batch);
+  for (const MaxBatchResult& r : found) EXPECT_LE(r.peak_bytes, peak) << r.strategy;
+}
+
+}  // namespace
+}  // namespace dtr::train::test
