@@ -84,6 +84,9 @@ void backward(std::span<const Variable> roots, std::span<const Tensor> gradients
             " roots but ", gradients.size(), " gradients");
   // The gradients waiting for each node, one per output.
   std::unordered_map<const Node*, std::vector<Tensor>> pending;
+  // For a node whose pending gradient was evicted as it was computed: the gradients it was computed from, kept
+  // until the node runs, so that recomputing it is one op (see below).
+  std::unordered_map<const Node*, std::vector<Tensor>> keep_recomputable;
   for (std::size_t r = 0; r < roots.size(); ++r) {
     const Variable& root = roots[r];
     DTR_CHECK(root.defined(), InvalidArgument, "backward: root ", r, " is undefined");
@@ -118,7 +121,17 @@ void backward(std::span<const Variable> roots, std::span<const Tensor> gradients
     }
     std::vector<Tensor> output_grads = std::move(found->second);
     pending.erase(found);
-    std::vector<Tensor> input_grads = node->run_backward(std::move(output_grads));  // the output grads die here
+    std::vector<Tensor> input_grads = node->run_backward(output_grads);
+    keep_recomputable.erase(node.get());  // its gradients are consumed
+    // Under a budget the runtime may already have evicted a gradient this node just computed (to make room for
+    // the rule's next op). Its recomputation reads this node's output gradients: once they die (and, dead, are
+    // evicted at once), it would rerun the whole backward pass so far, since every gradient before them is dead
+    // too. So a node whose results are evicted keeps its output gradients until those results are consumed
+    // (below); otherwise they die here, as before. Nothing is evicted without a budget: the unbudgeted run, and
+    // its memory, are unchanged.
+    const bool evicted = std::any_of(input_grads.begin(), input_grads.end(),
+                                     [](const Tensor& g) { return g.defined() && !g.resident(); });
+    if (!evicted) output_grads.clear();
     if (!retain_graph) node->release();
     DTR_CHECK(input_grads.size() == node->next().size(), InvalidArgument, "backward: node '", node->name(),
               "' gave ", input_grads.size(), " gradients for ", node->next().size(), " inputs");
@@ -131,6 +144,10 @@ void backward(std::span<const Variable> roots, std::span<const Tensor> gradients
       }
       std::vector<Tensor>& slot = pending[edge.node.get()];
       slot.resize(edge.node->output_meta().size());
+      if (!output_grads.empty() && !input_grads[i].resident()) {
+        std::vector<Tensor>& kept = keep_recomputable[edge.node.get()];
+        kept.insert(kept.end(), output_grads.begin(), output_grads.end());
+      }
       DTR_CHECK(input_grads[i].meta() == edge.node->output_meta()[edge.output_index], ShapeError,
                 "backward: node '", node->name(), "' gave input ", i, " a gradient of ",
                 to_string(input_grads[i].shape()), " for a value of ",
