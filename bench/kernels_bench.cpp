@@ -1,12 +1,16 @@
 // CPU kernel throughput against OpenBLAS called directly, in the same run (issue 6: "GEMM and conv throughput
-// on CPU vs OpenBLAS called directly; the op table must add nothing measurable").
+// on CPU vs OpenBLAS called directly; the op table must add nothing measurable"), and the float32 convolutions
+// (oneDNN since issue 15) against the im2col + OpenBLAS GEMM they replaced.
 //
-// Two problem sets, float32, each computed three ways on the same buffers:
+// Problem sets, float32, each computed three ways on the same buffers:
 // - GEMM, row-major C = A·B on shapes training uses (square, and the tall-skinny products of a linear layer
 //   and its gradients); conv2d, NCHW without bias, on the convolutions of small CNNs (3x3 with padding, with
-//   stride 2, and 1x1);
+//   stride 2, and 1x1) and on every layer shape of ResNet-32 (width 16, 28x28 inputs) at batch 128, whose
+//   conv2d_backward_input and conv2d_backward_weight are measured too;
 // - blas: the baseline: cblas_sgemm called directly; for a convolution, the textbook im2col written here (each
-//   row of the column matrix as zeros, a run of an input row, zeros) and one cblas_sgemm per image;
+//   row of the column matrix as zeros, a run of an input row, zeros) and one cblas_sgemm per image: the
+//   algorithm of dtr's float32 convolutions before oneDNN (the backward of the input: one cblas_sgemm per image
+//   into the column matrix, then col2im; of the weight: im2col and one accumulating cblas_sgemm per image);
 // - op_table: ops::matmul() / ops::conv2d() .cpu_kernel(KernelArgs{...}), what the runtime calls, with a
 //   workspace reused across calls;
 // - runtime: Runtime::call1(op, inputs) with no budget, the output a temporary (allocation from the caching
@@ -81,6 +85,23 @@ const std::vector<Conv>& convs() {
       {16, 64, 28, 28, 128, 3, 2, 1},  // a strided downsampling layer
       {8, 64, 56, 56, 64, 3, 1, 1},    // a ResNet stage-1 layer
       {32, 128, 14, 14, 256, 1, 1, 0},  // a 1x1 projection: the input plane is the column matrix
+  };
+  return all;
+}
+
+// Every convolution of ResNet-32 (width 16) on 28x28 Fashion-MNIST batches of 128, as the zoo builds it
+// (nn/models_conv.cpp): the stem, the 3x3 layers of the three stages, the stride-2 3x3 and 1x1 (shortcut)
+// convolutions that enter stages 2 and 3.
+const std::vector<Conv>& resnet32_convs() {
+  static const std::vector<Conv> all = {
+      {128, 1, 28, 28, 16, 3, 1, 1},    // the stem
+      {128, 16, 28, 28, 16, 3, 1, 1},   // stage 1 (10 per step)
+      {128, 16, 28, 28, 32, 3, 2, 1},   // into stage 2
+      {128, 16, 28, 28, 32, 1, 2, 0},   // its shortcut
+      {128, 32, 14, 14, 32, 3, 1, 1},   // stage 2 (9 per step)
+      {128, 32, 14, 14, 64, 3, 2, 1},   // into stage 3
+      {128, 32, 14, 14, 64, 1, 2, 0},   // its shortcut
+      {128, 64, 7, 7, 64, 3, 1, 1},     // stage 3 (9 per step)
   };
   return all;
 }
@@ -176,19 +197,23 @@ class GemmProblem final : public Problem {
   const Gemm g_;
 };
 
-class ConvProblem final : public Problem {
- public:
-  explicit ConvProblem(const Conv& g)
-      : Problem(dtr::ops::conv2d(),
-                {dtr::TensorMeta{{g.n, g.c, g.h, g.w}}, dtr::TensorMeta{{g.o, g.c, g.k, g.k}}},
-                dtr::Attrs{{"stride", std::vector<std::int64_t>{g.stride, g.stride}},
-                           {"padding", std::vector<std::int64_t>{g.pad, g.pad}}}),
-        g_(g),
-        columns_(size(g.c * g.k * g.k * g.oh() * g.ow())) {}
+dtr::Attrs conv_attrs(const Conv& g) {
+  return dtr::Attrs{{"stride", std::vector<std::int64_t>{g.stride, g.stride}},
+                    {"padding", std::vector<std::int64_t>{g.pad, g.pad}}};
+}
 
- private:
-  // One image's column matrix [c·k·k, oh·ow]. Row (channel, i, j), output row y reads input row
-  // y·stride - pad + i at columns x·stride - pad + j: zero before `first` and from `last` on.
+// The baseline's pieces: one image's column matrix [c·k·k, oh·ow] (im2col) and its adjoint (col2im).
+class Columns {
+ public:
+  explicit Columns(const Conv& g) : g_(g), columns_(size(g.c * g.k * g.k * g.oh() * g.ow())) {}
+
+  float* data() { return columns_.data(); }
+  bool pointwise() const { return g_.k == 1 && g_.stride == 1 && g_.pad == 0; }
+  int positions() const { return static_cast<int>(g_.oh() * g_.ow()); }
+  int patch() const { return static_cast<int>(g_.c * g_.k * g_.k); }
+
+  // Row (channel, i, j), output row y reads input row y·stride - pad + i at columns x·stride - pad + j: zero
+  // before `first` and from `last` on.
   void im2col(const float* image) {
     const std::int64_t oh = g_.oh();
     const std::int64_t ow = g_.ow();
@@ -197,10 +222,7 @@ class ConvProblem final : public Problem {
     for (std::int64_t channel = 0; channel < g_.c; ++channel) {
       for (std::int64_t i = 0; i < g_.k; ++i) {
         for (std::int64_t j = 0; j < g_.k; ++j) {
-          std::int64_t first = 0;
-          while (first < ow && first * g_.stride - g_.pad + j < 0) ++first;
-          std::int64_t last = ow;
-          while (last > first && (last - 1) * g_.stride - g_.pad + j >= g_.w) --last;
+          const auto [first, last] = run(j);
           for (std::int64_t y = 0; y < oh; ++y, col += ow) {
             const std::int64_t row = y * g_.stride - g_.pad + i;
             if (row < 0 || row >= g_.h) {
@@ -221,21 +243,119 @@ class ConvProblem final : public Problem {
     }
   }
 
+  // image = the sum of the column entries that read each of its cells.
+  void col2im(float* image) {
+    std::fill(image, image + g_.c * g_.h * g_.w, 0.0F);
+    const std::int64_t ow = g_.ow();
+    const float* col = columns_.data();
+    for (std::int64_t channel = 0; channel < g_.c; ++channel) {
+      for (std::int64_t i = 0; i < g_.k; ++i) {
+        for (std::int64_t j = 0; j < g_.k; ++j) {
+          const auto [first, last] = run(j);
+          for (std::int64_t y = 0; y < g_.oh(); ++y, col += ow) {
+            const std::int64_t row = y * g_.stride - g_.pad + i;
+            if (row < 0 || row >= g_.h) continue;
+            float* target = image + (channel * g_.h + row) * g_.w - g_.pad + j;
+            for (std::int64_t x = first; x < last; ++x) target[x * g_.stride] += col[x];
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  // The output columns [first, last) whose kernel column j lies inside the image.
+  std::pair<std::int64_t, std::int64_t> run(std::int64_t j) const {
+    std::int64_t first = 0;
+    while (first < g_.ow() && first * g_.stride - g_.pad + j < 0) ++first;
+    std::int64_t last = g_.ow();
+    while (last > first && (last - 1) * g_.stride - g_.pad + j >= g_.w) --last;
+    return {first, last};
+  }
+
+  const Conv g_;
+  std::vector<float> columns_;
+};
+
+// conv2d(x, weight): im2col and one GEMM per image.
+class ConvProblem final : public Problem {
+ public:
+  explicit ConvProblem(const Conv& g)
+      : Problem(dtr::ops::conv2d(), {dtr::TensorMeta{{g.n, g.c, g.h, g.w}}, dtr::TensorMeta{{g.o, g.c, g.k, g.k}}},
+                conv_attrs(g)),
+        g_(g),
+        columns_(g) {}
+
+ private:
   void baseline(const std::vector<std::vector<float>>& in, float* out) override {
-    const auto positions = static_cast<int>(g_.oh() * g_.ow());
-    const auto patch = static_cast<int>(g_.c * g_.k * g_.k);
-    const bool pointwise = g_.k == 1 && g_.stride == 1 && g_.pad == 0;
+    const int positions = columns_.positions();
+    const int patch = columns_.patch();
     for (std::int64_t image = 0; image < g_.n; ++image) {
       const float* x = in[0].data() + image * g_.c * g_.h * g_.w;
-      if (!pointwise) im2col(x);
+      if (!columns_.pointwise()) columns_.im2col(x);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g_.o), positions, patch, 1.0F,
-                  in[1].data(), patch, pointwise ? x : columns_.data(), positions, 0.0F,
+                  in[1].data(), patch, columns_.pointwise() ? x : columns_.data(), positions, 0.0F,
                   out + image * g_.o * positions, positions);
     }
   }
 
   const Conv g_;
-  std::vector<float> columns_;
+  Columns columns_;
+};
+
+// conv2d_backward_input(grad_out, weight): per image, the columns' gradient weightᵀ · grad_out (one GEMM),
+// folded back by col2im.
+class ConvBackwardInputProblem final : public Problem {
+ public:
+  explicit ConvBackwardInputProblem(const Conv& g)
+      : Problem(dtr::ops::conv2d_backward_input(),
+                {dtr::TensorMeta{{g.n, g.o, g.oh(), g.ow()}}, dtr::TensorMeta{{g.o, g.c, g.k, g.k}}},
+                conv_attrs(g).set("input_shape", std::vector<std::int64_t>{g.n, g.c, g.h, g.w})),
+        g_(g),
+        columns_(g) {}
+
+ private:
+  void baseline(const std::vector<std::vector<float>>& in, float* out) override {
+    const int positions = columns_.positions();
+    const int patch = columns_.patch();
+    for (std::int64_t image = 0; image < g_.n; ++image) {
+      float* dx = out + image * g_.c * g_.h * g_.w;
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, patch, positions, static_cast<int>(g_.o), 1.0F,
+                  in[1].data(), patch, in[0].data() + image * g_.o * positions, positions, 0.0F,
+                  columns_.pointwise() ? dx : columns_.data(), positions);
+      if (!columns_.pointwise()) columns_.col2im(dx);
+    }
+  }
+
+  const Conv g_;
+  Columns columns_;
+};
+
+// conv2d_backward_weight(grad_out, x): per image, im2col and grad_out · columnsᵀ added into the gradient.
+class ConvBackwardWeightProblem final : public Problem {
+ public:
+  explicit ConvBackwardWeightProblem(const Conv& g)
+      : Problem(dtr::ops::conv2d_backward_weight(),
+                {dtr::TensorMeta{{g.n, g.o, g.oh(), g.ow()}}, dtr::TensorMeta{{g.n, g.c, g.h, g.w}}},
+                conv_attrs(g).set("weight_shape", std::vector<std::int64_t>{g.o, g.c, g.k, g.k})),
+        g_(g),
+        columns_(g) {}
+
+ private:
+  void baseline(const std::vector<std::vector<float>>& in, float* out) override {
+    const int positions = columns_.positions();
+    const int patch = columns_.patch();
+    for (std::int64_t image = 0; image < g_.n; ++image) {
+      const float* x = in[1].data() + image * g_.c * g_.h * g_.w;
+      if (!columns_.pointwise()) columns_.im2col(x);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(g_.o), patch, positions, 1.0F,
+                  in[0].data() + image * g_.o * positions, positions, columns_.pointwise() ? x : columns_.data(),
+                  positions, image > 0 ? 1.0F : 0.0F, out, patch);
+    }
+  }
+
+  const Conv g_;
+  Columns columns_;
 };
 
 void BM_blas(benchmark::State& state, Problem* problem) {
@@ -299,6 +419,11 @@ void register_problem(const std::string& family, const std::string& name, std::u
 void register_benchmarks() {
   for (const Gemm& g : gemms()) register_problem("gemm", g.name(), std::make_unique<GemmProblem>(g));
   for (const Conv& g : convs()) register_problem("conv", g.name(), std::make_unique<ConvProblem>(g));
+  for (const Conv& g : resnet32_convs()) {
+    register_problem("conv", g.name(), std::make_unique<ConvProblem>(g));
+    register_problem("conv_bwd_input", g.name(), std::make_unique<ConvBackwardInputProblem>(g));
+    register_problem("conv_bwd_weight", g.name(), std::make_unique<ConvBackwardWeightProblem>(g));
+  }
 }
 
 // One table per family: GFLOP/s of each way (separate benchmarks) and the paired time ratios.
@@ -324,6 +449,9 @@ void print_table(const dtr::bench::MedianReporter& report, const std::string& fa
 void print_tables(const dtr::bench::MedianReporter& report) {
   print_table(report, "gemm", "GEMM m x k x n", gemms());
   print_table(report, "conv", "conv2d NxCxHxW_O k s p", convs());
+  print_table(report, "conv", "ResNet-32 conv2d NxCxHxW_O k s p", resnet32_convs());
+  print_table(report, "conv_bwd_input", "ResNet-32 conv2d_backward_input NxCxHxW_O k s p", resnet32_convs());
+  print_table(report, "conv_bwd_weight", "ResNet-32 conv2d_backward_weight NxCxHxW_O k s p", resnet32_convs());
 }
 
 }  // namespace

@@ -8,8 +8,10 @@ packages=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev
+  libdnnl-dev ocl-icd-opencl-dev  # oneDNN; its CMake package needs OpenCL (its GPU runtime), only recommended
   zlib1g-dev
   gnuplot-nox
+  dataset-fashion-mnist  # the data dtr-train trains on (/usr/share/datasets/fashion-mnist)
 )
 
 missing=()

@@ -1,5 +1,7 @@
-// Convolution and pooling (kernels/conv.cpp, kernels/pool.cpp): known values on small hand-computed cases,
-// conv2d and its backward ops against a direct convolution in double on random shapes, and the shape errors.
+// Convolution and pooling (kernels/dense/conv.cpp, conv_onednn.cpp, pool.cpp): known values on small
+// hand-computed cases, conv2d and its backward ops against a direct convolution in double on random shapes,
+// float32 (oneDNN) bitwise repeatable and within float32's precision of float64 (im2col) on many geometries,
+// the primitive cache, and the errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,10 +9,12 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "dtr/check.h"
 #include "dtr/ops.h"
+#include "kernels/dense/conv_onednn.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -302,6 +306,168 @@ TEST(Conv2d, ARecomputationGivesTheSameBits) {
         run_as<float>(ops::conv2d_backward_weight(), {{y_shape, g}, {x_shape, x}}, weight_attrs)};
   };
   EXPECT_EQ(compute(), compute());  // bit-exact: the doubles hold float32 values
+}
+
+// ---- float32 through oneDNN: the same bits on every call, agreement with float64, the primitive cache -------
+
+// A geometry of the three ops: input, weight and attributes (the output shape is the shape rule's).
+struct Geometry {
+  const char* name;
+  Shape x, w;
+  Ints stride, padding, dilation;
+  std::int64_t groups;
+  bool bias;
+  Attrs attrs() const { return conv_attrs(stride, padding, groups, dilation); }
+  Shape y() const { return ops::conv2d().infer(std::vector<TensorMeta>{{x}, {w}}, attrs())[0].shape; }
+};
+
+const std::vector<Geometry>& geometries() {
+  static const std::vector<Geometry> all = {
+      // Through oneDNN: a 1x1 kernel, or a spatial kernel over at least 8 channels in and out per group.
+      {"3x3 padded, bias", {2, 8, 17, 19}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
+      {"stride 2, groups 2", {2, 16, 17, 19}, {32, 8, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 2, false},
+      {"dilation 2, padding 2", {3, 8, 11, 13}, {8, 8, 3, 3}, {1, 1}, {2, 2}, {2, 2}, 1, false},
+      {"1x5, stride [1, 2], padding [0, 2], bias", {2, 8, 6, 15}, {12, 8, 1, 5}, {1, 2}, {0, 2}, {1, 1}, 1, true},
+      {"batch 1, 9 to 12 channels, bias", {1, 9, 9, 7}, {12, 9, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
+      {"1x1", {4, 16, 7, 7}, {32, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false},
+      {"1x1 stride 2, bias", {4, 16, 14, 14}, {32, 16, 1, 1}, {2, 2}, {0, 0}, {1, 1}, 1, true},
+      {"1x1 with groups and few channels", {2, 6, 5, 5}, {9, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 3, false},
+      {"padding past the kernel", {1, 2, 1, 1}, {3, 2, 1, 1}, {1, 1}, {2, 2}, {1, 1}, 1, false},
+      {"ResNet-32 stage 1, batch 128", {128, 16, 28, 28}, {16, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false},
+      {"ResNet-32 into stage 3, batch 128", {128, 32, 14, 14}, {64, 32, 3, 3}, {2, 2}, {1, 1}, {1, 1}, 1, false},
+      // Through im2col: a spatial kernel over fewer channels.
+      {"depthwise, bias", {2, 8, 10, 10}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 8, true},
+      {"3 to 5 channels, stride [2, 1]", {2, 3, 9, 7}, {5, 3, 3, 3}, {2, 1}, {1, 1}, {1, 1}, 1, true},
+      {"ResNet-32's stem, batch 128", {128, 1, 28, 28}, {16, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false},
+  };
+  return all;
+}
+
+// conv2d (with the bias when the geometry has one), conv2d_backward_input, conv2d_backward_weight on random
+// values (exact in float32): the op, its inputs and its attributes.
+struct Call {
+  const OpDef& op;
+  std::vector<std::pair<Shape, std::vector<double>>> inputs;
+  Attrs attrs;
+};
+
+std::vector<Call> three_calls(const Geometry& geo, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto x = random_values(rng, TensorMeta{geo.x}.numel());
+  const auto w = random_values(rng, TensorMeta{geo.w}.numel());
+  const auto g = random_values(rng, TensorMeta{geo.y()}.numel());
+  std::vector<Call> calls{{ops::conv2d(), {{geo.x, x}, {geo.w, w}}, geo.attrs()},
+                          {ops::conv2d_backward_input(), {{geo.y(), g}, {geo.w, w}}, geo.attrs()},
+                          {ops::conv2d_backward_weight(), {{geo.y(), g}, {geo.x, x}}, geo.attrs()}};
+  if (geo.bias) calls[0].inputs.emplace_back(Shape{geo.w[0]}, random_values(rng, geo.w[0]));
+  calls[1].attrs.set("input_shape", Ints(geo.x.begin(), geo.x.end()));
+  calls[2].attrs.set("weight_shape", Ints(geo.w.begin(), geo.w.end()));
+  return calls;
+}
+
+// The three in dtype T, each through a runtime of its own.
+template <typename T>
+std::vector<std::vector<double>> three_ops(const Geometry& geo, std::uint64_t seed) {
+  std::vector<std::vector<double>> out;
+  for (const Call& c : three_calls(geo, seed)) out.push_back(run_as<T>(c.op, c.inputs, c.attrs));
+  return out;
+}
+
+// The three in float32 through their CPU kernels called directly, with no workspace (the kernels' own buffers).
+std::vector<std::vector<double>> three_kernels(const Geometry& geo, std::uint64_t seed) {
+  std::vector<std::vector<double>> out;
+  for (const Call& c : three_calls(geo, seed)) {
+    std::vector<TensorMeta> metas;
+    std::vector<std::vector<float>> values;
+    std::vector<const void*> pointers;
+    for (const auto& [shape, v] : c.inputs) {
+      metas.push_back(TensorMeta{shape});
+      values.emplace_back(v.begin(), v.end());
+    }
+    for (const auto& v : values) pointers.push_back(v.data());
+    const TensorMetas out_meta = c.op.infer(metas, c.attrs);
+    std::vector<float> result(static_cast<std::size_t>(out_meta[0].numel()), -7.0F);
+    void* outputs[] = {result.data()};
+    c.op.cpu_kernel(KernelArgs{metas, pointers, out_meta, outputs, c.attrs});
+    out.emplace_back(result.begin(), result.end());
+  }
+  return out;
+}
+
+TEST(Conv2d, Float32RepeatsItsBitsAndAgreesWithFloat64OnEveryGeometry) {
+  for (std::size_t i = 0; i < geometries().size(); ++i) {
+    const Geometry& geo = geometries()[i];
+    SCOPED_TRACE(geo.name);
+    // A recomputation must reproduce the first run bit for bit: twice through runtimes (other buffers, other
+    // alignments), once through the kernels with no workspace. The doubles hold float32 values.
+    const auto first = three_ops<float>(geo, i);
+    EXPECT_EQ(three_ops<float>(geo, i), first);
+    EXPECT_EQ(three_kernels(geo, i), first);
+    // float64 takes im2col + GEMM: float32 must agree with it to float32's precision, which scales with the
+    // number of products each output sums (the values are in [-1, 1]).
+    const auto reference = three_ops<double>(geo, i);
+    const Shape y = geo.y();
+    const double terms[] = {static_cast<double>(geo.w[1] * geo.w[2] * geo.w[3] + 1),
+                            static_cast<double>(geo.w[0] / geo.groups * geo.w[2] * geo.w[3]),
+                            static_cast<double>(y[0] * y[2] * y[3])};
+    for (std::size_t op = 0; op < 3; ++op) {
+      ASSERT_EQ(first[op].size(), reference[op].size());
+      double worst = 0;
+      for (std::size_t e = 0; e < first[op].size(); ++e) {
+        worst = std::max(worst, std::abs(first[op][e] - reference[op][e]));
+      }
+      EXPECT_LE(worst, 4e-7 * std::sqrt(terms[op]) * (1.0 + std::sqrt(terms[op]))) << "op " << op;
+    }
+  }
+}
+
+TEST(Conv2d, PrimitivesAreBuiltOncePerOpAndGeometry) {
+  const Geometry geo{"unique to this test", {3, 8, 13, 11}, {16, 8, 2, 3}, {1, 2}, {1, 0}, {2, 1}, 1, false};
+  const std::size_t before = kernels::onednn_conv_cache_size();
+  const auto first = three_ops<float>(geo, 1);
+  EXPECT_EQ(kernels::onednn_conv_cache_size(), before + 3);
+  EXPECT_EQ(three_ops<float>(geo, 1), first);
+  EXPECT_EQ(kernels::onednn_conv_cache_size(), before + 3);
+  Geometry biased = geo;  // with a bias, the forward is another primitive
+  biased.bias = true;
+  three_ops<float>(biased, 1);
+  EXPECT_EQ(kernels::onednn_conv_cache_size(), before + 4);
+  // float64, and a spatial kernel over fewer than 8 channels, take the im2col path: no primitive.
+  three_ops<double>(geometries()[0], 2);
+  three_ops<float>(Geometry{"few", {3, 4, 13, 11}, {16, 4, 2, 3}, {1, 2}, {1, 0}, {2, 1}, 1, false}, 3);
+  EXPECT_EQ(kernels::onednn_conv_cache_size(), before + 4);
+}
+
+TEST(Conv2d, ThreadsShareThePrimitivesAndGetTheSameBits) {
+  // Several runtimes on several threads, each building or finding the same primitives at once.
+  const Geometry& geo = geometries()[1];
+  const auto reference = three_ops<float>(geo, 3);
+  std::vector<std::vector<std::vector<double>>> results(4);
+  std::vector<std::thread> threads;
+  for (auto& result : results) {
+    threads.emplace_back([&] {
+      for (int repeat = 0; repeat < 3; ++repeat) result = three_ops<float>(geo, 3);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const auto& result : results) EXPECT_EQ(result, reference);
+}
+
+TEST(Conv2d, AOneDnnFailureIsADeviceErrorNamingTheOpAndTheShapes) {
+  const std::vector<TensorMeta> metas{TensorMeta{{2, 16, 9, 10}}, TensorMeta{{2, 8, 17, 19}}};
+  Attrs attrs = conv_attrs({2, 2}, {1, 1}, 2);
+  attrs.set("weight_shape", Ints{16, 4, 3, 3});
+  const kernels::ConvGeometry g = kernels::conv2d_backward_weight_geometry(metas, attrs);
+  try {
+    kernels::throw_onednn_conv_error(kernels::ConvOp::backward_weight, metas, g, "could not create a primitive", 3);
+  } catch (const DeviceError& e) {
+    const std::string_view message = e.what();
+    for (const std::string_view part : {"op 'conv2d_backward_weight'", "oneDNN", "could not create a primitive",
+                                        "status 3", "[2, 16, 9, 10] and [2, 8, 17, 19]", "stride [2, 2]",
+                                        "padding [1, 1]", "groups 2"}) {
+      EXPECT_NE(message.find(part), std::string_view::npos) << message;
+    }
+  }
 }
 
 // ---- conv2d errors ----------------------------------------------------------------------------------------

@@ -1,14 +1,18 @@
-// 2-d convolution with stride, padding, dilation and groups, and its two backward ops, on the CPU: im2col of
-// each image and group, then one OpenBLAS GEMM (kernels/gemm.h). The backward of the input scatters the
-// columns back (col2im) in one fixed order, so overlapping windows accumulate the same bits on every run.
+// 2-d convolution with stride, padding, dilation and groups, and its two backward ops, on the CPU. float32 runs
+// through oneDNN's convolution primitives (kernels/dense/conv_onednn.h). float64, which oneDNN does not
+// convolve, empty tensors and a spatial kernel over few channels (onednn_conv_applies) take im2col of each
+// image and group, then one OpenBLAS GEMM (kernels/gemm.h); the backward of the input scatters the columns
+// back (col2im) in one fixed order, so overlapping windows accumulate the same bits on every run.
 #include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dtr/ops.h"
 #include "kernels/define_op.h"
+#include "kernels/dense/conv_onednn.h"
 #include "kernels/dense/gemm.h"
 #include "kernels/dense/window_geometry.h"
 #include "kernels/op_checks.h"
@@ -111,6 +115,18 @@ T* column_scratch(const KernelArgs& args, const kernels::ConvGeometry& g, std::v
   return fallback.data();
 }
 
+// True when the call ran through oneDNN (float32 and a geometry onednn_conv_applies to): nothing more to do.
+template <typename T>
+bool ran_onednn(kernels::ConvOp op, const kernels::ConvGeometry& g, const KernelArgs& args) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (kernels::onednn_conv_applies(g)) {
+      kernels::onednn_conv(op, g, args);
+      return true;
+    }
+  }
+  return false;
+}
+
 // ---- conv2d ---------------------------------------------------------------------------------------------
 
 TensorMetas infer_conv2d(std::span<const TensorMeta> inputs, const Attrs& attrs) {
@@ -125,6 +141,7 @@ TensorMetas infer_conv2d(std::span<const TensorMeta> inputs, const Attrs& attrs)
 template <typename T>
 void conv2d_cpu(T /*zero*/, const KernelArgs& args) {
   const kernels::ConvGeometry g = kernels::conv2d_geometry(args.input_meta, args.attrs);
+  if (ran_onednn<T>(kernels::ConvOp::forward, g, args)) return;
   const T* x = args.input<T>(0);
   const T* weight = args.input<T>(1);
   T* y = args.output<T>(0);
@@ -171,6 +188,7 @@ TensorMetas infer_conv2d_backward_input(std::span<const TensorMeta> inputs, cons
 template <typename T>
 void conv2d_backward_input_cpu(T /*zero*/, const KernelArgs& args) {
   const kernels::ConvGeometry g = kernels::conv2d_backward_input_geometry(args.input_meta, args.attrs);
+  if (ran_onednn<T>(kernels::ConvOp::backward_input, g, args)) return;
   const T* grad = args.input<T>(0);
   const T* weight = args.input<T>(1);
   T* dx = args.output<T>(0);
@@ -207,6 +225,7 @@ TensorMetas infer_conv2d_backward_weight(std::span<const TensorMeta> inputs, con
 template <typename T>
 void conv2d_backward_weight_cpu(T /*zero*/, const KernelArgs& args) {
   const kernels::ConvGeometry g = kernels::conv2d_backward_weight_geometry(args.input_meta, args.attrs);
+  if (ran_onednn<T>(kernels::ConvOp::backward_weight, g, args)) return;
   const T* grad = args.input<T>(0);
   const T* x = args.input<T>(1);
   T* dw = args.output<T>(0);
