@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtr builds with, when any is missing. Idempotent: does nothing when all are
-# there. The CUDA toolkit is optional (DTR_WITH_CUDA=AUTO): it is used when found, never installed here.
+# there; --bench adds PyTorch for bench/torch/. The CUDA toolkit is optional (DTR_WITH_CUDA=AUTO): it is used
+# when found, never installed here.
 set -euo pipefail
 
 packages=(
@@ -13,6 +14,13 @@ packages=(
   gnuplot-nox
   dataset-fashion-mnist  # the data dtr-train trains on (/usr/share/datasets/fashion-mnist)
 )
+# --bench: also what the PyTorch anchors in bench/torch/ run with (never needed by the build or the tests).
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch libopenblas0-pthread)  # without the pthread OpenBLAS, torch's BLAS is 40x slower
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/setup.sh [--bench]" >&2
+  exit 2
+fi
 
 missing=()
 for package in "${packages[@]}"; do

@@ -14,7 +14,9 @@ case "$mode" in
     ;;
   asan)
     build_dir="$root/build/asan"
-    options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTR_SANITIZE=address,undefined -DDTR_BUILD_BENCHMARKS=OFF)
+    # -O1 and line tables only (-g1): the reports keep their file:line stacks, and the build takes half the time.
+    options=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+             -DDTR_SANITIZE=address,undefined -DDTR_BUILD_BENCHMARKS=OFF)
     # The CUDA driver maps memory where ASan keeps its shadow gap; without a GPU this changes nothing.
     export ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"

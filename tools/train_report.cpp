@@ -88,9 +88,11 @@ void print_compare_table(const std::vector<train::RowResult>& rows, const std::s
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const train::RowResult& row : rows) {
     if (!row.completed) {
-      std::printf("| %s | %s | %s | %s | | | | | | | stopped after %zu steps: %.80s | |\n", row.strategy.name.c_str(),
+      // The table names the kind of failure ("out of memory", "thrashing"); the whole message follows it.
+      const std::string kind = row.failure.substr(0, row.failure.find(':'));
+      std::printf("| %s | %s | %s | %s | | | | | | | stopped after %zu steps: %s | |\n", row.strategy.name.c_str(),
                   budget_text(row).c_str(), format_bytes(row.stats.peak_reserved_bytes).c_str(),
-                  format_bytes(row.stats.peak_resident_bytes).c_str(), row.losses.size(), row.failure.c_str());
+                  format_bytes(row.stats.peak_resident_bytes).c_str(), row.losses.size(), kind.c_str());
       continue;
     }
     std::printf("| %s | %s | %s | %s | %llu | %llu | %.1f%% | %.2f%% | %.3f s | %.2fx | %.6f | %s |\n",
@@ -101,6 +103,9 @@ void print_compare_table(const std::vector<train::RowResult>& rows, const std::s
                 100 * row.search_share(), row.median_step_seconds(), slowdown(row, rows.front()),
                 row.losses.empty() ? 0.0 : static_cast<double>(row.losses.back()),
                 row.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * row.test_accuracy).c_str() : "-");
+  }
+  for (const train::RowResult& row : rows) {
+    if (!row.completed) std::printf("\n%s stopped: %s\n", row.strategy.name.c_str(), row.failure.c_str());
   }
   std::printf("\n%s\n", train::losses_agree(rows)
                             ? "Losses: bitwise equal in every completed row, at every step."

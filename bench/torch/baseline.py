@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/torch/baseline.py [--model resnet] [--model-json '{"depth": 32, "width": 16}']
         [--batch 128] [--steps 5] [--checkpoint-segments 0] [--threads 2]
 
-Debian's python3-torch 1.13 (apt install python3-torch libopenblas0-pthread; run it with /usr/bin/python3). The
+Debian's python3-torch 1.13 (scripts/setup.sh --bench installs it with libopenblas0-pthread; run it with /usr/bin/python3). The
 model is dtr's zoo architecture built in torch.nn (bench/torch/zoo.py), trained with momentum SGD on random
 Fashion-MNIST-shaped batches. Prints one JSON object:
   step_s           median wall time of a training step (forward, backward, optimizer), after one warm-up step

@@ -104,6 +104,19 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
   EXPECT_EQ(out["rows"].size(), 5U);
 }
 
+// A row whose budget is too small stops: the table names why in a word, the whole error follows the table,
+// and the other rows' losses are still compared.
+TEST_F(DtrTrainCli, CompareReportsARowThatStoppedAndWhy) {
+  // An MLP at batch 64 is mostly parameters: 30% of its peak cannot hold them.
+  const Outcome r = train(" --data synthetic --model mlp --batch 64 --compare --steps 2");
+  ASSERT_EQ(exit_code(r), 0) << r.output;
+  EXPECT_NE(r.output.find("| DTR at 30% |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopped after 0 steps: out of memory |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("DTR at 30% stopped: out of memory: dtr: out of memory running op '"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("Losses: bitwise equal in every completed row"), std::string::npos) << r.output;
+}
+
 TEST_F(DtrTrainCli, TheTraceReplaysInDtrSim) {
   const Outcome r = train(kSmall + " --steps 2 --trace " + path("run.log"));
   ASSERT_EQ(exit_code(r), 0) << r.output;
