@@ -83,7 +83,11 @@ double RowResult::median_step_seconds() const {
   return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
-double RowResult::extra_compute() const {
+double RowResult::extra_compute(const RowResult& unbudgeted) const {
+  if (strategy.checkpoint_segments >= 0) {
+    const double base = unbudgeted.stats.base_compute;
+    return base > 0 ? std::max(0.0, (stats.base_compute + stats.remat_compute - base) / base) : 0;
+  }
   return stats.base_compute > 0 ? stats.remat_compute / stats.base_compute : 0;
 }
 

@@ -33,9 +33,10 @@ struct RowResult {
   std::uint64_t parameters_hash = 0;  // FNV-1a of the final parameters' and buffers' bits
 
   double median_step_seconds() const;
-  // Recomputation over the steps' own compute (RuntimeStats: remat / base), and search time over the steps'
-  // wall time.
-  double extra_compute() const;
+  // Recomputation over the unbudgeted row's compute, in the cost model's unit: a DTR row's rematerializations
+  // (RuntimeStats: remat / base), a static checkpointing row's reruns of its segments (which are ops of their
+  // own, so its base compute past the unbudgeted row's). Search time over the steps' wall time.
+  double extra_compute(const RowResult& unbudgeted) const;
   double search_share() const;
 };
 
