@@ -148,7 +148,10 @@ TEST_P(TorchReference, TwentyStepsGiveTheLossCurveAndParametersOfPyTorch) {
                            ", \"lr\": " + std::to_string(c.lr) + ", \"label_smoothing\": " +
                            std::to_string(kLabelSmoothing) + ", \"clip_norm\": " + std::to_string(c.clip_norm) +
                            ", " + optimizer_json(c) + "}";
-  const std::string script = std::string(DTR_SOURCE_DIR) + "/bench/torch/reference.py";
+  // Relative to the checkout's root, where ctest runs this test.
+  const std::string script = "bench/torch/reference.py";
+  ASSERT_TRUE(fs::exists(script)) << script << " not found from " << fs::current_path()
+                                  << ": run the test from the checkout's root (ctest does)";
   const dtr::test::Outcome run =
       dtr::test::run_command(std::string(kPython) + " " + dtr::test::shell_quote(script) + " " + c.name + " " +
                              dtr::test::shell_quote(spec) + " " + dtr::test::shell_quote(in.string()) + " " +
