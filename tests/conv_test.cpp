@@ -1,6 +1,5 @@
-// Convolution and pooling (kernels/dense/conv.cpp, conv_onednn.cpp, pool.cpp): known values on small
-// hand-computed cases, conv2d and its backward ops against a direct convolution in double on random shapes,
-// float32 (oneDNN) bitwise repeatable and within float32's precision of float64 (im2col) on many geometries,
+// Convolution (kernels/dense/conv.cpp, conv_onednn.cpp): known values on small hand-computed cases, conv2d
+// and its backward ops against a direct convolution in double on random shapes, float32 (oneDNN) bitwise repeatable and within float32's precision of float64 (im2col) on many geometries,
 // the primitive cache, and the errors.
 #include <gtest/gtest.h>
 
@@ -15,52 +14,11 @@
 #include "dtr/check.h"
 #include "dtr/ops.h"
 #include "kernels/dense/conv_onednn.h"
+#include "dense_op_test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
 namespace {
-
-using Ints = std::vector<std::int64_t>;
-
-struct Input {
-  Shape shape;
-  std::vector<float> values;
-};
-
-// Runs `op` through a runtime on float32 inputs and returns its (one) output's shape and values.
-struct Output {
-  Shape shape;
-  std::vector<float> values;
-};
-
-Output run(const OpDef& op, const std::vector<Input>& inputs, const Attrs& attrs = {}) {
-  Runtime rt(deterministic_config());
-  std::vector<Tensor> tensors;
-  for (const Input& in : inputs) tensors.push_back(rt.constant(TensorMeta{in.shape}, in.values));
-  const Tensor out = rt.call1(op, tensors, attrs);
-  return {out.shape(), out.to_host()};
-}
-
-std::vector<float> iota(std::int64_t count, float first = 1.0F) {
-  std::vector<float> v(static_cast<std::size_t>(count));
-  for (auto& x : v) x = first++;
-  return v;
-}
-
-// Expects op.infer on `shapes` to throw an `E` whose message contains every one of `parts`.
-template <typename E = ShapeError>
-void expect_error(const OpDef& op, const std::vector<Shape>& shapes, const Attrs& attrs,
-                  std::initializer_list<std::string_view> parts, DType dtype = DType::float32) {
-  std::vector<TensorMeta> metas;
-  for (const Shape& s : shapes) metas.push_back(TensorMeta{s, dtype});
-  try {
-    op.infer(metas, attrs);
-    ADD_FAILURE() << op.name << ": nothing was thrown";
-  } catch (const E& e) {
-    const std::string_view message = e.what();
-    for (const std::string_view part : parts) EXPECT_NE(message.find(part), std::string_view::npos) << message;
-  }
-}
 
 Attrs conv_attrs(Ints stride, Ints padding, std::int64_t groups = 1, Ints dilation = {1, 1}) {
   return Attrs{{"stride", stride}, {"padding", padding}, {"groups", groups}, {"dilation", dilation}};
@@ -527,111 +485,6 @@ TEST(Conv2d, TheRuntimeRejectsABadCallBeforeRunningIt) {
   EXPECT_THROW(rt.call1(ops::conv2d(), {x, w}), ShapeError);
   // Padded by 1, every 3x3 window holds the whole input.
   EXPECT_EQ(rt.call1(ops::conv2d(), {x, w}, conv_attrs({1, 1}, {1, 1})).to_host(), (std::vector<float>(4, 10.0F)));
-}
-
-// ---- max_pool2d -------------------------------------------------------------------------------------------
-
-TEST(MaxPool2d, TiesGoToTheFirstMaximumInRowMajorOrder) {
-  const Input x{{1, 1, 4, 4}, {1, 2, 5, 5, 3, 4, 5, 1, 0, 0, -1, -2, 0, 0, -3, -4}};
-  const Attrs attrs{{"kernel", Ints{2, 2}}};  // stride defaults to the kernel
-  const Output y = run(ops::max_pool2d(), {x}, attrs);
-  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
-  EXPECT_EQ(y.values, (std::vector<float>{4, 5, 0, -1}));
-  const Output dx = run(ops::max_pool2d_backward(), {Input{{1, 1, 2, 2}, {1, 2, 3, 4}}, x}, attrs);
-  EXPECT_EQ(dx.shape, x.shape);
-  // The 5 at (0, 2) is the first of three; the 0 at (2, 0) the first of four.
-  EXPECT_EQ(dx.values, (std::vector<float>{0, 0, 2, 0, 0, 1, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0}));
-  EXPECT_EQ(ops::max_pool2d().flops(std::vector<TensorMeta>{TensorMeta{x.shape}}, attrs), 16.0);
-}
-
-TEST(MaxPool2d, PaddingNeverWins) {
-  const Input x{{1, 1, 3, 3}, iota(9, -9.0F)};  // -9 .. -1: a zero pad would beat every cell
-  const Attrs attrs{{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
-  const Output y = run(ops::max_pool2d(), {x}, attrs);
-  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
-  EXPECT_EQ(y.values, (std::vector<float>{-9, -7, -3, -1}));
-  const Output dx = run(ops::max_pool2d_backward(), {Input{{1, 1, 2, 2}, {1, 2, 3, 4}}, x}, attrs);
-  EXPECT_EQ(dx.values, (std::vector<float>{1, 0, 2, 0, 0, 0, 3, 0, 4}));
-}
-
-TEST(MaxPool2d, OverlappingWindowsAddTheirGradients) {
-  const Attrs attrs{{"kernel", Ints{1, 2}}, {"stride", Ints{1, 1}}};
-  const Input grad{{1, 1, 1, 2}, {1, 10}};
-  // [2, 2, 1]: the first window's tie goes to cell 0; [1, 5, 2]: both windows pick cell 1.
-  EXPECT_EQ(run(ops::max_pool2d_backward(), {grad, Input{{1, 1, 1, 3}, {2, 2, 1}}}, attrs).values,
-            (std::vector<float>{1, 10, 0}));
-  EXPECT_EQ(run(ops::max_pool2d_backward(), {grad, Input{{1, 1, 1, 3}, {1, 5, 2}}}, attrs).values,
-            (std::vector<float>{0, 11, 0}));
-}
-
-TEST(MaxPool2d, NaNPropagates) {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const Output y = run(ops::max_pool2d(), {Input{{1, 1, 1, 4}, {1, nan, 3, 4}}}, Attrs{{"kernel", Ints{1, 2}}});
-  EXPECT_TRUE(std::isnan(y.values[0]));
-  EXPECT_EQ(y.values[1], 4.0F);
-  const Output z = run(ops::max_pool2d(), {Input{{1, 1, 1, 2}, {nan, 5}}}, Attrs{{"kernel", Ints{1, 2}}});
-  EXPECT_TRUE(std::isnan(z.values[0]));
-}
-
-TEST(MaxPool2d, PoolsEveryPlaneOnItsOwn) {
-  const Input x{{2, 2, 1, 2}, {1, 2, 4, 3, -1, -2, 0, 7}};
-  const Output y = run(ops::max_pool2d(), {x}, Attrs{{"kernel", Ints{1, 2}}});
-  EXPECT_EQ(y.shape, (Shape{2, 2, 1, 1}));
-  EXPECT_EQ(y.values, (std::vector<float>{2, 4, -1, 7}));
-}
-
-// ---- avg_pool2d -------------------------------------------------------------------------------------------
-
-TEST(AvgPool2d, DividesByTheWholeWindowIncludingPadding) {
-  const Attrs attrs{{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
-  const Output y = run(ops::avg_pool2d(), {kImage}, attrs);
-  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
-  EXPECT_EQ(y.values, (std::vector<float>{0.25F, 1.25F, 2.75F, 7.0F}));
-  Attrs backward = attrs;
-  backward.set("input_shape", Ints{1, 1, 3, 3});
-  const Output dx = run(ops::avg_pool2d_backward(), {Input{{1, 1, 2, 2}, {4, 8, 12, 16}}}, backward);
-  EXPECT_EQ(dx.shape, kImage.shape);
-  EXPECT_EQ(dx.values, (std::vector<float>{1, 2, 2, 3, 4, 4, 3, 4, 4}));
-  EXPECT_EQ(ops::avg_pool2d_backward().flops(std::vector<TensorMeta>{TensorMeta{{1, 1, 2, 2}}}, backward), 16.0);
-}
-
-TEST(AvgPool2d, OverlappingWindowsAddTheirGradients) {
-  const Attrs attrs{{"kernel", Ints{1, 2}}, {"stride", Ints{1, 1}}};
-  EXPECT_EQ(run(ops::avg_pool2d(), {Input{{1, 1, 1, 3}, {1, 2, 3}}}, attrs).values, (std::vector<float>{1.5F, 2.5F}));
-  Attrs backward = attrs;
-  backward.set("input_shape", Ints{1, 1, 1, 3});
-  EXPECT_EQ(run(ops::avg_pool2d_backward(), {Input{{1, 1, 1, 2}, {2, 4}}}, backward).values,
-            (std::vector<float>{1, 3, 2}));
-}
-
-// ---- pooling errors ---------------------------------------------------------------------------------------
-
-TEST(Pool2d, ShapeErrorsNameTheOpAndTheShapes) {
-  for (const OpDef* op : {&ops::max_pool2d(), &ops::avg_pool2d()}) {
-    SCOPED_TRACE(op->name);
-    const std::string name = "op '" + op->name + "'";
-    const Shape x{1, 2, 4, 4};
-    expect_error(*op, {{2, 4, 4}}, {{"kernel", Ints{2, 2}}}, {name, "[N, C, H, W]", "[2, 4, 4]"});
-    expect_error(*op, {x}, {{"kernel", Ints{0, 2}}}, {name, "at least 1x1"});
-    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 0}}}, {name, "positive stride"});
-    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"padding", Ints{2, 0}}}, {name, "bad padding [2, 0]", "half"});
-    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"padding", Ints{-1, 0}}}, {name, "bad padding [-1, 0]"});
-    expect_error(*op, {x}, {{"kernel", Ints{5, 2}}}, {name, "output would be empty", "[1, 2, 4, 4]"});
-    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}}, {name, "int64"}, DType::int64);
-    expect_error<InvalidArgument>(*op, {x}, {}, {"'kernel'", "missing"});
-    expect_error<InvalidArgument>(*op, {x}, {{"kernel", Ints{2}}}, {name, "'kernel'", "2 ints"});
-  }
-  const Attrs attrs{{"kernel", Ints{2, 2}}};
-  expect_error(ops::max_pool2d_backward(), {{1, 1, 2, 1}, {1, 1, 4, 4}}, attrs,
-               {"op 'max_pool2d_backward'", "output shape [1, 1, 2, 2]", "[1, 1, 2, 1] and [1, 1, 4, 4]"});
-  Attrs backward = attrs;
-  backward.set("input_shape", Ints{1, 1, 4, 4});
-  expect_error(ops::avg_pool2d_backward(), {{1, 1, 3, 3}}, backward,
-               {"op 'avg_pool2d_backward'", "output shape [1, 1, 2, 2]"});
-  expect_error<InvalidArgument>(ops::avg_pool2d_backward(), {{1, 1, 2, 2}}, attrs, {"'input_shape'"});
-  backward.set("input_shape", Ints{1, 1, -4, 4});
-  expect_error(ops::avg_pool2d_backward(), {{1, 1, 2, 2}}, backward,
-               {"op 'avg_pool2d_backward'", "negative input dimension [1, 1, -4, 4]"});
 }
 
 }  // namespace

@@ -1,0 +1,122 @@
+// Pooling (kernels/dense/pool.cpp): max_pool2d and avg_pool2d on small hand-computed cases, their backward
+// ops, and the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "dense_op_test_helpers.h"
+
+namespace dtr::test {
+namespace {
+
+const Input kImage{{1, 1, 3, 3}, iota(9)};  // [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+
+// ---- max_pool2d -------------------------------------------------------------------------------------------
+
+TEST(MaxPool2d, TiesGoToTheFirstMaximumInRowMajorOrder) {
+  const Input x{{1, 1, 4, 4}, {1, 2, 5, 5, 3, 4, 5, 1, 0, 0, -1, -2, 0, 0, -3, -4}};
+  const Attrs attrs{{"kernel", Ints{2, 2}}};  // stride defaults to the kernel
+  const Output y = run(ops::max_pool2d(), {x}, attrs);
+  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(y.values, (std::vector<float>{4, 5, 0, -1}));
+  const Output dx = run(ops::max_pool2d_backward(), {Input{{1, 1, 2, 2}, {1, 2, 3, 4}}, x}, attrs);
+  EXPECT_EQ(dx.shape, x.shape);
+  // The 5 at (0, 2) is the first of three; the 0 at (2, 0) the first of four.
+  EXPECT_EQ(dx.values, (std::vector<float>{0, 0, 2, 0, 0, 1, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(ops::max_pool2d().flops(std::vector<TensorMeta>{TensorMeta{x.shape}}, attrs), 16.0);
+}
+
+TEST(MaxPool2d, PaddingNeverWins) {
+  const Input x{{1, 1, 3, 3}, iota(9, -9.0F)};  // -9 .. -1: a zero pad would beat every cell
+  const Attrs attrs{{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
+  const Output y = run(ops::max_pool2d(), {x}, attrs);
+  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(y.values, (std::vector<float>{-9, -7, -3, -1}));
+  const Output dx = run(ops::max_pool2d_backward(), {Input{{1, 1, 2, 2}, {1, 2, 3, 4}}, x}, attrs);
+  EXPECT_EQ(dx.values, (std::vector<float>{1, 0, 2, 0, 0, 0, 3, 0, 4}));
+}
+
+TEST(MaxPool2d, OverlappingWindowsAddTheirGradients) {
+  const Attrs attrs{{"kernel", Ints{1, 2}}, {"stride", Ints{1, 1}}};
+  const Input grad{{1, 1, 1, 2}, {1, 10}};
+  // [2, 2, 1]: the first window's tie goes to cell 0; [1, 5, 2]: both windows pick cell 1.
+  EXPECT_EQ(run(ops::max_pool2d_backward(), {grad, Input{{1, 1, 1, 3}, {2, 2, 1}}}, attrs).values,
+            (std::vector<float>{1, 10, 0}));
+  EXPECT_EQ(run(ops::max_pool2d_backward(), {grad, Input{{1, 1, 1, 3}, {1, 5, 2}}}, attrs).values,
+            (std::vector<float>{0, 11, 0}));
+}
+
+TEST(MaxPool2d, NaNPropagates) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Output y = run(ops::max_pool2d(), {Input{{1, 1, 1, 4}, {1, nan, 3, 4}}}, Attrs{{"kernel", Ints{1, 2}}});
+  EXPECT_TRUE(std::isnan(y.values[0]));
+  EXPECT_EQ(y.values[1], 4.0F);
+  const Output z = run(ops::max_pool2d(), {Input{{1, 1, 1, 2}, {nan, 5}}}, Attrs{{"kernel", Ints{1, 2}}});
+  EXPECT_TRUE(std::isnan(z.values[0]));
+}
+
+TEST(MaxPool2d, PoolsEveryPlaneOnItsOwn) {
+  const Input x{{2, 2, 1, 2}, {1, 2, 4, 3, -1, -2, 0, 7}};
+  const Output y = run(ops::max_pool2d(), {x}, Attrs{{"kernel", Ints{1, 2}}});
+  EXPECT_EQ(y.shape, (Shape{2, 2, 1, 1}));
+  EXPECT_EQ(y.values, (std::vector<float>{2, 4, -1, 7}));
+}
+
+// ---- avg_pool2d -------------------------------------------------------------------------------------------
+
+TEST(AvgPool2d, DividesByTheWholeWindowIncludingPadding) {
+  const Attrs attrs{{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
+  const Output y = run(ops::avg_pool2d(), {kImage}, attrs);
+  EXPECT_EQ(y.shape, (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(y.values, (std::vector<float>{0.25F, 1.25F, 2.75F, 7.0F}));
+  Attrs backward = attrs;
+  backward.set("input_shape", Ints{1, 1, 3, 3});
+  const Output dx = run(ops::avg_pool2d_backward(), {Input{{1, 1, 2, 2}, {4, 8, 12, 16}}}, backward);
+  EXPECT_EQ(dx.shape, kImage.shape);
+  EXPECT_EQ(dx.values, (std::vector<float>{1, 2, 2, 3, 4, 4, 3, 4, 4}));
+  EXPECT_EQ(ops::avg_pool2d_backward().flops(std::vector<TensorMeta>{TensorMeta{{1, 1, 2, 2}}}, backward), 16.0);
+}
+
+TEST(AvgPool2d, OverlappingWindowsAddTheirGradients) {
+  const Attrs attrs{{"kernel", Ints{1, 2}}, {"stride", Ints{1, 1}}};
+  EXPECT_EQ(run(ops::avg_pool2d(), {Input{{1, 1, 1, 3}, {1, 2, 3}}}, attrs).values, (std::vector<float>{1.5F, 2.5F}));
+  Attrs backward = attrs;
+  backward.set("input_shape", Ints{1, 1, 1, 3});
+  EXPECT_EQ(run(ops::avg_pool2d_backward(), {Input{{1, 1, 1, 2}, {2, 4}}}, backward).values,
+            (std::vector<float>{1, 3, 2}));
+}
+
+// ---- pooling errors ---------------------------------------------------------------------------------------
+
+TEST(Pool2d, ShapeErrorsNameTheOpAndTheShapes) {
+  for (const OpDef* op : {&ops::max_pool2d(), &ops::avg_pool2d()}) {
+    SCOPED_TRACE(op->name);
+    const std::string name = "op '" + op->name + "'";
+    const Shape x{1, 2, 4, 4};
+    expect_error(*op, {{2, 4, 4}}, {{"kernel", Ints{2, 2}}}, {name, "[N, C, H, W]", "[2, 4, 4]"});
+    expect_error(*op, {x}, {{"kernel", Ints{0, 2}}}, {name, "at least 1x1"});
+    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 0}}}, {name, "positive stride"});
+    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"padding", Ints{2, 0}}}, {name, "bad padding [2, 0]", "half"});
+    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}, {"padding", Ints{-1, 0}}}, {name, "bad padding [-1, 0]"});
+    expect_error(*op, {x}, {{"kernel", Ints{5, 2}}}, {name, "output would be empty", "[1, 2, 4, 4]"});
+    expect_error(*op, {x}, {{"kernel", Ints{2, 2}}}, {name, "int64"}, DType::int64);
+    expect_error<InvalidArgument>(*op, {x}, {}, {"'kernel'", "missing"});
+    expect_error<InvalidArgument>(*op, {x}, {{"kernel", Ints{2}}}, {name, "'kernel'", "2 ints"});
+  }
+  const Attrs attrs{{"kernel", Ints{2, 2}}};
+  expect_error(ops::max_pool2d_backward(), {{1, 1, 2, 1}, {1, 1, 4, 4}}, attrs,
+               {"op 'max_pool2d_backward'", "output shape [1, 1, 2, 2]", "[1, 1, 2, 1] and [1, 1, 4, 4]"});
+  Attrs backward = attrs;
+  backward.set("input_shape", Ints{1, 1, 4, 4});
+  expect_error(ops::avg_pool2d_backward(), {{1, 1, 3, 3}}, backward,
+               {"op 'avg_pool2d_backward'", "output shape [1, 1, 2, 2]"});
+  expect_error<InvalidArgument>(ops::avg_pool2d_backward(), {{1, 1, 2, 2}}, attrs, {"'input_shape'"});
+  backward.set("input_shape", Ints{1, 1, -4, 4});
+  expect_error(ops::avg_pool2d_backward(), {{1, 1, 2, 2}}, backward,
+               {"op 'avg_pool2d_backward'", "negative input dimension [1, 1, -4, 4]"});
+}
+
+}  // namespace
+}  // namespace dtr::test
