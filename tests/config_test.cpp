@@ -118,7 +118,8 @@ TEST(Config, AskingForAMissingGpuIsAClearError) {
 
 TEST(Config, RuntimeRejectsDevicesItCannotRunOn) {
   Config c = deterministic_config();
-  c.device = Device{DeviceKind::cuda, 0};
+  // One past the last GPU: cuda:0 on a machine without one, cuda:1 beside one H100.
+  c.device = Device{DeviceKind::cuda, cuda::device_count()};
   EXPECT_THROW(Runtime{c}, DeviceError);
   c = deterministic_config();
   c.heuristic = "nope";

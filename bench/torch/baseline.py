@@ -2,7 +2,7 @@
 """PyTorch's numbers for a zoo model on this machine: the anchors dtr's training results are put beside.
 
     /usr/bin/python3 bench/torch/baseline.py [--model resnet] [--model-json '{"depth": 32, "width": 16}']
-        [--batch 128] [--steps 5] [--checkpoint-segments 0] [--threads 2]
+        [--batch 128] [--steps 5] [--checkpoint-segments 0] [--threads 2] [--device cpu|cuda]
 
 Debian's python3-torch 1.13 (scripts/setup.sh --bench installs it with libopenblas0-pthread; run it with /usr/bin/python3). The
 model is dtr's zoo architecture built in torch.nn (bench/torch/zoo.py), trained with momentum SGD on random
@@ -13,6 +13,8 @@ Fashion-MNIST-shaped batches. Prints one JSON object:
   peak_step_bytes  the highest sum of live CPU tensor bytes during a step, over what was live when it began
                    (PyTorch's profiler with profile_memory, its allocation and free events in order)
   start_bytes      what was live when that step began: parameters, gradients, momentum, the batch
+With --device cuda everything runs on the GPU, in FP32 without TF32 (as dtr's cuBLAS and cuDNN calls), and
+peak_step_bytes is the CUDA caching allocator's peak allocated bytes during a step over its allocated bytes before.
 With --checkpoint-segments K the model runs through torch.utils.checkpoint.checkpoint_sequential(model, K, x).
 With --epoch DIR it then trains one epoch on Fashion-MNIST (the .gz files in DIR, normalised as dtr-train does:
 (x / 255 - 0.2860) / 0.3530; shuffled; SGD lr 0.05, momentum 0.9, weight decay 5e-4, as dtr-train's sgd) and
@@ -74,6 +76,12 @@ def step(model, optimizer, x, y, segments):
 
 
 def peak_step_bytes(model, optimizer, x, y, segments):
+    if x.is_cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        step(model, optimizer, x, y, segments)
+        return torch.cuda.max_memory_allocated() - before
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step(model, optimizer, x, y, segments)
     live = peak = 0
@@ -92,7 +100,7 @@ def read_idx(path, images):
     return values.reshape(-1, 1, 28, 28) if images else values.long()
 
 
-def one_epoch(model, directory, batch, segments):
+def one_epoch(model, directory, batch, segments, device):
     def load(prefix):
         x = read_idx(f"{directory}/{prefix}-images-idx3-ubyte.gz", True).float().div(255).sub(0.2860).div(0.3530)
         return x, read_idx(f"{directory}/{prefix}-labels-idx1-ubyte.gz", False)
@@ -105,16 +113,17 @@ def one_epoch(model, directory, batch, segments):
     start = time.perf_counter()
     for first in range(0, train_x.shape[0] - batch + 1, batch):
         index = order[first:first + batch]
-        x = train_x[index]
+        x = train_x[index].to(device)
         if segments > 0:
             x.requires_grad_(True)
-        step(model, optimizer, x, train_y[index], segments)
+        step(model, optimizer, x, train_y[index].to(device), segments)
     seconds = time.perf_counter() - start
     model.eval()
     correct = 0
     with torch.no_grad():
         for first in range(0, test_x.shape[0], batch):
-            correct += (model(test_x[first:first + batch]).argmax(1) == test_y[first:first + batch]).sum().item()
+            logits = model(test_x[first:first + batch].to(device)).cpu()
+            correct += (logits.argmax(1) == test_y[first:first + batch]).sum().item()
     return seconds, correct / test_x.shape[0]
 
 
@@ -126,16 +135,20 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--checkpoint-segments", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--epoch", metavar="DIR", help="also train one epoch on Fashion-MNIST from DIR")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     spec = json.loads(args.model_json) if args.model_json else DEFAULT_SPECS[args.model]
-    model = BUILDERS[args.model](**spec)
+    if args.device == "cuda":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    model = BUILDERS[args.model](**spec).to(args.device)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.rand(args.batch, 1, 28, 28)
-    y = torch.randint(0, 10, (args.batch,))
+    x = torch.rand(args.batch, 1, 28, 28).to(args.device)
+    y = torch.randint(0, 10, (args.batch,)).to(args.device)
     if args.checkpoint_segments > 0:
         x.requires_grad_(True)  # PyTorch 1.13's reentrant checkpoint passes no gradient to parameters otherwise
     step(model, optimizer, x, y, args.checkpoint_segments)  # warm-up: gradients and momentum now exist
@@ -151,15 +164,16 @@ def main():
     start_bytes += x.numel() * x.element_size() + y.numel() * y.element_size()
     result = {
         "model": args.model, "spec": spec, "batch": args.batch, "threads": args.threads,
-        "checkpoint_segments": args.checkpoint_segments, "torch": torch.__version__,
+        "checkpoint_segments": args.checkpoint_segments, "torch": torch.__version__, "device": args.device,
         "step_s": statistics.median(times), "step_times_s": times,
         "saved_bytes": saved_activation_bytes(model, x, y, args.checkpoint_segments),
         "peak_step_bytes": peak_step_bytes(model, optimizer, x, y, args.checkpoint_segments),
         "start_bytes": start_bytes,
     }
     if args.epoch:
-        fresh = BUILDERS[args.model](**spec)
-        result["epoch_s"], result["test_accuracy"] = one_epoch(fresh, args.epoch, args.batch, args.checkpoint_segments)
+        fresh = BUILDERS[args.model](**spec).to(args.device)
+        result["epoch_s"], result["test_accuracy"] = one_epoch(fresh, args.epoch, args.batch, args.checkpoint_segments,
+                                                               args.device)
     print(json.dumps(result))
 
 

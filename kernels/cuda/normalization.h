@@ -2,7 +2,8 @@
 // device memory and int64 sizes, no CUDA or dtr type, so the host glue (normalization_ops.cpp) compiles as
 // ordinary C++. Each enqueues its work on cuda::stream and launches nothing when there is nothing to write.
 // Every kernel reproduces its CPU kernel's arithmetic (kernels/softmax.cpp, normalization.cpp, embedding.cpp):
-// the same accumulation type (double) and, per output, the same summation order.
+// the same accumulation type (double) and, per output, the same summation order, except batch norm's sums and
+// layer norm's weight and bias gradients, which a block splits in a fixed tree (normalization.cu says how).
 #pragma once
 
 #include <cstdint>
