@@ -73,8 +73,10 @@ constexpr std::array<const char*, std::variant_size_v<Attrs::Value>> kValueTypeN
 // One lookup for const and mutable access alike.
 template <typename Values>
 auto find_entry(Values& values, const std::string& name) {
-  return std::ranges::find(values, name, &std::pair<std::string, Attrs::Value>::first);
+  return std::ranges::find(values, name, &Attrs::Item::first);
 }
+
+const std::vector<Attrs::Item> no_items;
 
 template <typename T>
 const T& get_as(const Attrs::Value& value, const std::string& name) {
@@ -91,22 +93,31 @@ Attrs::Attrs(std::initializer_list<std::pair<std::string, Value>> values) {
 }
 
 Attrs& Attrs::set(const std::string& name, Value value) {
-  const auto existing = find_entry(values_, name);
-  if (existing != values_.end()) {
+  if (values_ == nullptr) {
+    values_ = std::make_shared<std::vector<Item>>();
+  } else if (values_.use_count() > 1) {  // another copy sees the list: change a list of our own
+    values_ = std::make_shared<std::vector<Item>>(*values_);
+  }
+  const auto existing = find_entry(*values_, name);
+  if (existing != values_->end()) {
     existing->second = std::move(value);
   } else {
-    values_.emplace_back(name, std::move(value));
+    values_->emplace_back(name, std::move(value));
   }
   return *this;
 }
 
+const std::vector<Attrs::Item>& Attrs::items() const { return values_ == nullptr ? no_items : *values_; }
+
 bool Attrs::has(const std::string& name) const {
-  return find_entry(values_, name) != values_.end();
+  const std::vector<Item>& values = items();
+  return find_entry(values, name) != values.end();
 }
 
 const Attrs::Value& Attrs::find(const std::string& name) const {
-  const auto found = find_entry(values_, name);
-  DTR_CHECK(found != values_.end(), InvalidArgument, "attribute '", name, "' is missing");
+  const std::vector<Item>& values = items();
+  const auto found = find_entry(values, name);
+  DTR_CHECK(found != values.end(), InvalidArgument, "attribute '", name, "' is missing");
   return found->second;
 }
 

@@ -16,12 +16,14 @@ thread_local bool forward_rerun = false;
 
 bool floating(DType dtype) { return dtype == DType::float32 || dtype == DType::float64; }
 
+// An op's inputs or outputs as the node keeps them: inline up to four, so that a node is one allocation.
+using Tensors = SmallVector<Tensor, 4>;
+
 // An op's backward node: its rule, and the inputs and outputs the rule reads.
 class OpNode final : public detail::Node {
  public:
-  OpNode(Runtime& runtime, std::vector<detail::Edge> next, std::vector<TensorMeta> output_meta, const OpDef& op,
-         const Attrs& attrs, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
-         std::vector<TensorMeta> input_meta)
+  OpNode(Runtime& runtime, detail::Edges next, TensorMetas output_meta, const OpDef& op, const Attrs& attrs,
+         Tensors inputs, Tensors outputs, TensorMetas input_meta)
       : Node(runtime, std::move(next), std::move(output_meta)),
         op_(op),
         attrs_(attrs),
@@ -37,7 +39,8 @@ class OpNode final : public detail::Node {
     DTR_CHECK(!released_, InvalidArgument, "backward: the graph through '", op_.name,
               "' was already freed by an earlier backward; pass retain_graph = true to the first backward to "
               "run backward through it again");
-    return vjp(runtime(), op_, inputs_, outputs_, output_grads, attrs_, input_meta_, output_meta(), wanted_);
+    return vjp(runtime(), op_, {inputs_.data(), inputs_.size()}, {outputs_.data(), outputs_.size()}, output_grads,
+               attrs_, {input_meta_.data(), input_meta_.size()}, output_meta(), wanted_);
   }
 
   void release() override {
@@ -51,9 +54,9 @@ class OpNode final : public detail::Node {
  private:
   const OpDef& op_;
   const Attrs attrs_;
-  std::vector<Tensor> inputs_;   // per input: saved when the rule reads it, else undefined
-  std::vector<Tensor> outputs_;  // the same per output
-  const std::vector<TensorMeta> input_meta_;
+  Tensors inputs_;   // per input: saved when the rule reads it, else undefined
+  Tensors outputs_;  // the same per output
+  const TensorMetas input_meta_;
   std::uint64_t wanted_ = ~std::uint64_t{0};  // the inputs that need a gradient
   bool released_ = false;
 };
@@ -152,7 +155,7 @@ RecomputingForward::~RecomputingForward() { forward_rerun = previous_; }
 
 namespace detail {
 
-Node::Node(Runtime& runtime, std::vector<Edge> next, std::vector<TensorMeta> output_meta)
+Node::Node(Runtime& runtime, Edges next, TensorMetas output_meta)
     : runtime_(runtime), next_(std::move(next)), output_meta_(std::move(output_meta)), sequence_(++next_sequence) {}
 
 // Iterative: a chain of 10,000 nodes whose last owner goes must not recurse 10,000 destructors deep.
@@ -206,7 +209,7 @@ std::vector<Variable> attach(Runtime& runtime, std::vector<Tensor> outputs, cons
 std::vector<Variable> apply(const OpDef& op, std::span<const Variable> inputs, const Attrs& attrs) {
   DTR_CHECK(!inputs.empty(), InvalidArgument, "apply: op '", op.name, "' needs at least one input variable");
   Runtime& runtime = inputs[0].runtime();
-  std::vector<Tensor> data;
+  SmallVector<Tensor, 4> data;
   data.reserve(inputs.size());
   bool tracked = false;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -221,20 +224,20 @@ std::vector<Variable> apply(const OpDef& op, std::span<const Variable> inputs, c
     DTR_CHECK(gradient_rule(op) != nullptr, InvalidArgument, "apply: op '", op.name,
               "' has no gradient rule, but an input requires a gradient; detach() it or call under nn::NoGrad");
   }
-  std::vector<Tensor> outputs = runtime.call(op, data, attrs);
+  std::vector<Tensor> outputs = runtime.call(op, std::span<const Tensor>(data.data(), data.size()), attrs);
   if (!tracked) return detail::attach(runtime, std::move(outputs), nullptr);
 
   const SavedForBackward saved = saved_for_backward(op);
-  std::vector<detail::Edge> next;
-  std::vector<Tensor> saved_inputs(inputs.size());
-  std::vector<TensorMeta> input_meta;
+  detail::Edges next;
+  Tensors saved_inputs(inputs.size());
+  TensorMetas input_meta;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     next.push_back(detail::edge_of(inputs[i]));
     if (saved.input(i)) saved_inputs[i] = data[i];
     input_meta.push_back(data[i].meta());
   }
-  std::vector<Tensor> saved_outputs(outputs.size());
-  std::vector<TensorMeta> output_meta;
+  Tensors saved_outputs(outputs.size());
+  TensorMetas output_meta;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (saved.output(i)) saved_outputs[i] = outputs[i];
     output_meta.push_back(outputs[i].meta());

@@ -26,7 +26,7 @@ class RandomStateScope {
 
 class CheckpointNode final : public detail::Node {
  public:
-  CheckpointNode(Runtime& runtime, std::vector<detail::Edge> next, std::vector<TensorMeta> output_meta,
+  CheckpointNode(Runtime& runtime, detail::Edges next, TensorMetas output_meta,
                  CheckpointFunction fn, std::vector<Tensor> inputs, std::vector<bool> input_requires_grad,
                  std::uint64_t random_state)
       : Node(runtime, std::move(next), std::move(output_meta)),
@@ -100,7 +100,7 @@ std::vector<Variable> checkpoint(const CheckpointFunction& fn, std::span<const V
     const NoGrad no_graph;
     outputs = fn(detached);
   }
-  std::vector<detail::Edge> next;
+  detail::Edges next;
   std::vector<Tensor> kept;
   std::vector<bool> requires_grad;
   for (const Variable& in : inputs) {
@@ -109,7 +109,7 @@ std::vector<Variable> checkpoint(const CheckpointFunction& fn, std::span<const V
     requires_grad.push_back(in.requires_grad());
   }
   std::vector<Tensor> results;
-  std::vector<TensorMeta> metas;
+  TensorMetas metas;
   for (const Variable& out : outputs) {
     DTR_CHECK(out.defined(), InvalidArgument, "checkpoint: the function returned an undefined variable");
     results.push_back(out.data());

@@ -54,21 +54,20 @@ SavedForBackward saved_for_backward(const OpDef& op) {
 
 namespace {
 
-// The metas given, or those of the tensors when none are given.
-std::vector<TensorMeta> metas_of(std::span<const Tensor> tensors, std::span<const TensorMeta> given, const OpDef& op,
-                                 const char* what) {
+// The metas given, or those of the tensors (kept in `taken`) when none are given.
+std::span<const TensorMeta> metas_of(std::span<const Tensor> tensors, std::span<const TensorMeta> given,
+                                     const OpDef& op, const char* what, TensorMetas& taken) {
   if (!given.empty()) {
     DTR_CHECK(given.size() == tensors.size(), InvalidArgument, "vjp: op '", op.name, "': ", tensors.size(), " ", what,
               "s but ", given.size(), " metas");
-    return {given.begin(), given.end()};
+    return given;
   }
-  std::vector<TensorMeta> metas;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     DTR_CHECK(tensors[i].defined(), InvalidArgument, "vjp: op '", op.name, "': ", what, " ", i,
               " is undefined and no metas were given");
-    metas.push_back(tensors[i].meta());
+    taken.push_back(tensors[i].meta());
   }
-  return metas;
+  return {taken.data(), taken.size()};
 }
 
 }  // namespace
@@ -81,8 +80,10 @@ std::vector<Tensor> vjp(Runtime& runtime, const OpDef& op, std::span<const Tenso
   DTR_CHECK(rule != nullptr, InvalidArgument, "vjp: op '", op.name, "' has no gradient rule");
   DTR_CHECK(output_grads.size() == outputs.size(), InvalidArgument, "vjp: op '", op.name, "' has ", outputs.size(),
             " outputs, got ", output_grads.size(), " output gradients");
-  const std::vector<TensorMeta> in_meta = metas_of(inputs, input_meta, op, "input");
-  const std::vector<TensorMeta> out_meta = metas_of(outputs, output_meta, op, "output");
+  TensorMetas taken_in;
+  TensorMetas taken_out;
+  const std::span<const TensorMeta> in_meta = metas_of(inputs, input_meta, op, "input", taken_in);
+  const std::span<const TensorMeta> out_meta = metas_of(outputs, output_meta, op, "output", taken_out);
   for (std::size_t i = 0; i < output_grads.size(); ++i) {
     DTR_CHECK(!output_grads[i].defined() || output_grads[i].meta() == out_meta[i], ShapeError, "vjp: op '",
               op.name, "': the gradient of output ", i, " is ", to_string(output_grads[i].meta().dtype), " ",

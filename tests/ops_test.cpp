@@ -136,6 +136,23 @@ TEST(OpAttrs, SetReplacesAnExistingNameInPlace) {
   EXPECT_EQ((Attrs{{"x", std::int64_t{1}}, {"x", std::int64_t{2}}}.get_int("x")), 2);
 }
 
+TEST(OpAttrs, CopiesShareTheListUntilOneIsChanged) {
+  Attrs original{{"dims", std::vector<std::int64_t>{1, 2}}};
+  const Attrs copy = original;  // what the runtime's closure and autograd's node each keep
+  EXPECT_EQ(&copy.items(), &original.items()) << "a copy allocates";
+  original.set("dims", std::vector<std::int64_t>{3});
+  original.set("extra", std::int64_t{4});
+  EXPECT_EQ(copy.get_ints("dims"), (std::vector<std::int64_t>{1, 2})) << "a change reached another copy";
+  EXPECT_FALSE(copy.has("extra"));
+  EXPECT_EQ(original.get_ints("dims"), (std::vector<std::int64_t>{3}));
+  Attrs unshared{{"a", std::int64_t{1}}};
+  const std::vector<Attrs::Item>* before = &unshared.items();
+  unshared.set("a", std::int64_t{2});
+  EXPECT_EQ(&unshared.items(), before) << "a list no copy shares is changed in place";
+  EXPECT_TRUE(Attrs{}.items().empty());
+  EXPECT_FALSE(Attrs{}.has("a"));
+}
+
 TEST(OpAttrs, OptionalAttributesFallBackOnlyWhenAbsent) {
   const Attrs attrs{{"groups", std::int64_t{3}}, {"eps", 0.25}, {"transpose_a", std::int64_t{1}},
                     {"transpose_b", std::int64_t{0}}};

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -68,9 +69,13 @@ struct TensorMeta {
 using TensorMetas = SmallVector<TensorMeta, 4>;
 
 // An op's attributes: named integers, reals and integer lists. Ordered by insertion; names are unique.
+// Copies share one list until one of them is changed (copy on write): the runtime's closure and autograd's
+// node each keep the call's attributes, and copying them must not cost an allocation per op.
+// Thread safety: copies may be read from any thread; set() changes only the Attrs it is called on.
 class Attrs {
  public:
   using Value = std::variant<std::int64_t, double, std::vector<std::int64_t>>;
+  using Item = std::pair<std::string, Value>;
 
   Attrs() = default;
   Attrs(std::initializer_list<std::pair<std::string, Value>> values);  // a repeated name keeps its last value
@@ -87,11 +92,11 @@ class Attrs {
   bool get_flag(const std::string& name) const { return get_int(name, 0) != 0; }
   const std::vector<std::int64_t>& get_ints(const std::string& name) const;
 
-  const std::vector<std::pair<std::string, Value>>& items() const { return values_; }
+  const std::vector<Item>& items() const;
 
  private:
   const Value& find(const std::string& name) const;
-  std::vector<std::pair<std::string, Value>> values_;
+  std::shared_ptr<std::vector<Item>> values_;  // null when empty; shared by copies, cloned by set() when shared
 };
 
 // Scratch memory a kernel may ask for while it runs (a cuDNN convolution's workspace): on the kernel's

@@ -20,6 +20,7 @@
 
 #include "dtr/op.h"
 #include "dtr/runtime.h"
+#include "dtr/small_vector.h"
 #include "dtr/tensor.h"
 
 namespace dtr::nn {
@@ -137,12 +138,14 @@ struct Edge {
   std::shared_ptr<VariableImpl> leaf;
   bool defined() const { return node != nullptr || leaf != nullptr; }
 };
+// A node's edges, one per input: inline up to four (most ops), so recording an op allocates the node alone.
+using Edges = SmallVector<Edge, 4>;
 
 // A backward node: from the gradients of its outputs, the gradients of its inputs. Subclasses: an op's node
 // (by its rule) and static checkpointing's (a rerun).
 class Node {
  public:
-  Node(Runtime& runtime, std::vector<Edge> next, std::vector<TensorMeta> output_meta);
+  Node(Runtime& runtime, Edges next, TensorMetas output_meta);
   virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -154,15 +157,15 @@ class Node {
   virtual std::string name() const = 0;
 
   Runtime& runtime() const { return runtime_; }
-  const std::vector<Edge>& next() const { return next_; }
-  const std::vector<TensorMeta>& output_meta() const { return output_meta_; }
+  std::span<const Edge> next() const { return {next_.data(), next_.size()}; }
+  std::span<const TensorMeta> output_meta() const { return {output_meta_.data(), output_meta_.size()}; }
   // Recording order: a node's inputs' nodes were recorded before it.
   std::uint64_t sequence() const { return sequence_; }
 
  private:
   Runtime& runtime_;
-  std::vector<Edge> next_;
-  std::vector<TensorMeta> output_meta_;
+  Edges next_;
+  TensorMetas output_meta_;
   std::uint64_t sequence_;
 };
 
