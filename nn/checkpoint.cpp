@@ -1,9 +1,11 @@
 // Static checkpointing (include/dtr/nn/checkpoint.h): a backward node that reruns its function.
 #include "dtr/nn/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "dtr/check.h"
+#include "dtr/nn/layers.h"
 
 namespace dtr::nn {
 
@@ -154,6 +156,17 @@ Variable checkpoint_sequential(std::span<const std::shared_ptr<Module>> modules,
 
 Variable checkpoint_sequential(const Sequential& model, std::int64_t segments, const Variable& input) {
   return checkpoint_sequential(model.modules(), segments, input);
+}
+
+Variable checkpoint_model(const Sequential& model, std::int64_t segments, const Variable& input) {
+  const auto is_lstm = [](const std::shared_ptr<Module>& m) { return dynamic_cast<LSTM*>(m.get()) != nullptr; };
+  if (std::ranges::none_of(model.modules(), is_lstm)) return checkpoint_sequential(model, segments, input);
+  Variable y = input;
+  for (const std::shared_ptr<Module>& m : model.modules()) {
+    auto* lstm = dynamic_cast<LSTM*>(m.get());
+    y = lstm != nullptr ? lstm->forward_checkpointed(y, segments) : m->forward(y);
+  }
+  return y;
 }
 
 }  // namespace dtr::nn

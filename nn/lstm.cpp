@@ -1,9 +1,12 @@
 // A stack of LSTM layers (include/dtr/nn/layers.h), step by step as torch.nn.LSTM computes each cell:
 // gates = x_t W_ihᵀ + b_ih + h W_hhᵀ + b_hh, split as i, f, g, o; c = σ(f) c + σ(i) tanh(g); h = σ(o) tanh(c).
 #include <cmath>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "dtr/check.h"
+#include "dtr/nn/checkpoint.h"
 #include "dtr/nn/layers.h"
 
 namespace dtr::nn {
@@ -27,22 +30,24 @@ LSTM::LSTM(Runtime& runtime, Generator& generator, std::int64_t input_size, std:
   }
 }
 
-Variable LSTM::forward(const Variable& x) {
-  DTR_CHECK(x.shape().size() == 3 && x.shape()[2] == input_, ShapeError, "LSTM: expected [N, T, ", input_, "], got ",
-            to_string(x.shape()));
-  const std::int64_t n = x.shape()[0];
-  const std::int64_t steps = x.shape()[1];
-  Runtime& rt = x.runtime();
-  // The input split into steps once: its gradient is one concat of the steps' gradients, where a slice per
-  // step would add up T gradients of the whole input.
-  const std::vector<Variable> inputs = split(x, std::vector<std::int64_t>(static_cast<std::size_t>(steps), 1), 1);
-  const Variable zero = zeros(rt, TensorMeta{{n, hidden_}, DType::float32});
-  std::vector<Variable> h(layers_.size(), zero);
-  std::vector<Variable> c(layers_.size(), zero);
+Variable LSTM::forward(const Variable& x) { return run(x, -1); }
+
+Variable LSTM::forward_checkpointed(const Variable& x, std::int64_t segments) {
+  DTR_CHECK(segments >= 0, InvalidArgument, "LSTM: ", segments, " checkpoint segments (expected 0 for round(sqrt(T)), "
+            "or 1 to T)");
+  return run(x, segments);
+}
+
+std::vector<Variable> LSTM::run_steps(std::span<const Variable> in, std::int64_t count) const {
+  const std::size_t layers = layers_.size();
+  std::vector<Variable> h(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(layers));
+  std::vector<Variable> c(in.begin() + static_cast<std::ptrdiff_t>(layers),
+                          in.begin() + static_cast<std::ptrdiff_t>(2 * layers));
   std::vector<Variable> outputs;
-  for (std::int64_t s = 0; s < steps; ++s) {
-    Variable below = reshape(inputs[static_cast<std::size_t>(s)], {n, input_});
-    for (std::size_t k = 0; k < layers_.size(); ++k) {
+  for (std::int64_t s = 0; s < count; ++s) {
+    const Variable& step = in[2 * layers + static_cast<std::size_t>(s)];
+    Variable below = reshape(step, {step.shape()[0], input_});
+    for (std::size_t k = 0; k < layers; ++k) {
       const Layer& layer = layers_[k];
       const Variable gates = add(linear(below, layer.weight_ih, layer.bias_ih), linear(h[k], layer.weight_hh, layer.bias_hh));
       const std::vector<Variable> g = split(gates, {hidden_, hidden_, hidden_, hidden_}, 1);
@@ -50,12 +55,41 @@ Variable LSTM::forward(const Variable& x) {
       h[k] = mul(sigmoid(g[3]), tanh(c[k]));
       below = h[k];
     }
-    if (last_step_only_) {
-      if (s + 1 == steps) return below;
-    } else {
-      outputs.push_back(reshape(below, {n, 1, hidden_}));
-    }
+    if (!last_step_only_) outputs.push_back(reshape(below, {below.shape()[0], 1, hidden_}));
   }
+  std::vector<Variable> result = std::move(h);
+  result.insert(result.end(), c.begin(), c.end());
+  result.insert(result.end(), outputs.begin(), outputs.end());
+  return result;
+}
+
+Variable LSTM::run(const Variable& x, std::int64_t segments) {
+  DTR_CHECK(x.shape().size() == 3 && x.shape()[2] == input_, ShapeError, "LSTM: expected [N, T, ", input_, "], got ",
+            to_string(x.shape()));
+  const std::int64_t n = x.shape()[0];
+  const std::int64_t steps = x.shape()[1];
+  DTR_CHECK(segments <= steps, InvalidArgument, "LSTM: ", segments, " checkpoint segments for ", steps,
+            " time steps (expected 0 for round(sqrt(T)), or 1 to T)");
+  if (segments == 0) segments = sqrt_segments(steps);
+  if (segments < 0) segments = 1;  // no checkpoint: the last (only) run is kept as usual
+  // The input split into steps once: its gradient is one concat of the steps' gradients, where a slice per
+  // step would add up T gradients of the whole input.
+  const std::vector<Variable> inputs = split(x, std::vector<std::int64_t>(static_cast<std::size_t>(steps), 1), 1);
+  const Variable zero = zeros(x.runtime(), TensorMeta{{n, hidden_}, DType::float32});
+  const std::size_t layers = layers_.size();
+  std::vector<Variable> state(2 * layers, zero);  // h of every layer, then c
+  std::vector<Variable> outputs;
+  const std::int64_t size = steps / segments;
+  for (std::int64_t r = 0, begin = 0; r < segments; ++r, begin += size) {
+    const std::int64_t count = r + 1 == segments ? steps - begin : size;
+    std::vector<Variable> in = state;
+    in.insert(in.end(), inputs.begin() + begin, inputs.begin() + begin + count);
+    const auto steps_fn = [this, count](std::span<const Variable> from) { return run_steps(from, count); };
+    std::vector<Variable> out = r + 1 == segments ? steps_fn(in) : checkpoint(steps_fn, in);
+    state.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(2 * layers));
+    outputs.insert(outputs.end(), out.begin() + static_cast<std::ptrdiff_t>(2 * layers), out.end());
+  }
+  if (last_step_only_) return state[layers - 1];  // the top layer's last h
   return concat(outputs, 1);
 }
 

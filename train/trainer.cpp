@@ -107,7 +107,7 @@ StepResult Trainer::step() {
     const nn::Variable x = nn::constant(rt, {n, 1, kImageSide, kImageSide}, pixels);
     const nn::Variable y(rt, rt.constant(TensorMeta{{n}, DType::int64}, labels));
     const nn::Variable logits = options_.checkpoint_segments >= 0
-                                    ? nn::checkpoint_sequential(*model_, options_.checkpoint_segments, x)
+                                    ? nn::checkpoint_model(*model_, options_.checkpoint_segments, x)
                                     : model_->forward(x);
     result.correct = count_correct(logits.to_host(), labels.data(), n);  // before backward: still resident
     const nn::Variable loss = nn::cross_entropy(logits, y);

@@ -33,14 +33,17 @@ struct Step {
   std::vector<std::vector<float>> grads;
 };
 
-// One forward and backward of `model` (built from seed 11 by `build`), checkpointed into `segments` (-1: not).
+// One forward and backward of `model` (built from seed 11 by `build`), checkpointed into `segments` (-1: not),
+// by checkpoint_sequential or, with `whole_model`, checkpoint_model.
 template <typename Build>
-Step one_step(const Build& build, std::int64_t batch, std::int64_t segments) {
+Step one_step(const Build& build, std::int64_t batch, std::int64_t segments, bool whole_model = false) {
   Runtime rt;
   Generator gen(11);
   const auto model = build(rt, gen);
   const Variable x = constant(rt, {batch, 1, 28, 28}, ramp(batch * 784, 1.0F));
-  const Variable logits = segments >= 0 ? checkpoint_sequential(*model, segments, x) : model->forward(x);
+  const Variable logits = segments < 0 ? model->forward(x)
+                         : whole_model ? checkpoint_model(*model, segments, x)
+                                       : checkpoint_sequential(*model, segments, x);
   const Variable loss = cross_entropy(logits, labels(rt, batch));
   loss.backward();
   Step step;
@@ -78,6 +81,56 @@ TEST(Checkpoint, SqrtSegmentsHalveThePeakForOneExtraForwardPerSegment) {
   EXPECT_EQ(checkpointed.stats.ops - plain.stats.ops, forward_ops(build, batch, 0, 56));
   EXPECT_EQ(checkpointed.loss, plain.loss);
   EXPECT_EQ(checkpointed.grads, plain.grads);
+}
+
+// An LSTM's depth is its time steps: checkpoint_model cuts those, keeping the states at round(√28) = 5 segment
+// starts, and reruns each checkpointed segment's steps once (4 segments of 5 steps; the last, 8 steps, is kept).
+TEST(Checkpoint, AnLstmModelIsCheckpointedOverItsTimeSteps) {
+  const auto build = [](Runtime& rt, Generator& gen) { return make_lstm(rt, gen, LstmSpec{64, 2, 0.0}); };
+  const std::int64_t batch = 256;
+  const Step plain = one_step(build, batch, -1);
+  const Step checkpointed = one_step(build, batch, 0, /*whole_model=*/true);
+  const Step by_modules = one_step(build, batch, 0);
+  EXPECT_LT(2 * checkpointed.stats.peak_resident_bytes, plain.stats.peak_resident_bytes);
+  // By modules ([rows as tokens, LSTM, Linear]) there is nothing to cut: the peak stays.
+  EXPECT_GT(10 * by_modules.stats.peak_resident_bytes, 9 * plain.stats.peak_resident_bytes);
+  // The ops of one time step: an LSTM's forward over 2 steps less its forward over 1.
+  const auto ops_over = [](std::int64_t steps) {
+    Runtime rt;
+    Generator gen(11);
+    LSTM lstm(rt, gen, 28, 64, 2, /*last_step_only=*/true);
+    const NoGrad no_grad;
+    const std::uint64_t before = rt.stats().ops;
+    lstm.forward(constant(rt, {4, steps, 28}, ramp(4 * steps * 28, 1.0F)));
+    return rt.stats().ops - before;
+  };
+  EXPECT_EQ(checkpointed.stats.ops - plain.stats.ops, 20 * (ops_over(2) - ops_over(1)));
+  EXPECT_EQ(checkpointed.loss, plain.loss);
+  EXPECT_EQ(checkpointed.grads, plain.grads);
+}
+
+// Every output step and the input's gradient too, for any number of segments; segments outside [0, T] are errors.
+TEST(Checkpoint, AnLstmCheckpointedOverTimeGivesTheSameBits) {
+  const auto run = [](std::int64_t segments) {
+    Runtime rt;
+    Generator gen(5);
+    LSTM lstm(rt, gen, 3, 4, 2, /*last_step_only=*/false);
+    const Variable x(rt, rt.constant(TensorMeta{{2, 7, 3}}, ramp(42, 0.5F)), true);
+    const Variable y = segments < 0 ? lstm.forward(x) : lstm.forward_checkpointed(x, segments);
+    const Variable loss = sum(mul(y, y));
+    loss.backward();
+    std::vector<std::vector<float>> result{y.to_host(), x.grad().to_host()};
+    for (const Variable& p : lstm.parameters()) result.push_back(p.grad().to_host());
+    return result;
+  };
+  const auto plain = run(-1);
+  for (const std::int64_t segments : {0, 1, 2, 3, 7}) EXPECT_EQ(run(segments), plain) << segments << " segments";
+  Runtime rt;
+  Generator gen(5);
+  LSTM lstm(rt, gen, 3, 4);
+  const Variable x = constant(rt, {2, 7, 3}, ramp(42, 0.5F));
+  EXPECT_THROW(lstm.forward_checkpointed(x, 8), InvalidArgument);
+  EXPECT_THROW(lstm.forward_checkpointed(x, -1), InvalidArgument);
 }
 
 // Dropout draws the masks of the first forward again; BatchNorm's running statistics move once per forward.

@@ -84,7 +84,7 @@ TrainingRecord train_steps(const ZooCase& zoo, const RunOptions& options) {
       const Variable x = constant(rt, {zoo.batch, 1, 28, 28}, pixels);
       const Variable y(rt, rt.constant(TensorMeta{{zoo.batch}, DType::int64}, labels));
       const Variable logits = options.checkpoint_segments >= 0
-                                  ? checkpoint_sequential(*model, options.checkpoint_segments, x)
+                                  ? checkpoint_model(*model, options.checkpoint_segments, x)
                                   : model->forward(x);
       const Variable loss = cross_entropy(logits, y, 0.1);
       record.values["loss" + suffix] = bits(loss.data());

@@ -36,6 +36,11 @@ Variable checkpoint(const std::function<Variable(const Variable&)>& fn, const Va
 Variable checkpoint_sequential(std::span<const std::shared_ptr<Module>> modules, std::int64_t segments,
                                const Variable& input);
 Variable checkpoint_sequential(const Sequential& model, std::int64_t segments, const Variable& input);
+// Static checkpointing of a whole model, where its depth is: checkpoint_sequential over the modules, except in
+// a model holding an LSTM, whose depth is its time steps (checkpointing [LSTM, Linear] by modules would keep
+// everything): there the LSTM runs LSTM::forward_checkpointed(segments) and the other modules as usual. What
+// dtr-train's static checkpointing row runs. dtr::InvalidArgument as the function it calls.
+Variable checkpoint_model(const Sequential& model, std::int64_t segments, const Variable& input);
 // round(√n), at least 1.
 std::int64_t sqrt_segments(std::int64_t modules);
 

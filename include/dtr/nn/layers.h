@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "dtr/nn/functional.h"
@@ -184,9 +185,19 @@ class LSTM : public Module {
   LSTM(Runtime& runtime, Generator& generator, std::int64_t input_size, std::int64_t hidden_size,
        std::int64_t num_layers = 1, bool last_step_only = false);
   Variable forward(const Variable& x) override;
+  // The same values, with static checkpointing over time (Chen et al. on an unrolled RNN): the T steps cut into
+  // `segments` runs of ⌊T / segments⌋ steps (the last takes the rest), every run but the last checkpointed,
+  // keeping only the states (h, c) it starts from; 0 chooses round(√T). dtr::InvalidArgument for segments
+  // outside [0, T].
+  Variable forward_checkpointed(const Variable& x, std::int64_t segments);
   std::int64_t hidden_size() const { return hidden_; }
 
  private:
+  // forward (segments < 0) and forward_checkpointed.
+  Variable run(const Variable& x, std::int64_t segments);
+  // Steps from the states: `in` holds h and c of every layer, then `count` step inputs of [N, 1, input];
+  // returns the new h and c, then (unless last_step_only) the top layer's output of each step.
+  std::vector<Variable> run_steps(std::span<const Variable> in, std::int64_t count) const;
   struct Layer {
     Variable weight_ih;
     Variable weight_hh;

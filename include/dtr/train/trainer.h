@@ -28,7 +28,8 @@ struct TrainOptions {
   std::string optimizer = "sgd";  // "sgd": momentum 0.9, weight decay 5e-4; "adam"
   double lr = 0;                  // 0: 0.05 for sgd, 1e-3 for adam
   std::uint64_t seed = 0;         // initialisation, the data order, dropout's masks
-  // -1: none; 0: checkpoint_sequential with round(√N) segments (Chen et al.); K > 0: K segments.
+  // -1: none; 0: nn::checkpoint_model with round(√N) segments (Chen et al.: of the modules, or of an LSTM's time
+  // steps); K > 0: K segments.
   std::int64_t checkpoint_segments = -1;
   Config runtime;  // the runtime's configuration: budget, heuristic, cost model, DTR_TRACE, ...
 };
