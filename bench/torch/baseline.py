@@ -2,7 +2,7 @@
 """PyTorch's numbers for a zoo model on this machine: the anchors dtr's training results are put beside.
 
     /usr/bin/python3 bench/torch/baseline.py [--model resnet] [--model-json '{"depth": 32, "width": 16}']
-        [--batch 128] [--steps 5] [--checkpoint-segments 0] [--threads 2] [--device cpu|cuda]
+        [--batch 128] [--steps 5] [--checkpoint-segments 0] [--threads 2] [--device cpu|cuda] [--seed 0]
 
 Debian's python3-torch 1.13 (scripts/setup.sh --bench installs it with libopenblas0-pthread; run it with /usr/bin/python3). The
 model is dtr's zoo architecture built in torch.nn (bench/torch/zoo.py), trained with momentum SGD on random
@@ -136,10 +136,11 @@ def main():
     parser.add_argument("--checkpoint-segments", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--seed", type=int, default=0, help="initialisation and data order")
     parser.add_argument("--epoch", metavar="DIR", help="also train one epoch on Fashion-MNIST from DIR")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     spec = json.loads(args.model_json) if args.model_json else DEFAULT_SPECS[args.model]
     if args.device == "cuda":
         torch.backends.cudnn.allow_tf32 = False
@@ -165,6 +166,7 @@ def main():
     result = {
         "model": args.model, "spec": spec, "batch": args.batch, "threads": args.threads,
         "checkpoint_segments": args.checkpoint_segments, "torch": torch.__version__, "device": args.device,
+        "seed": args.seed,
         "step_s": statistics.median(times), "step_times_s": times,
         "saved_bytes": saved_activation_bytes(model, x, y, args.checkpoint_segments),
         "peak_step_bytes": peak_step_bytes(model, optimizer, x, y, args.checkpoint_segments),
