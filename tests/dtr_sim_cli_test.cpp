@@ -240,6 +240,30 @@ TEST_F(DtrSimCli, StdoutThatCannotBeWrittenIsAnError) {
   }
 }
 
+// The extension picks the format: .png (any case) a PNG, .svg or none an SVG; another is refused up front
+// (it used to be written as an SVG under that name), and leaves no file.
+TEST_F(DtrSimCli, PlotFormatFollowsTheExtension) {
+  const auto first_bytes = [&](const std::string& name) {
+    std::ifstream in(path(name), std::ios::binary);
+    std::string head(8, '\0');
+    in.read(head.data(), 8);
+    return head.substr(0, static_cast<std::size_t>(in.gcount()));
+  };
+  Outcome r = run(path("chain.log") + " --ratio 0.5 --plot " + path("upper.PNG"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(first_bytes("upper.PNG").substr(1, 3), "PNG");
+  r = run(path("chain.log") + " --ratio 0.5 --plot " + path("plain"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(first_bytes("plain").find("<"), std::string::npos);  // an SVG's XML
+  for (const std::string name : {"out.pdf", "out.jpg", "out.svgz"}) {
+    r = run(path("chain.log") + " --ratio 0.5 --plot " + path(name));
+    EXPECT_NE(r.status, 0) << name;
+    EXPECT_NE(r.output.find("a plot is written as SVG (.svg, or no extension) or PNG (.png)"), std::string::npos)
+        << r.output;
+    EXPECT_FALSE(fs::exists(path(name))) << name;
+  }
+}
+
 TEST_F(DtrSimCli, PlotThatCannotBeWrittenIsAnError) {
   Outcome r = run(path("chain.log") + " --ratio 0.5 --plot /dev/full");
   EXPECT_NE(r.status, 0);

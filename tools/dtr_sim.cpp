@@ -238,7 +238,8 @@ int main(int argc, char** argv) {
                  "(default 2, as the DTR authors; off: never)");
   app.add_flag("--json", json, "print one JSON object per (heuristic, ratio) instead of tables");
   app.add_option("--csv", csv_path, "also write every row to this CSV file");
-  app.add_option("--plot", plot_path, "also draw overhead vs budget ratio to this SVG (or .png) file (gnuplot)");
+  app.add_option("--plot", plot_path, "also draw overhead vs budget ratio to this SVG (or .png) file (gnuplot)")
+      ->check(dtr::tools::plot_path_error, "FILE.svg or FILE.png");
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--json", f.json, "print JSON instead of tables and progress");
   app.add_option("--csv", f.csv, "--compare: also write the table to this CSV file");
-  app.add_option("--plot", f.plot, "--compare: also plot slowdown against memory to this SVG (or .png) file");
+  app.add_option("--plot", f.plot, "--compare: also plot slowdown against memory to this SVG (or .png) file")
+      ->check(dtr::tools::plot_path_error, "FILE.svg or FILE.png");
   app.add_option("--trace", f.trace, "write the run (--compare: the unbudgeted row) in the DTR log format, for dtr-sim");
   app.add_option("--save", f.save, "save the training state at the end (parameters, optimizer, step, random state)");
   app.add_option("--load", f.load, "resume from a state saved with --save");

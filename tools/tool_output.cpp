@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -170,7 +171,27 @@ std::string run_gnuplot(const std::string& script) {
   return image;
 }
 
-bool is_png(const std::string& path) { return path.size() >= 4 && path.compare(path.size() - 4, 4, ".png") == 0; }
+namespace {
+
+// The extension of the path's last component, lower-cased, without its dot; "" when it has none.
+std::string extension(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot + 1 == path.size()) return "";
+  std::string ext = path.substr(dot + 1);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext;
+}
+
+}  // namespace
+
+bool is_png(const std::string& path) { return extension(path) == "png"; }
+
+std::string plot_path_error(const std::string& path) {
+  const std::string ext = extension(path);
+  if (ext.empty() || ext == "svg" || ext == "png") return "";
+  return fmt::format("'{}': a plot is written as SVG (.svg, or no extension) or PNG (.png), not .{}", path, ext);
+}
 
 void flush_stdout() {
   if (std::fflush(stdout) != 0 && stdout_errno == 0) stdout_errno = errno;

@@ -22,8 +22,11 @@ std::string gnuplot_quote(std::string_view text);
 // std::runtime_error (prefixed "--plot: ") when gnuplot is missing, fails, or writes nothing.
 std::string run_gnuplot(const std::string& script);
 
-// Whether `path` ends in ".png" (else the plot is an SVG).
+// Whether `path` names a PNG (its extension is .png, in any case; else the plot is an SVG).
 bool is_png(const std::string& path);
+// Why --plot cannot write `path`, or "" when it can: the format follows the extension, .svg or .png (any case)
+// or none (SVG); another (p.pdf) is refused rather than written as an SVG under that name. For CLI11's check().
+std::string plot_path_error(const std::string& path);
 
 // fflush(stdout), remembering why a write first failed; stdout_failure() is that reason ("" when none), for
 // a program that must not exit 0 when its tables were lost (a full disk, a closed stdout).

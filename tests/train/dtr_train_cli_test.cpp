@@ -160,6 +160,8 @@ TEST_F(DtrTrainCli, BadInputIsAClearErrorNamingIt) {
   refused(kSmall + " --compare --save x.dtr", 2, {"--save/--load"});
   refused(kSmall + " --steps 1 --epochs 1", 108, {"excludes"});
   refused(kSmall + " --data imagenet", 105, {"--data"});
+  // Refused before a step runs, not written as an SVG under a PDF's name after minutes of training.
+  refused(kSmall + " --compare --steps 1 --plot rows.pdf", 105, {"--plot", "rows.pdf", ".svg", ".png"});
 }
 
 }  // namespace
