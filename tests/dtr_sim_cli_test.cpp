@@ -240,6 +240,22 @@ TEST_F(DtrSimCli, StdoutThatCannotBeWrittenIsAnError) {
   }
 }
 
+// 'all' beside other names adds them to the DTR paper's set; a name given twice runs once (it printed two tables,
+// and 'all' beside another was "not a heuristic").
+TEST_F(DtrSimCli, AllBesideOtherHeuristicsAndRepeatsRunEachOnce) {
+  const Outcome r = run(path("chain.log") +
+                        " --ratio 0.9 --heuristic lru --heuristic all --heuristic dtr-eq+window --heuristic lru --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<std::string> ran;
+  for (const auto& row : json_rows(r.output)) ran.push_back(row["heuristic"].get<std::string>());
+  std::vector<std::string> expected{"lru"};
+  for (const std::string& h : heuristic_names()) {
+    if (h != "lru" && !fragmentation_aware(h)) expected.push_back(h);
+  }
+  expected.push_back("dtr-eq+window");
+  EXPECT_EQ(ran, expected);
+}
+
 // The extension picks the format: .png (any case) a PNG, .svg or none an SVG; another is refused up front
 // (it used to be written as an SVG under that name), and leaves no file.
 TEST_F(DtrSimCli, PlotFormatFollowsTheExtension) {

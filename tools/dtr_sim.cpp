@@ -221,7 +221,8 @@ int main(int argc, char** argv) {
       app.add_option("--ratio", ratio, "one budget, as a ratio of the unbudgeted peak, from 1e-9 to 1e9 (default 0.5)");
   app.add_option("--sweep", sweep, "budgets FROM:TO:STEP as ratios of the unbudgeted peak (e.g. 0.1:1.0:0.05)")
       ->excludes(ratio_option);
-  app.add_option("--heuristic", heuristics, "a heuristic (repeatable), or 'all' (those of the DTR paper)");
+  app.add_option("--heuristic", heuristics,
+                 "a heuristic (repeatable; each runs once), or 'all' (those of the DTR paper), alone or beside others");
   app.add_option("--budget-mode", mode_text,
                  "bytes (sum of live tensor bytes, as the DTR authors count), device (the caching allocator's "
                  "reserved bytes: fragmentation included), or both")
@@ -245,11 +246,20 @@ int main(int argc, char** argv) {
   try {
     std::vector<double> ratios = sweep.empty() ? std::vector<double>{ratio.value_or(0.5)} : parse_sweep(sweep);
     const std::optional<double> thrash_limit = dtr::parse_thrash_limit(thrash_text, "--thrash-limit");
-    if (heuristics.size() == 1 && heuristics.front() == "all") {
-      // The DTR paper's set: every named heuristic but the fragmentation-aware ones.
-      heuristics = dtr::heuristic_names();
-      std::erase_if(heuristics, [](const std::string& h) { return dtr::fragmentation_aware(h); });
+    // 'all' is the DTR paper's set (every named heuristic but the fragmentation-aware ones), beside any other
+    // named; a heuristic named twice runs once.
+    std::vector<std::string> chosen;
+    for (const std::string& h : heuristics) {
+      std::vector<std::string> names{h};
+      if (h == "all") {
+        names = dtr::heuristic_names();
+        std::erase_if(names, [](const std::string& n) { return dtr::fragmentation_aware(n); });
+      }
+      for (std::string& n : names) {
+        if (std::find(chosen.begin(), chosen.end(), n) == chosen.end()) chosen.push_back(std::move(n));
+      }
     }
+    heuristics = std::move(chosen);
     for (const std::string& h : heuristics) dtr::parse_heuristic(h, "--heuristic");
     std::vector<dtr::BudgetMode> modes;
     if (mode_text != "device") modes.push_back(dtr::BudgetMode::bytes);
