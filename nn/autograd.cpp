@@ -39,8 +39,7 @@ class OpNode final : public detail::Node {
     DTR_CHECK(!released_, InvalidArgument, "backward: the graph through '", op_.name,
               "' was already freed by an earlier backward; pass retain_graph = true to the first backward to "
               "run backward through it again");
-    return vjp(runtime(), op_, {inputs_.data(), inputs_.size()}, {outputs_.data(), outputs_.size()}, output_grads,
-               attrs_, {input_meta_.data(), input_meta_.size()}, output_meta(), wanted_);
+    return vjp(runtime(), op_, inputs_, outputs_, output_grads, attrs_, input_meta_, output_meta(), wanted_);
   }
 
   void release() override {
@@ -224,7 +223,7 @@ std::vector<Variable> apply(const OpDef& op, std::span<const Variable> inputs, c
     DTR_CHECK(gradient_rule(op) != nullptr, InvalidArgument, "apply: op '", op.name,
               "' has no gradient rule, but an input requires a gradient; detach() it or call under nn::NoGrad");
   }
-  std::vector<Tensor> outputs = runtime.call(op, std::span<const Tensor>(data.data(), data.size()), attrs);
+  std::vector<Tensor> outputs = runtime.call(op, std::span<const Tensor>(data), attrs);
   if (!tracked) return detail::attach(runtime, std::move(outputs), nullptr);
 
   const SavedForBackward saved = saved_for_backward(op);

@@ -67,7 +67,7 @@ std::span<const TensorMeta> metas_of(std::span<const Tensor> tensors, std::span<
               " is undefined and no metas were given");
     taken.push_back(tensors[i].meta());
   }
-  return {taken.data(), taken.size()};
+  return taken;
 }
 
 }  // namespace

@@ -157,8 +157,8 @@ class Node {
   virtual std::string name() const = 0;
 
   Runtime& runtime() const { return runtime_; }
-  std::span<const Edge> next() const { return {next_.data(), next_.size()}; }
-  std::span<const TensorMeta> output_meta() const { return {output_meta_.data(), output_meta_.size()}; }
+  std::span<const Edge> next() const { return next_; }
+  std::span<const TensorMeta> output_meta() const { return output_meta_; }
   // Recording order: a node's inputs' nodes were recorded before it.
   std::uint64_t sequence() const { return sequence_; }
 
