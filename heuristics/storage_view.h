@@ -1,6 +1,6 @@
 // What a heuristic may know of a storage: a narrow view, so that heuristics are unit-tested on hand-built
 // graphs and know nothing of tensors, closures or kernels. Its virtual accessors only read; its public
-// scratch fields are written: heuristic_slot and heuristic_mark by the heuristics, index_handle by the
+// scratch fields are written: heuristic_slot, heuristic_mark and heuristic_sum by the heuristics, index_handle by the
 // eviction index. The runtime's Storage implements it; tests implement it with a few fields.
 #pragma once
 
@@ -40,6 +40,8 @@ class StorageView {
   // The clock value of its last use (DTR_CLOCK: op counter or nanoseconds).
   virtual std::uint64_t last_access() const = 0;
   virtual bool evicted() const = 0;
+  // A constant has no producer: never evicted nor recomputed, so no score of its is ever asked for.
+  virtual bool constant() const { return false; }
   // Visits the storages its recomputation reads (its producer's inputs) ...
   virtual void for_each_input(NeighbourVisitor visit) = 0;
   // ... and those whose recomputation reads it (the outputs of the closures that take it as input).
@@ -47,8 +49,11 @@ class StorageView {
 
   // Scratch for the heuristic that owns the runtime's decisions (the union-find node of h_DTR^eq) ...
   void* heuristic_slot = nullptr;
-  // ... and for its graph walks (the walk that last reached this storage).
+  // ... and for its graph walks (the walk that last reached this storage) ...
   std::uint64_t heuristic_mark = 0;
+  // ... and, while resident, the summed cost of the evicted classes next to it (h_DTR^eq keeps it current on
+  // every lineage event, so that a score never walks the storage's dependents).
+  double heuristic_sum = 0.0;
   // Owned by the eviction index: the storage's handle in it, while it is a candidate.
   static constexpr std::uint32_t kNotIndexed = static_cast<std::uint32_t>(-1);
   std::uint32_t index_handle = kNotIndexed;

@@ -109,7 +109,7 @@ Runtime::Impl::Results Runtime::Impl::record(std::shared_ptr<Closure> closure, s
     outputs.push_back(std::move(s));
   }
   run(*closure, /*rematerializing=*/false);
-  for (const auto& in : closure->inputs) in->dependents.push_back(closure.get());
+  closure->register_dependent();
   Results result;
   for (std::size_t i = 0; i < out_meta.size(); ++i) {
     if (outputs[i]) {

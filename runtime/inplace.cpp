@@ -49,8 +49,8 @@ void Runtime::Impl::pin_dependents(Storage& old, Storage& fresh) {
   Pins pins(*this);
   pins.add(fresh);
   std::vector<Storage*> needed;
-  for (Closure* c : old.dependents) {
-    for (Storage* out : c->outputs) {
+  for (const Storage::Dependent& d : old.dependents) {
+    for (Storage* out : d.closure->outputs) {
       if (out != nullptr && out != &fresh) needed.push_back(out);
     }
   }

@@ -55,19 +55,29 @@ void Storage::for_each_input(heuristics::NeighbourVisitor visit) {
 }
 
 void Storage::for_each_dependent(heuristics::NeighbourVisitor visit) {
-  for (Closure* c : dependents) {
-    for (Storage* out : c->outputs) {
+  for (const Dependent& d : dependents) {
+    for (Storage* out : d.closure->outputs) {
       if (out != nullptr) visit(*out);
     }
   }
 }
 
+void Closure::register_dependent() {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    auto& deps = inputs[i]->dependents;
+    dependent_at.push_back(static_cast<std::uint32_t>(deps.size()));
+    deps.push_back({this, static_cast<std::uint32_t>(i)});
+  }
+}
+
 Closure::~Closure() {
-  for (auto& in : inputs) {
-    auto& deps = in->dependents;
-    auto it = std::find(deps.begin(), deps.end(), this);
-    if (it != deps.end()) {
-      *it = deps.back();
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::shared_ptr<Storage>& in = inputs[i];
+    if (i < dependent_at.size()) {  // swap-remove its entry; the entry moved into its place learns where it is
+      auto& deps = in->dependents;
+      const Storage::Dependent moved = deps.back();
+      deps[dependent_at[i]] = moved;
+      moved.closure->dependent_at[moved.input] = dependent_at[i];
       deps.pop_back();
     }
     Runtime::Impl& runtime = in->runtime;

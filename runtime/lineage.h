@@ -38,7 +38,13 @@ struct Storage final : heuristics::StorageView {
   int handles = 0;  // live user handles
   double producer_cost = 0;
   std::uint64_t last_used = 0;
-  std::vector<Closure*> dependents;  // closures that read it (they unregister when they die)
+  // The closures that read it, each with the input slot it reads this storage through; a closure knows where
+  // its entries are (Closure::dependent_at), so one dies in O(1) however many read this storage.
+  struct Dependent {
+    Closure* closure;
+    std::uint32_t input;
+  };
+  std::vector<Dependent> dependents;
   std::size_t resident_slot = kNotResident;  // index in the runtime's list of evictable resident storages
   // When it last became an eviction candidate (a runtime-wide arrival count; 0: not a candidate). Equal
   // scores go to the latest arrival, as in the DTR authors' runtime (its candidate list is in arrival order).
@@ -54,13 +60,13 @@ struct Storage final : heuristics::StorageView {
   std::vector<View> views;
   double view_cost = 0;  // the summed cost of the ops that made views of it (each op once): part of its cost
 
-  bool constant() const { return producer == nullptr; }
 
   // heuristics::StorageView
   std::size_t bytes() const override { return nbytes; }
   double cost() const override { return producer_cost; }
   std::uint64_t last_access() const override { return last_used; }
   bool evicted() const override { return !in_memory; }
+  bool constant() const override { return producer == nullptr; }
   void for_each_input(heuristics::NeighbourVisitor visit) override;
   void for_each_dependent(heuristics::NeighbourVisitor visit) override;
 };
@@ -73,6 +79,8 @@ struct Closure {
   Closure(const Closure&) = delete;
   Closure& operator=(const Closure&) = delete;
   ~Closure();
+  // Adds it to its inputs' dependents (once its first run succeeded).
+  void register_dependent();
 
   Computation* computation = nullptr;  // owned by the closure type below that holds it
   // Inline capacities fit most ops: one heap block per closure.
@@ -80,6 +88,9 @@ struct Closure {
   SmallVector<TensorMeta, 3> input_meta;   // the input as the op saw it: a view may cover part of its storage
   SmallVector<std::size_t, 3> input_offset;  // in elements, from the start of the storage
   SmallVector<std::uint32_t, 3> input_view;  // the op-made view of the storage it read (Storage::views); 0: none
+  // Per input: where this closure's entry is in the input's Storage::dependents (empty until it is registered,
+  // once it ran).
+  SmallVector<std::uint32_t, 3> dependent_at;
   // The outputs with a buffer of their own (not views; the computation writes these), in output order.
   SmallVector<Storage*, 2> outputs;          // nullptr once that output's storage died
   SmallVector<TensorMeta, 2> output_meta;

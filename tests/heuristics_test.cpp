@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fake_storage.h"
+#include "heuristics/eviction_index.h"
 #include "heuristics/heuristic.h"
 #include "test_resources.h"
 
@@ -144,18 +145,19 @@ TEST(DtrEqHeuristic, RecyclesNodesAndMatchesTheNaiveUnionFindOnRandomLineage) {
     };
     for (int step = 0; step < 1500; ++step) {
       const int action = static_cast<int>(rng() % 10);
-      if (action < 3 || live.size() < 3) {  // a new storage reading one or two others
+      if (action < 3 || live.size() < 3) {  // a new storage reading one or two others, resident (its op ran)
         auto s = std::make_unique<FakeStorage>();
         s->c0 = static_cast<double>(1 + rng() % 8);
-        for (int k = 0, inputs = 1 + static_cast<int>(rng() % 2); k < inputs && !live.empty(); ++k) {
-          FakeStorage* in = live[rng() % live.size()].get();
+        for (int k = 0, inputs = 1 + static_cast<int>(rng() % 2); k < inputs; ++k) {
+          FakeStorage* in = pick([](const FakeStorage& t) { return !t.is_evicted; });
+          if (in == nullptr) break;
           s->inputs.push_back(in);
           in->dependents.push_back(s.get());
         }
         id_of[s.get()] = next_id++;
         live.push_back(std::move(s));
       } else if (action < 6) {
-        if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted; })) {
+        if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.is_constant; })) {
           s->is_evicted = true;
           model.on_evict(id_of.at(s), s->c0, evicted_neighbours(*s));
           h->on_evict(*s);
@@ -166,6 +168,13 @@ TEST(DtrEqHeuristic, RecyclesNodesAndMatchesTheNaiveUnionFindOnRandomLineage) {
           model.subtract(id_of.at(s), s->c0);
           model.forget(id_of.at(s));  // it leaves its class
           h->on_rematerialize(*s);
+        }
+      } else if (action == 8) {  // a resident storage becomes a constant: its inputs stop being neighbours
+        if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) {
+          h->on_cut(*s);
+          for (FakeStorage* in : s->inputs) std::erase(in->dependents, s);
+          s->inputs.clear();
+          s->is_constant = true;
         }
       } else if (FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); })) {
         // Dies: nothing reads it any more.
@@ -178,7 +187,7 @@ TEST(DtrEqHeuristic, RecyclesNodesAndMatchesTheNaiveUnionFindOnRandomLineage) {
       // Live nodes: those of live storages and their ancestors, of which union by rank allows log2(nodes).
       ASSERT_LE(h->live_slots(), live.size() * (1 + std::bit_width(static_cast<unsigned>(next_id))));
       for (auto& s : live) {
-        if (s->is_evicted) continue;
+        if (s->is_evicted || s->is_constant) continue;  // no score of a constant is ever asked for
         const double expected = model.neighbourhood(s->c0, evicted_neighbours(*s));
         ASSERT_DOUBLE_EQ(h->score(*s, 0), expected) << "step " << step;
       }
@@ -193,6 +202,43 @@ TEST(DtrEqHeuristic, RecyclesNodesAndMatchesTheNaiveUnionFindOnRandomLineage) {
     }
     EXPECT_EQ(h->live_slots(), 0u);
   }
+}
+
+// A tensor that every op reads (an RNN's weight) is next to every evicted class along the chain: its score
+// must come from the kept sum, never from a walk over its thousands of dependents (issue 16: that walk, on
+// every change of a class next to it, made dtr-eq quadratic in fan-out). Shown to fail with key() walking.
+TEST(DtrEqHeuristic, AScoreNeverWalksAHighFanOutStoragesDependents) {
+  constexpr int kSteps = 2000;
+  auto h = heuristics::make_heuristic("dtr-eq");
+  heuristics::EvictionIndex index(*h);
+  FakeStorage hub;
+  std::vector<FakeStorage> x(kSteps + 1);
+  for (int i = 1; i <= kSteps; ++i) {  // x[i] = f(x[i - 1], hub)
+    x[static_cast<std::size_t>(i)].inputs = {&x[static_cast<std::size_t>(i) - 1], &hub};
+    x[static_cast<std::size_t>(i) - 1].dependents.push_back(&x[static_cast<std::size_t>(i)]);
+    hub.dependents.push_back(&x[static_cast<std::size_t>(i)]);
+  }
+  index.add(hub, 0);
+  for (auto& s : x) index.add(s, 0);
+  int events = 0;
+  for (int round = 0; round < 2; ++round) {  // every other step evicted (a class each), then all back, twice
+    for (std::size_t i = 1; i <= kSteps; i += 2) {
+      index.remove(x[i], 0);
+      x[i].is_evicted = true;
+      h->on_evict(x[i]);
+      events += 1;
+    }
+    EXPECT_DOUBLE_EQ(index.score(hub, 0), 1.0 + kSteps / 2);  // c0 plus each neighbouring class (cost 1)
+    EXPECT_DOUBLE_EQ(h->score(hub, 0), 1.0 + kSteps / 2);
+    for (std::size_t i = 1; i <= kSteps; i += 2) {
+      x[i].is_evicted = false;
+      h->on_rematerialize(x[i]);
+      index.add(x[i], 0);
+      events += 1;
+    }
+    EXPECT_DOUBLE_EQ(index.score(hub, 0), 1.0);
+  }
+  EXPECT_LE(hub.visits, static_cast<std::size_t>(events)) << "the hub's neighbours were walked";
 }
 
 TEST(LruHeuristic, PrefersTheLeastRecentlyUsed) {

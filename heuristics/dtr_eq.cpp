@@ -1,0 +1,356 @@
+// h_DTR^eq (design section 5): e*(t) approximated by the union-find classes of connected evicted storages, each
+// class carrying the summed cost of its members. A resident storage's score needs the summed cost of the
+// distinct classes next to it; that sum is kept up to date on every lineage event (each class knows the
+// resident storages next to it, its boundary), so a score costs O(1) however many storages read this one: a
+// weight read by every step of an unrolled RNN is no longer walked at every step (issue 16).
+#include "heuristics/dtr_eq.h"
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "dtr/check.h"
+
+namespace dtr::heuristics {
+namespace {
+
+double bytes_of(const StorageView& s) { return static_cast<double>(std::max<std::size_t>(s.bytes(), 1)); }
+
+// The resident storages next to a class, each with the number of adjacencies (lineage edges, counted with
+// multiplicity) between it and the class's evicted members: it leaves the boundary when the last one goes.
+// Most boundaries are a chain's two ends, searched linearly; a large one (the dependents of an evicted tensor
+// that many ops read) also keeps a position map.
+class Boundary {
+ public:
+  struct Entry {
+    StorageView* storage;
+    std::uint32_t edges;
+  };
+
+  const std::vector<Entry>& entries() const { return entries_; }
+  std::size_t size() const { return entries_.size(); }
+
+  // Adds `edges` adjacencies; true when `s` is new to the boundary.
+  bool add(StorageView* s, std::uint32_t edges) {
+    if (Entry* e = find(s)) {
+      e->edges += edges;
+      return false;
+    }
+    entries_.push_back({s, edges});
+    if (!where_.empty()) {
+      where_.emplace(s, entries_.size() - 1);
+    } else if (entries_.size() > kLinear) {
+      for (std::size_t i = 0; i < entries_.size(); ++i) where_.emplace(entries_[i].storage, i);
+    }
+    return true;
+  }
+
+  // Removes one adjacency; true when it was the last one, and `s` left.
+  bool remove_edge(StorageView* s) {
+    Entry* e = find(s);
+    if (e == nullptr) return false;
+    if (e->edges > 1) {
+      e->edges -= 1;
+      return false;
+    }
+    erase(s);
+    return true;
+  }
+
+  // Removes `s` whatever its adjacencies; true when it was there.
+  bool erase(StorageView* s) {
+    Entry* e = find(s);
+    if (e == nullptr) return false;
+    const std::size_t at = static_cast<std::size_t>(e - entries_.data());
+    if (!where_.empty()) where_.erase(s);
+    if (at + 1 != entries_.size()) {
+      entries_[at] = entries_.back();
+      if (!where_.empty()) where_[entries_[at].storage] = at;
+    }
+    entries_.pop_back();
+    return true;
+  }
+
+  void clear() {
+    entries_.clear();
+    where_.clear();
+  }
+
+ private:
+  static constexpr std::size_t kLinear = 16;
+
+  Entry* find(StorageView* s) {
+    if (!where_.empty()) {
+      const auto it = where_.find(s);
+      return it == where_.end() ? nullptr : &entries_[it->second];
+    }
+    for (Entry& e : entries_) {
+      if (e.storage == s) return &e;
+    }
+    return nullptr;
+  }
+
+  std::vector<Entry> entries_;
+  std::unordered_map<StorageView*, std::size_t> where_;
+};
+
+// Invariants, for every class root R and every resident storage r:
+//   r is in R's boundary  <=>  r is no constant and some evicted member of R is r's input or dependent (with
+//                              the count of such edges);
+//   r.heuristic_sum == the sum of R.cost over the classes whose boundary holds r.
+// Evicting t gives it a fresh node united with its evicted neighbours' classes; rematerializing it subtracts its
+// cost from its class and drops its node (classes are never split, as in the DTR authors' simulator).
+class DtrEqHeuristic final : public Heuristic {
+ public:
+  std::string name() const override { return "dtr-eq"; }
+  bool scores_walk_lineage() const override { return true; }  // its upkeep walks neighbours and their classes
+
+  ScoreKey key(StorageView& s) override {
+    const double neighbourhood = s.evicted() ? walked_neighbourhood(s) : s.heuristic_sum;
+    return {(s.cost() + neighbourhood) / bytes_of(s), static_cast<double>(s.last_access()) - 1.0};
+  }
+
+  // A fresh node each time: the storage joins the classes of its evicted neighbours now, not the class it
+  // was in before it was last rematerialized (that class may have drifted far from it).
+  void on_evict(StorageView& s) override {
+    DTR_CHECK(s.heuristic_slot == nullptr, InvalidArgument, "dtr-eq: a storage was evicted twice");
+    // The storages next to the classes about to merge stop counting them one by one ...
+    ++epoch_;
+    roots_.clear();
+    auto gather = [&](StorageView& n) {
+      if (!member(n)) return;
+      Node* root = find(slot(n));
+      if (root->seen == epoch_) return;
+      root->seen = epoch_;
+      roots_.push_back(root);
+      if (root->boundary != nullptr) {
+        for (const Boundary::Entry& e : root->boundary->entries()) e.storage->heuristic_sum -= root->cost;
+      }
+    };
+    s.for_each_input(gather);
+    s.for_each_dependent(gather);
+    Node* node = allocate_node();
+    s.heuristic_slot = node;
+    node->cost = s.cost();
+    for (Node* root : roots_) node = merge(node, root);
+    // ... and count the merged class once; `s` leaves the boundary, its resident neighbours join it.
+    Boundary& boundary = boundary_of(node);
+    boundary.erase(&s);
+    auto join = [&](StorageView& n) {
+      if (!n.evicted() && !n.constant()) boundary.add(&n, 1);
+    };
+    s.for_each_input(join);
+    s.for_each_dependent(join);
+    for (const Boundary::Entry& e : boundary.entries()) e.storage->heuristic_sum += node->cost;
+    notify(boundary, nullptr);
+  }
+
+  // The storage leaves its class, and joins, resident, the boundaries of its evicted neighbours' classes.
+  void on_rematerialize(StorageView& s) override {
+    leave_class(s);
+    s.heuristic_sum = 0.0;
+    auto join = [&](StorageView& n) {
+      if (!member(n)) return;
+      Node* root = find(slot(n));
+      if (boundary_of(root).add(&s, 1)) s.heuristic_sum += root->cost;
+    };
+    s.for_each_input(join);
+    s.for_each_dependent(join);
+  }
+
+  void on_destroy(StorageView& s) override {
+    if (s.heuristic_slot != nullptr) {  // an evicted member
+      leave_class(s);
+      return;
+    }
+    if (live_nodes_ == 0) return;  // no class: on no boundary (the common case without a budget)
+    auto drop = [&](StorageView& n) {
+      if (member(n)) boundary_of(find(slot(n))).erase(&s);
+    };
+    s.for_each_input(drop);
+    s.for_each_dependent(drop);
+  }
+
+  // It becomes a constant, whose score no one asks for: off every boundary (a weight read by every step
+  // would otherwise be told of every change to the classes along the chain).
+  void on_cut(StorageView& s) override { on_destroy(s); }
+
+  std::size_t live_slots() const override { return live_nodes_; }
+
+ private:
+  // A node is referenced by its storage (until the storage leaves the class) and by the nodes whose parent it
+  // is; it is recycled when neither is left, so the forest stays as large as the evicted lineage, not the run.
+  struct Node {
+    Node* parent = nullptr;  // nullptr: a root
+    double cost = 0.0;       // meaningful at roots
+    std::uint32_t rank = 0;
+    std::uint32_t refs = 0;
+    std::uint64_t seen = 0;
+    std::unique_ptr<Boundary> boundary;  // at roots: the resident storages next to the class
+  };
+
+  static Node* slot(StorageView& s) { return static_cast<Node*>(s.heuristic_slot); }
+  static bool member(StorageView& n) { return n.evicted() && n.heuristic_slot != nullptr; }
+
+  // An evicted storage's neighbourhood (no one keeps its sum): each class next to it once.
+  double walked_neighbourhood(StorageView& s) {
+    double cost = 0.0;
+    ++epoch_;
+    auto add_class = [&](StorageView& n) {
+      if (!member(n)) return;
+      Node* root = find(slot(n));
+      if (root->seen == epoch_) return;
+      root->seen = epoch_;
+      cost += root->cost;
+    };
+    s.for_each_input(add_class);
+    s.for_each_dependent(add_class);
+    return cost;
+  }
+
+  Boundary& boundary_of(Node* root) {
+    if (root->boundary == nullptr) {
+      if (spare_boundaries_.empty()) {
+        root->boundary = std::make_unique<Boundary>();
+      } else {
+        root->boundary = std::move(spare_boundaries_.back());
+        spare_boundaries_.pop_back();
+      }
+    }
+    return *root->boundary;
+  }
+
+  // A boundary no class needs any more, kept with its capacity for the next (an eviction makes a class, and
+  // allocating its boundary cost a fifth of a decision).
+  void release(std::unique_ptr<Boundary>& boundary) {
+    if (boundary == nullptr) return;
+    boundary->clear();
+    spare_boundaries_.push_back(std::move(boundary));
+    boundary.reset();
+  }
+
+  void leave_class(StorageView& s) {
+    Node* node = slot(s);
+    Node* root = find(node);
+    const double before = root->cost;
+    root->cost = std::max(0.0, before - s.cost());
+    s.heuristic_slot = nullptr;
+    // Its resident neighbours lose its edges; those with no other edge to the class leave the boundary (and
+    // stop counting it), the others count the class's new cost. A boundary holds only storages next to the
+    // class, or one that lost that adjacency would be left behind when it dies (UBSan found one).
+    Boundary& boundary = boundary_of(root);
+    auto drop = [&](StorageView& n) {
+      if (!n.evicted() && boundary.remove_edge(&n)) n.heuristic_sum -= before;
+    };
+    s.for_each_input(drop);
+    s.for_each_dependent(drop);
+    const double change = root->cost - before;
+    for (const Boundary::Entry& e : boundary.entries()) e.storage->heuristic_sum += change;
+    notify(boundary, &s);  // the class's cost fell, and `s`'s neighbours lost it
+    unref(node);
+  }
+
+  // Tells the listener about every storage of `boundary` and every resident neighbour of `left`.
+  void notify(const Boundary& boundary, StorageView* left) {
+    if (listener() == nullptr) return;
+    const std::uint64_t mark = ++marks_;
+    dirty_.clear();
+    for (const Boundary::Entry& e : boundary.entries()) {
+      e.storage->heuristic_mark = mark;
+      dirty_.push_back(e.storage);
+    }
+    if (left != nullptr) {
+      auto visit = [&](StorageView& n) {
+        if (n.evicted() || n.constant() || n.heuristic_mark == mark) return;
+        n.heuristic_mark = mark;
+        dirty_.push_back(&n);
+      };
+      left->for_each_input(visit);
+      left->for_each_dependent(visit);
+    }
+    for (StorageView* r : dirty_) listener()->score_changed(*r);
+  }
+
+  Node* allocate_node() {
+    Node* node = nullptr;
+    if (free_ != nullptr) {
+      node = free_;
+      free_ = free_->parent;
+      *node = Node{};
+    } else {
+      node = &nodes_.emplace_back();
+    }
+    node->refs = 1;  // its storage
+    live_nodes_ += 1;
+    return node;
+  }
+
+  // Drops one reference; a node left with none goes back to the free list, releasing its parent in turn.
+  void unref(Node* node) {
+    while (node != nullptr && --node->refs == 0) {
+      Node* parent = node->parent;
+      release(node->boundary);
+      node->parent = free_;
+      free_ = node;
+      live_nodes_ -= 1;
+      node = parent;
+    }
+  }
+
+  Node* find(Node* node) {
+    Node* root = node;
+    while (root->parent != nullptr) root = root->parent;
+    // Path compression: each node on the path now points at the root. A node that loses its last child this
+    // way (and has no storage) is recycled once its own link is moved, so nothing is read after it is freed.
+    while (node != root) {
+      Node* next = node->parent;
+      if (next != root) {
+        node->parent = root;
+        root->refs += 1;
+        next->refs -= 1;  // may reach 0: `next` is visited next and recycled then
+      }
+      if (node->refs == 0) {
+        node->refs = 1;
+        unref(node);
+      }
+      node = next;
+    }
+    return root;
+  }
+
+  // Unites two classes (roots); the boundaries merge, the smaller into the larger, adding up the edges of a
+  // storage next to both.
+  Node* merge(Node* a, Node* b) {
+    if (a == b) return a;
+    if (a->rank < b->rank) std::swap(a, b);
+    b->parent = a;
+    a->refs += 1;
+    a->cost += b->cost;
+    if (a->rank == b->rank) ++a->rank;
+    if (b->boundary != nullptr) {
+      if (a->boundary == nullptr || a->boundary->size() < b->boundary->size()) a->boundary.swap(b->boundary);
+      if (b->boundary != nullptr) {
+        for (const Boundary::Entry& e : b->boundary->entries()) a->boundary->add(e.storage, e.edges);
+      }
+      release(b->boundary);
+    }
+    return a;
+  }
+
+  std::deque<Node> nodes_;
+  Node* free_ = nullptr;  // recycled nodes, linked through `parent`
+  std::size_t live_nodes_ = 0;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t marks_ = 0;
+  std::vector<Node*> roots_;
+  std::vector<StorageView*> dirty_;
+  std::vector<std::unique_ptr<Boundary>> spare_boundaries_;
+};
+
+}  // namespace
+
+std::unique_ptr<Heuristic> make_dtr_eq_heuristic() { return std::make_unique<DtrEqHeuristic>(); }
+
+}  // namespace dtr::heuristics
