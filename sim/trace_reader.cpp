@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <istream>
+#include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "dtr/check.h"
 #include "dtr/sim.h"
@@ -18,6 +20,19 @@ namespace {
 
 using nlohmann::json;
 using Kind = Instruction::Kind;
+
+// A trace line may be up to this long; a longer one is refused (a file with no newlines would otherwise be
+// read into memory whole).
+constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
+
+// A value from the file as a message shows it: at most 80 characters, then how long it was.
+std::string shown(std::string text) {
+  constexpr std::size_t kShown = 80;
+  if (text.size() <= kShown) return text;
+  const std::size_t length = text.size();
+  text.resize(kShown);
+  return text + "... (" + std::to_string(length) + " characters)";
+}
 
 class Reader {
  public:
@@ -60,7 +75,7 @@ class Reader {
       for (const json& index : m) {
         const double k = number_value(index, "MUTATE");
         if (k < 0 || k >= static_cast<double>(in.args.size()) || k != static_cast<double>(static_cast<std::uint32_t>(k))) {
-          fail("MUTATE: index ", index.dump(), " is not an index into its ", in.args.size(), " ARGS");
+          fail("MUTATE: index ", shown(index.dump()), " is not an index into its ", in.args.size(), " ARGS");
         }
         in.mutated.push_back(static_cast<std::uint32_t>(k));
       }
@@ -79,7 +94,7 @@ class Reader {
       in.op = string_field(j, "ANNOTATION");
       push(std::move(in));
     } else {
-      fail("unknown INSTRUCTION \"", instruction,
+      fail("unknown INSTRUCTION \"", shown(instruction),
            "\"; expected CONSTANT, MEMORY, ALIAS, CALL, MUTATE, COPY, COPY_FROM, RELEASE or ANNOTATE");
     }
   }
@@ -110,7 +125,7 @@ class Reader {
 
   std::string string_field(const json& j, const char* key) const {
     const json& v = field(j, key);
-    if (!v.is_string()) fail("field \"", key, "\": expected a string, got ", v.dump());
+    if (!v.is_string()) fail("field \"", key, "\": expected a string, got ", shown(v.dump()));
     return v.get<std::string>();
   }
 
@@ -123,7 +138,7 @@ class Reader {
       const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
       if (error == std::errc{} && end == s.data() + s.size() && !s.empty()) return value;
     }
-    fail("field \"", key, "\": expected a number (or a string holding one), got ", v.dump());
+    fail("field \"", key, "\": expected a number (or a string holding one), got ", shown(v.dump()));
   }
 
   double number_field(const json& j, const char* key) const {
@@ -134,11 +149,11 @@ class Reader {
 
   std::vector<std::uint32_t> names_field(const json& j, const char* key) {
     const json& v = field(j, key);
-    if (!v.is_array()) fail("field \"", key, "\": expected a list of tensor names, got ", v.dump());
+    if (!v.is_array()) fail("field \"", key, "\": expected a list of tensor names, got ", shown(v.dump()));
     std::vector<std::uint32_t> names;
     names.reserve(v.size());
     for (const json& name : v) {
-      if (!name.is_string()) fail("field \"", key, "\": expected tensor names (strings), got ", name.dump());
+      if (!name.is_string()) fail("field \"", key, "\": expected tensor names (strings), got ", shown(name.dump()));
       names.push_back(intern(name.get<std::string>()));
     }
     return names;
@@ -229,9 +244,18 @@ class Reader {
 
 Trace parse_trace(std::istream& in, const std::string& source) {
   Reader reader(source);
-  std::string text;
+  std::vector<char> buffer(kMaxLineBytes + 1);  // a line, its newline dropped, and the terminating zero
   std::uint32_t number = 0;
-  while (std::getline(in, text)) reader.line(text, ++number);
+  while (true) {
+    in.getline(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (in.bad() || (in.fail() && got == 0)) break;  // a read error, or the end
+    DTR_CHECK(!in.fail(), TraceError, source, ":", number + 1, ": the line is longer than ",
+              kMaxLineBytes, " bytes (is this a trace, one JSON object per line?)");
+    const bool ended = in.eof();  // the last line, with no newline after it
+    reader.line(std::string_view(buffer.data(), ended ? got : got - 1), ++number);
+    if (ended) break;
+  }
   DTR_CHECK(!in.bad(), TraceError, source, ": read error after line ", number);
   return reader.finish();
 }

@@ -197,6 +197,36 @@ TEST_F(TraceReaderPaths, UnreadableFileSaysSo) {
 }
 
 // Garbage and mutated valid traces: a TraceError or a trace, nothing else (ASan watches the rest).
+// A file with no newline (/dev/zero, a binary) must not be read into memory whole: a line past 1 MiB is an
+// error naming its line; lines up to the cap, and a last line with no newline, still parse.
+TEST(TraceReader, ALineLongerThanTheCapIsRefusedAndLongValuesAreShownCut) {
+  const std::string start = "{\"ANNOTATION\":\"START\",\"INSTRUCTION\":\"ANNOTATE\"}\n";
+  const std::string huge(std::size_t{1} << 21, 'x');
+  try {
+    parse(start + huge);
+    ADD_FAILURE() << "a 2 MiB line was read";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("test.log:2: the line is longer than 1048576 bytes"), std::string::npos)
+        << e.what();
+  }
+  // Just under the cap: an ordinary (bad) line, whose long value the message shows cut to a prefix.
+  const std::string value(std::size_t{1} << 19, 'y');
+  try {
+    parse(start + "{\"INSTRUCTION\":\"" + value + "\"}");
+    ADD_FAILURE() << "an unknown instruction was read";
+  } catch (const TraceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("test.log:2: unknown INSTRUCTION"), std::string::npos) << what.substr(0, 200);
+    EXPECT_NE(what.find("(524288 characters)"), std::string::npos) << what.substr(0, 200);
+    EXPECT_LT(what.size(), 400u);
+  }
+  // The last line needs no newline.
+  const sim::Trace t = parse(start + "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"a\"}\n"
+                                     "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"8\",\"NAME\":\"a\"}");
+  ASSERT_EQ(t.instructions.size(), 1u);
+  EXPECT_EQ(t.instructions[0].bytes, 8u);
+}
+
 TEST(TraceReader, FuzzedInputGivesATraceErrorOrATrace) {
   std::mt19937_64 rng(99);
   const std::string alphabet = "{}[]\":,0123456789-.abcxyzINSTRUCTIONCALLMEMORYALIAS \n\\";
