@@ -299,6 +299,19 @@ TEST_F(DtrSimCli, PlotThatCannotBeWrittenIsAnError) {
 // a string, then gnuplot's system() or a newline and '!' (a shell command line), ';', backquotes (gnuplot
 // substitutes them outside single-quoted strings), $(...), spaces. The plot goes where asked, and nothing else
 // appears: no file made by a command, no scratch file.
+// The flags rule: DTR_* variables that would change a replay are ignored (as --help says), so the table is the
+// same whatever the environment.
+TEST_F(DtrSimCli, DtrVariablesDoNotChangeTheReplay) {
+  const std::string args = path("chain.log") + " --ratio 0.4 --json";
+  const Outcome plain = run(args);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const Outcome with_env = run_command("DTR_HEURISTIC=lru DTR_MEMORY_BUDGET=1KiB DTR_BUDGET_MODE=device "
+                                       "DTR_THRASH_LIMIT=1.01 DTR_SEARCH=scan " + std::string(DTR_SIM_PATH) + " " + args);
+  ASSERT_EQ(with_env.status, 0) << with_env.output;
+  EXPECT_EQ(with_env.output, plain.output);
+  EXPECT_NE(run("--help").output.find("Flags rule here"), std::string::npos);
+}
+
 TEST_F(DtrSimCli, PlotAndTraceNamesCannotInjectCommands) {
   struct Case {
     std::string trace;

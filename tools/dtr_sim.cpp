@@ -205,6 +205,9 @@ void write_plot(const std::string& path, const std::string& title, const std::ve
 
 int main(int argc, char** argv) {
   CLI::App app{"dtr-sim: replay a training trace (the DTR prototype's JSON-lines log) under memory budgets"};
+  app.footer("Flags rule here: a replay reads no DTR_* variable but DTR_LOG_LEVEL (DTR_MEMORY_BUDGET, "
+             "DTR_HEURISTIC, DTR_BUDGET_MODE, DTR_THRASH_LIMIT... are the flags above), so the same command gives the "
+             "same table whatever the environment.");
   std::string trace_path;
   std::optional<double> ratio;
   std::string sweep;
