@@ -22,6 +22,9 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
   heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
   windows = heuristic->fragmentation_aware();
   walking_scores = heuristic->scores_walk_lineage();
+  // One rule in both budget modes (the caching allocator refused 0 in device mode; bytes mode took it).
+  DTR_CHECK(config.memory_budget != std::uint64_t{0}, ConfigError,
+            "Config::memory_budget: a budget of 0 bytes holds nothing; leave it unset (nullopt) for no budget");
   DTR_CHECK(std::isfinite(config.size_floor) && config.size_floor >= 0, ConfigError, "Config::size_floor ",
             config.size_floor, " must be a non-negative fraction of the mean candidate size (0: no floor)");
   DTR_CHECK(!config.thrash_limit || (std::isfinite(*config.thrash_limit) && *config.thrash_limit >= 1), ConfigError,

@@ -91,6 +91,19 @@ TEST(Config, RuntimeRejectsAMalformedSizeFloorSetInCode) {
   }
 }
 
+// A zero budget set in code is refused in both budget modes alike (bytes mode took it, device mode did not).
+TEST(Config, RuntimeRejectsAZeroBudgetInEveryMode) {
+  for (BudgetMode mode : {BudgetMode::bytes, BudgetMode::device}) {
+    Config config = deterministic_config(4096);
+    config.memory_budget = 0;
+    config.budget_mode = mode;
+    expect_error<ConfigError>([&] { Runtime rt(config); }, {"Config::memory_budget", "0 bytes", "nullopt"});
+    config.memory_budget = 1;  // the smallest budget is a budget
+    Runtime rt(config);
+    EXPECT_EQ(rt.config().memory_budget, std::uint64_t{1});
+  }
+}
+
 TEST(Config, DefaultRuntimeIsBuiltOnceFromTheEnvironment) {
   EnvGuard budget("DTR_MEMORY_BUDGET", nullptr), cost("DTR_COST_MODEL", nullptr), stats("DTR_STATS", nullptr),
       trace("DTR_TRACE", nullptr), device("DTR_DEVICE", nullptr);
