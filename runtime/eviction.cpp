@@ -228,6 +228,17 @@ OutOfMemory Runtime::Impl::out_of_memory(std::size_t bytes, const OutOfMemory* c
   for (const Storage* s : recomputable) (s->pins > 0 ? pinned : evictable) += s->nbytes;
   const std::uint64_t constants = resident_bytes - pinned - evictable;
   OutOfMemoryInfo info = cause != nullptr ? cause->info() : OutOfMemoryInfo{};
+  if (cause == nullptr) {  // a bytes budget: what the memory holds all the same (it read zero)
+    if (allocator) {
+      const AllocatorStats memory = allocator->stats();
+      info.reserved_bytes = memory.reserved_bytes.current;
+      info.allocated_bytes = memory.allocated_bytes.current;
+      info.largest_free_block_bytes = memory.largest_free_block.current;
+    } else {
+      info.reserved_bytes = resident_bytes;
+      info.allocated_bytes = resident_bytes;
+    }
+  }
   info.requested_bytes = bytes;
   info.budget_bytes = budget.value_or(0);
   std::string message = detail::concat(

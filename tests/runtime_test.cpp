@@ -461,6 +461,10 @@ TEST(Runtime, ImpossibleBudgetNamesTheOpAndLeavesTheRuntimeUsable) {
       EXPECT_NE(message.find("running op 'concat2'"), std::string::npos) << message;
       EXPECT_NE(message.find("budget 3.00 MiB"), std::string::npos) << message;
       EXPECT_NE(message.find("constants 2.00 MiB"), std::string::npos) << message;
+      // The memory's figures in either mode (a bytes budget reported zero reserved beside 2 MiB resident).
+      EXPECT_EQ(e.info().budget_bytes, std::uint64_t{3} << 20);
+      EXPECT_GE(e.info().allocated_bytes, std::uint64_t{2} << 20);
+      EXPECT_GE(e.info().reserved_bytes, e.info().allocated_bytes);
     }
     // Still usable: nothing stays pinned, and smaller work fits.
     Tensor d = rt.call1(ops::add(), {a, b});
