@@ -1,5 +1,6 @@
 // A trace replayed through the real Runtime over simulated memory (design section 6).
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <unordered_map>
 
@@ -50,6 +51,10 @@ const OpDef& replay_op() {
   return op;
 }
 
+// The simulated device (nothing is allocated for real): 32 TiB. replay() refuses a trace whose unbudgeted peak
+// is beyond it, rather than reporting it infeasible at every budget.
+constexpr std::size_t kCapacity = std::size_t{1} << 45;
+
 class Replayer {
  public:
   Replayer(const Trace& trace, const ReplayOptions& options)
@@ -93,9 +98,6 @@ class Replayer {
   }
 
  private:
-  // The simulated device: large enough for any trace's budget (nothing is allocated for real).
-  static constexpr std::size_t kCapacity = std::size_t{1} << 45;
-
   static Config config_for(const ReplayOptions& options, double base_compute_ns) {
     Config config;
     config.thrash_limit = options.thrash_limit;
@@ -178,10 +180,16 @@ TraceSummary summarize(const Trace& trace) {
   std::vector<std::int64_t> storage_of(trace.names.size(), -1);  // by name; -1: not live
   TraceSummary summary;
   std::uint64_t live = 0;
+  const Instruction* at = nullptr;  // the instruction being summed, for an overflow's message
+  auto add = [&](std::uint64_t& sum, std::uint64_t bytes) {
+    DTR_CHECK(sum <= std::numeric_limits<std::uint64_t>::max() - bytes, TraceError, trace.source, ":",
+              at != nullptr ? at->line : 0, ": the trace's tensors sum past 2^64 bytes");
+    sum += bytes;
+  };
   auto create = [&](std::uint64_t bytes) {
     size.push_back(bytes);
     references.push_back(0);
-    live += bytes;
+    add(live, bytes);
     return static_cast<std::int64_t>(size.size() - 1);
   };
   auto bind = [&](std::uint32_t name, std::int64_t storage) {
@@ -202,9 +210,10 @@ TraceSummary summarize(const Trace& trace) {
     return storage_of[name];
   };
   for (const Instruction& in : trace.instructions) {
+    at = &in;
     switch (in.kind) {
       case Kind::constant:
-        summary.constant_bytes += in.bytes;
+        add(summary.constant_bytes, in.bytes);
         bind(in.name, create(in.bytes));
         summary.peak_bytes = std::max(summary.peak_bytes, live);
         break;
@@ -253,6 +262,9 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
                      "= 0; nullopt is no budget)";
     return result;
   }
+  const std::uint64_t peak = summarize(trace).peak_bytes;
+  DTR_CHECK(peak <= kCapacity, TraceError, trace.source, ": the unbudgeted peak, ", format_bytes(peak),
+            ", is beyond the simulated device's ", format_bytes(kCapacity), ": traces up to that replay");
   Replayer replayer(trace, options);
   return replayer.run();
 }

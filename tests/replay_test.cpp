@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dtr/sim.h"
+#include "test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -63,6 +64,20 @@ TEST(Replay, UnbudgetedReplayRecomputesNothingAndPeaksAsSummarized) {
   EXPECT_EQ(r.evictions, 0u);
   EXPECT_EQ(r.peak_resident_bytes, summary.peak_bytes);
   EXPECT_DOUBLE_EQ(r.overhead(), 1.0);
+}
+
+// Past the simulated device (32 TiB) a trace is refused with a message, not reported infeasible at every budget
+// (even 100% of its own peak); sums past 2^64 bytes are an error, not a wrapped peak.
+TEST(Replay, TracesPastTheSimulatedDeviceOrTwoToTheSixtyFourAreRefused) {
+  const sim::Trace big = parse(chain_trace(2, std::uint64_t{20} << 40));  // 20 TiB tensors, 40+ TiB at the peak
+  sim::ReplayOptions options;
+  options.budget_bytes = sim::summarize(big).peak_bytes;
+  expect_error<TraceError>([&] { sim::replay(big, options); },
+                           {"generated.log: the unbudgeted peak", "beyond the simulated device's 32.00 TiB"});
+  const sim::Trace fits = parse(chain_trace(2, std::uint64_t{4} << 40));  // 12 TiB: replays
+  EXPECT_TRUE(sim::replay(fits, sim::ReplayOptions{}).feasible);
+  const sim::Trace wraps = parse(chain_trace(20, 1000000000000000000ull));  // 1e18 bytes each
+  expect_error<TraceError>([&] { sim::summarize(wraps); }, {"generated.log:", "sum past 2^64 bytes"});
 }
 
 TEST(Replay, BudgetsBoundMemoryAndCostRecomputation) {

@@ -69,6 +69,7 @@ struct TraceSummary {
   double base_compute_ns = 0;       // the sum of CALL and MUTATE times
   std::uint64_t constant_bytes = 0; // the sum of CONSTANT sizes
 };
+// Throws dtr::TraceError when the trace uses a name that is not live or its sizes sum past 2^64 bytes.
 TraceSummary summarize(const Trace& trace);
 
 struct ReplayOptions {
@@ -108,7 +109,8 @@ struct ReplayResult {
 // cost their logged TIME; the clock counts compute, recomputations included). At the end, every tensor
 // still named is materialized: a run cannot win by never recomputing what the program still holds.
 // A budget of 0 bytes is an infeasible result (feasible = false, failure says the budget rounds to 0 bytes)
-// in both budget modes. Throws dtr::TraceError when the trace uses a name that is not live.
+// in both budget modes. Throws dtr::TraceError when the trace uses a name that is not live, or when its
+// unbudgeted peak is beyond the simulated device (32 TiB).
 ReplayResult replay(const Trace& trace, const ReplayOptions& options);
 
 }  // namespace dtr::sim
