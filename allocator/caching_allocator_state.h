@@ -112,6 +112,9 @@ struct CachingAllocator::State {
   // cap asks whether releasing them could make room, and a scan of every segment per miss made each
   // rematerialization under a device budget cost as much as the rest of its replay.
   std::uint64_t empty_segment_bytes = 0;
+  // The same segments by (size, address), so that choosing which to release never scans every segment (with
+  // one segment per large block, that scan made a long program quadratic).
+  std::set<std::pair<std::size_t, std::uintptr_t>> empty_by_size;
 
   AllocatorStats stats;
   std::uint64_t blocks_freed = 0;  // how the reclaim loop sees progress
@@ -132,7 +135,10 @@ struct CachingAllocator::State {
     Block* block = nullptr;
     if (it != set.end()) {
       Block* free_block = *it;
-      if (free_block->prev == nullptr && free_block->next == nullptr) empty_segment_bytes -= free_block->size;
+      if (free_block->prev == nullptr && free_block->next == nullptr) {
+        empty_segment_bytes -= free_block->size;
+        empty_by_size.erase({free_block->size, free_block->segment->address});
+      }
       if (should_split(r.pool, free_block->size - r.rounded)) {
         block = carve_front(free_block, r.rounded);
         if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
@@ -197,7 +203,10 @@ struct CachingAllocator::State {
       insert_free(block);
     }
     const Block* merged = prev != nullptr ? prev : next != nullptr ? next : block;
-    if (merged->prev == nullptr && merged->next == nullptr) empty_segment_bytes += merged->size;  // the segment
+    if (merged->prev == nullptr && merged->next == nullptr) {  // the segment is one free block
+      empty_segment_bytes += merged->size;
+      empty_by_size.emplace(merged->size, merged->segment->address);
+    }
     update_free_stats();
   }
 
@@ -304,11 +313,10 @@ struct CachingAllocator::State {
     }
   }
 
+  // By size, then address.
   std::vector<Segment*> empty_segments() const {
     std::vector<Segment*> empty;
-    for (const auto& [address, segment] : segments) {
-      if (segment->empty()) empty.push_back(segment.get());
-    }
+    for (const auto& [size, address] : empty_by_size) empty.push_back(segments.at(address).get());
     return empty;
   }
 
@@ -320,7 +328,6 @@ struct CachingAllocator::State {
     const std::uint64_t missing = target - headroom();
     if (empty_segment_bytes < missing) return;  // the common case under the cap: no scan
     std::vector<Segment*> empty = empty_segments();
-    std::sort(empty.begin(), empty.end(), [](const Segment* a, const Segment* b) { return a->size < b->size; });
     auto enough = std::lower_bound(empty.begin(), empty.end(), missing,
                                    [](const Segment* seg, std::uint64_t m) { return seg->size < m; });
     if (enough != empty.end()) {
@@ -338,6 +345,7 @@ struct CachingAllocator::State {
     const std::uintptr_t address = segment->address;
     const std::size_t size = segment->size;
     empty_segment_bytes -= size;  // only empty segments are released
+    empty_by_size.erase({size, address});
     upstream.deallocate(detail::to_pointer(address), size);
     erase_free(segment->head);
     recycle(segment->head);

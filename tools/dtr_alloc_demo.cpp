@@ -45,12 +45,12 @@ class ToyReclaimer final : public dtr::Reclaimer {
       if (produced_[layer]) ++reallocations;
       produced_[layer] = true;
     }
-    lru_.remove(layer);
-    lru_.push_back(layer);
+    forget(layer);
+    where_[layer] = lru_.insert(lru_.end(), layer);
     return blocks_[layer];
   }
   void release(std::size_t layer) {
-    lru_.remove(layer);
+    forget(layer);
     alloc_.free(blocks_[layer]);
     blocks_[layer] = nullptr;
   }
@@ -62,7 +62,7 @@ class ToyReclaimer final : public dtr::Reclaimer {
     for (auto it = lru_.begin(); it != lru_.end(); ++it) {
       if (pinned_ && *it == *pinned_) continue;
       const std::size_t victim = *it;
-      lru_.erase(it);
+      forget(victim);
       alloc_.free(blocks_[victim]);
       blocks_[victim] = nullptr;
       ++evictions;
@@ -80,7 +80,16 @@ class ToyReclaimer final : public dtr::Reclaimer {
   std::vector<void*> blocks_;
   std::vector<bool> produced_ = std::vector<bool>(blocks_.size(), false);
   std::list<std::size_t> lru_;
+  // Each layer's place in lru_ (lru_.end(): not in it), so that a use moves it in O(1): a list search made
+  // --layers 100000 quadratic.
+  std::vector<std::list<std::size_t>::iterator> where_ = std::vector<std::list<std::size_t>::iterator>(blocks_.size(), lru_.end());
   std::optional<std::size_t> pinned_;
+
+  void forget(std::size_t layer) {
+    if (where_[layer] == lru_.end()) return;
+    lru_.erase(where_[layer]);
+    where_[layer] = lru_.end();
+  }
 };
 
 // One forward and backward pass; throws dtr::OutOfMemory if the budget cannot hold it.
