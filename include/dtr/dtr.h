@@ -10,6 +10,7 @@
 #include "dtr/error.h"
 #include "dtr/gradients.h"
 #include "dtr/kernel_observer.h"
+#include "dtr/failing_resource.h"
 #include "dtr/memory_resource.h"
 #include "dtr/op.h"
 #include "dtr/ops.h"
