@@ -108,7 +108,7 @@ class DtrEqHeuristic final : public Heuristic {
   bool scores_walk_lineage() const override { return true; }  // its upkeep walks neighbours and their classes
 
   ScoreKey key(StorageView& s) override {
-    const double neighbourhood = s.evicted() ? walked_neighbourhood(s) : s.heuristic_sum;
+    const double neighbourhood = member(s) || s.evicted() ? walked_neighbourhood(s) : s.heuristic_sum;
     return {(s.cost() + neighbourhood) / bytes_of(s), static_cast<double>(s.last_access()) - 1.0};
   }
 
@@ -139,7 +139,7 @@ class DtrEqHeuristic final : public Heuristic {
     Boundary& boundary = boundary_of(node);
     boundary.erase(&s);
     auto join = [&](StorageView& n) {
-      if (!n.evicted() && !n.constant()) boundary.add(&n, 1);
+      if (bordering(n)) boundary.add(&n, 1);
     };
     s.for_each_input(join);
     s.for_each_dependent(join);
@@ -192,7 +192,11 @@ class DtrEqHeuristic final : public Heuristic {
   };
 
   static Node* slot(StorageView& s) { return static_cast<Node*>(s.heuristic_slot); }
-  static bool member(StorageView& n) { return n.evicted() && n.heuristic_slot != nullptr; }
+  // A member holds a node until it is told it is back (on_rematerialize): a recomputed output is resident
+  // before that, and counting it as resident then would put it on a boundary twice.
+  static bool member(StorageView& n) { return n.heuristic_slot != nullptr; }
+  // Resident as the boundaries count it: in memory, told so, and no constant.
+  static bool bordering(StorageView& n) { return n.heuristic_slot == nullptr && !n.evicted() && !n.constant(); }
 
   // An evicted storage's neighbourhood (no one keeps its sum): each class next to it once.
   double walked_neighbourhood(StorageView& s) {
@@ -242,7 +246,7 @@ class DtrEqHeuristic final : public Heuristic {
     // class, or one that lost that adjacency would be left behind when it dies (UBSan found one).
     Boundary& boundary = boundary_of(root);
     auto drop = [&](StorageView& n) {
-      if (!n.evicted() && boundary.remove_edge(&n)) n.heuristic_sum -= before;
+      if (bordering(n) && boundary.remove_edge(&n)) n.heuristic_sum -= before;
     };
     s.for_each_input(drop);
     s.for_each_dependent(drop);
@@ -263,7 +267,7 @@ class DtrEqHeuristic final : public Heuristic {
     }
     if (left != nullptr) {
       auto visit = [&](StorageView& n) {
-        if (n.evicted() || n.constant() || n.heuristic_mark == mark) return;
+        if (!bordering(n) || n.heuristic_mark == mark) return;
         n.heuristic_mark = mark;
         dirty_.push_back(&n);
       };
