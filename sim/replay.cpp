@@ -57,9 +57,9 @@ constexpr std::size_t kCapacity = std::size_t{1} << 45;
 
 class Replayer {
  public:
-  Replayer(const Trace& trace, const ReplayOptions& options)
+  Replayer(const Trace& trace, const ReplayOptions& options, const TraceSummary& summary)
       : trace_(trace), options_(options),
-        runtime_(config_for(options, summarize(trace).base_compute_ns), make_simulated_resource(kCapacity)) {
+        runtime_(config_for(options, summary.base_compute_ns), make_simulated_resource(kCapacity)) {
     live_.resize(trace.names.size());
   }
 
@@ -262,10 +262,11 @@ ReplayResult replay(const Trace& trace, const ReplayOptions& options) {
                      "= 0; nullopt is no budget)";
     return result;
   }
-  const std::uint64_t peak = summarize(trace).peak_bytes;
-  DTR_CHECK(peak <= kCapacity, TraceError, trace.source, ": the unbudgeted peak, ", format_bytes(peak),
-            ", is beyond the simulated device's ", format_bytes(kCapacity), ": traces up to that replay");
-  Replayer replayer(trace, options);
+  const TraceSummary summary = summarize(trace);  // one pass: the peak checked here, the base compute below
+  DTR_CHECK(summary.peak_bytes <= kCapacity, TraceError, trace.source, ": the unbudgeted peak, ",
+            format_bytes(summary.peak_bytes), ", is beyond the simulated device's ", format_bytes(kCapacity),
+            ": traces up to that replay");
+  Replayer replayer(trace, options, summary);
   return replayer.run();
 }
 
