@@ -98,29 +98,27 @@ class Borrowed final : public MemoryResource {
   MemoryResource& r_;
 };
 
+// Calls `f` again while it throws OutOfMemory (each injected failure moves the schedule on), counting the
+// failures that escaped the runtime; anything else fails the test.
+template <typename F>
+auto retrying(F&& f, int* escaped) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return f();
+    } catch (const OutOfMemory&) {
+      *escaped += 1;
+      if (attempt == 20) throw;
+    }
+  }
+}
+
 // A program of matmuls and adds under a device budget that makes the caching allocator reserve and release
 // segments; each op that throws is called again. Returns the final values.
 std::vector<float> run_program(Runtime& rt, int* escaped) {
   auto call = [&](const OpDef& op, std::initializer_list<Tensor> inputs) {
-    for (int attempt = 0;; ++attempt) {
-      try {
-        return rt.call1(op, inputs);
-      } catch (const OutOfMemory&) {  // anything else fails the test
-        *escaped += 1;
-        if (attempt == 20) throw;
-      }
-    }
+    return retrying([&] { return rt.call1(op, inputs); }, escaped);
   };
-  auto make_constant = [&](float start) {
-    for (int attempt = 0;; ++attempt) {
-      try {
-        return constant(rt, {256, 256}, start);
-      } catch (const OutOfMemory&) {
-        *escaped += 1;
-        if (attempt == 20) throw;
-      }
-    }
-  };
+  auto make_constant = [&](float start) { return retrying([&] { return constant(rt, {256, 256}, start); }, escaped); };
   const Tensor w = make_constant(0.001f);
   std::vector<Tensor> xs{make_constant(0.5f)};
   for (int i = 0; i < 24; ++i) {
@@ -129,14 +127,7 @@ std::vector<float> run_program(Runtime& rt, int* escaped) {
   }
   Tensor sum = xs[0];
   for (std::size_t i = 1; i < xs.size(); ++i) sum = call(ops::add(), {sum, xs[i]});  // every value read again
-  for (int attempt = 0;; ++attempt) {
-    try {
-      return sum.to_host();
-    } catch (const OutOfMemory&) {
-      *escaped += 1;
-      if (attempt == 20) throw;
-    }
-  }
+  return retrying([&] { return sum.to_host(); }, escaped);
 }
 
 TEST(FailingResource, TheRuntimeOverFailingMemoryStaysConsistentAndExact) {
