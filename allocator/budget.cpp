@@ -72,7 +72,7 @@ bool read_decimal(std::string_view& text, Decimal& out) {
 std::uint64_t parse_memory_budget(std::string_view text, std::uint64_t capacity_bytes, std::string_view variable) {
   const std::string original(text);
   auto fail = [&](std::string_view why) {
-    DTR_THROW(ConfigError, variable, "=\"", original, "\" is not a memory budget (", why, "); expected ",
+    DTR_THROW(ConfigError, variable, "=\"", shown_value(original), "\" is not a memory budget (", why, "); expected ",
               kMemoryBudgetForms);
   };
   text = trim(text);
@@ -81,6 +81,13 @@ std::uint64_t parse_memory_budget(std::string_view text, std::uint64_t capacity_
   Decimal number;
   if (!read_decimal(text, number)) fail("it does not start with a number");
   if (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  // Trailing zeros after the point change nothing ("50.000%" is 50%); what is left must fit in 64 bits, so
+  // that its product with a capacity or a unit fits in 128 (30 digits times a capacity wrapped around).
+  while (number.scale > 1 && number.integer % 10 == 0) {
+    number.integer /= 10;
+    number.scale /= 10;
+  }
+  if (number.integer > u128{UINT64_MAX}) fail("it has more than 19 significant digits");
 
   u128 bytes = 0;
   if (text.empty()) {
@@ -96,7 +103,7 @@ std::uint64_t parse_memory_budget(std::string_view text, std::uint64_t capacity_
     std::transform(unit.begin(), unit.end(), unit.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     const auto* found = std::find_if(kUnits.begin(), kUnits.end(), [&](const auto& u) { return unit == u.first; });
-    if (found == kUnits.end()) fail("unknown unit '" + std::string(text) + "'");
+    if (found == kUnits.end()) fail("unknown unit '" + shown_value(text) + "'");
     bytes = number.integer * found->second / number.scale;
   }
   if (bytes == 0) fail("it is zero; unset the variable for no budget");

@@ -24,7 +24,7 @@ Device parse_device(std::string_view text, std::string_view variable) {
       return {DeviceKind::cuda, index};
     }
   }
-  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a device; expected cpu, cuda or cuda:N (N >= 0)");
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not a device; expected cpu, cuda or cuda:N (N >= 0)");
 }
 
 Device default_device() {

@@ -90,7 +90,7 @@ bool Variable::requires_grad() const { return defined() && impl_->requires_grad;
 bool Variable::is_leaf() const { return !defined() || impl_->grad_fn == nullptr; }
 
 void Variable::set_requires_grad(bool requires_grad) {
-  DTR_CHECK(is_leaf(), InvalidArgument, "set_requires_grad: only a leaf's can be set; detach() this variable first");
+  DTR_CHECK(is_leaf(), InvalidArgument, "set_requires_grad: only a leaf's flag can be set, and this variable is computed; detach() it first");
   DTR_CHECK(!requires_grad || floating(meta().dtype), InvalidArgument,
             "set_requires_grad: only floating tensors can require gradients, not ", to_string(meta().dtype));
   impl_->requires_grad = requires_grad;

@@ -86,6 +86,11 @@ Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) {
   for (auto& m : modules) push_back(std::move(m));
 }
 
+const std::shared_ptr<Module>& Sequential::operator[](std::size_t i) const {
+  DTR_CHECK(i < modules_.size(), InvalidArgument, "Sequential[", i, "]: it holds ", modules_.size(), " modules");
+  return modules_[i];
+}
+
 void Sequential::push_back(std::shared_ptr<Module> module) {
   register_module(std::to_string(modules_.size()), module);
   modules_.push_back(std::move(module));

@@ -14,32 +14,32 @@ CostModel parse_cost_model(std::string_view text, std::string_view variable) {
   if (text == "measured") return CostModel::measured;
   if (text == "flops") return CostModel::flops;
   if (text == "bytes") return CostModel::bytes;
-  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a cost model; expected measured, flops or bytes");
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not a cost model; expected measured, flops or bytes");
 }
 
 ClockKind parse_clock(std::string_view text, std::string_view variable) {
   if (text == "ops") return ClockKind::ops;
   if (text == "time") return ClockKind::time;
   if (text == "compute") return ClockKind::compute;
-  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a clock; expected ops, time or compute");
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not a clock; expected ops, time or compute");
 }
 
 BudgetMode parse_budget_mode(std::string_view text, std::string_view variable) {
   if (text == "device") return BudgetMode::device;
   if (text == "bytes") return BudgetMode::bytes;
-  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not a budget mode; expected device or bytes");
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not a budget mode; expected device or bytes");
 }
 
 InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable) {
   if (text == "copy-on-write") return InplaceMode::copy_on_write;
   if (text == "pin-dependents") return InplaceMode::pin_dependents;
-  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not an in-place mode; expected copy-on-write or pin-dependents");
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not an in-place mode; expected copy-on-write or pin-dependents");
 }
 
 EvictionSearch parse_search(std::string_view text, std::string_view variable) {
   if (text == "index") return EvictionSearch::index;
   if (text == "scan") return EvictionSearch::scan;
-  DTR_THROW(ConfigError, variable, "=\"", text, "\" is not an eviction search; expected index or scan");
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not an eviction search; expected index or scan");
 }
 
 double parse_size_floor(std::string_view text, std::string_view variable) {
@@ -47,7 +47,7 @@ double parse_size_floor(std::string_view text, std::string_view variable) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), fraction);
   DTR_CHECK(error == std::errc{} && end == text.data() + text.size() && !text.empty() && std::isfinite(fraction) &&
                 fraction >= 0,
-            ConfigError, variable, "=\"", text,
+            ConfigError, variable, "=\"", shown_value(text),
             "\" is not a size floor; expected a non-negative number, a fraction of the mean candidate size "
             "(0.01 ignores candidates under 1% of it; 0 turns the floor off)");
   return fraction;
@@ -70,7 +70,7 @@ std::optional<double> parse_thrash_limit(std::string_view text, std::string_view
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), limit);
   DTR_CHECK(error == std::errc{} && end == text.data() + text.size() && !text.empty() && std::isfinite(limit) &&
                 limit >= 1,
-            ConfigError, variable, "=\"", text,
+            ConfigError, variable, "=\"", shown_value(text),
             "\" is not a thrash limit; expected a compute overhead factor >= 1 ((base + recomputation) / base, "
             "e.g. 2 or 3.5), or off");
   return limit;

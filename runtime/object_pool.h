@@ -30,6 +30,7 @@ class ObjectPool {
   ObjectPool& operator=(const ObjectPool&) = delete;
 
   void* allocate(std::size_t bytes) {
+    outstanding_ += 1;
     const std::size_t cls = size_class(bytes);
     if (cls < kClasses && free_[cls] != nullptr) {
       FreeBlock* block = free_[cls];
@@ -41,6 +42,7 @@ class ObjectPool {
   }
 
   void deallocate(void* p, std::size_t bytes) noexcept {
+    outstanding_ -= 1;
     const std::size_t cls = size_class(bytes);
     if (cls >= kClasses || kept_[cls] >= kKeptPerClass) {
       ::operator delete(p);
@@ -49,6 +51,9 @@ class ObjectPool {
     free_[cls] = ::new (p) FreeBlock{free_[cls]};
     kept_[cls] += 1;
   }
+
+  // Blocks handed out and not yet given back: the lineage objects alive (Runtime::footprint).
+  std::size_t outstanding() const { return outstanding_; }
 
  private:
   struct FreeBlock {
@@ -59,6 +64,7 @@ class ObjectPool {
 
   std::array<FreeBlock*, kClasses> free_{};
   std::array<std::size_t, kClasses> kept_{};
+  std::size_t outstanding_ = 0;
 };
 
 // A standard allocator over an ObjectPool, for std::allocate_shared.

@@ -278,5 +278,14 @@ CachingAllocator& Runtime::allocator() {
   return *impl_->allocator;
 }
 std::uint64_t Runtime::resident_bytes() const { return impl_->resident_bytes; }
+RuntimeFootprint Runtime::footprint() const {
+  RuntimeFootprint f;
+  f.storages = static_cast<std::uint64_t>(impl_->live_storages);
+  f.lineage_objects = impl_->pool.outstanding();
+  f.candidates = impl_->recomputable.size();
+  f.heuristic_records = impl_->heuristic != nullptr ? impl_->heuristic->live_slots() : 0;
+  f.segments = impl_->allocator != nullptr ? impl_->allocator->stats().segments.current : 0;
+  return f;
+}
 
 }  // namespace dtr

@@ -205,7 +205,7 @@ TraceSummary summarize(const Trace& trace) {
     if (--references[static_cast<std::size_t>(old)] == 0) live -= size[static_cast<std::size_t>(old)];
   };
   auto storage_named = [&](std::uint32_t name, const Instruction& in) {
-    DTR_CHECK(storage_of[name] >= 0, TraceError, trace.source, ":", in.line, ": '", trace.names[name],
+    DTR_CHECK(storage_of[name] >= 0, TraceError, trace.source, ":", in.line, ": '", shown_value(trace.names[name]),
               "' is not live here (never defined, or released)");
     return storage_of[name];
   };

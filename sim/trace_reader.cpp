@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -26,13 +27,18 @@ using Kind = Instruction::Kind;
 constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
 
 // A value from the file as a message shows it: at most 80 characters, then how long it was.
-std::string shown(std::string text) {
-  constexpr std::size_t kShown = 80;
-  if (text.size() <= kShown) return text;
-  const std::size_t length = text.size();
-  text.resize(kShown);
-  return text + "... (" + std::to_string(length) + " characters)";
+std::string shown(const std::string& text) { return shown_value(text); }
+
+// A JSON value as a message shows it: a scalar cut as any value; an array or object only by its size, never
+// dumped (dump() recurses, and 100 000 nested arrays fit in a line: the stack overflowed).
+std::string shown(const nlohmann::json& v) {
+  if (v.is_array()) return "an array of " + std::to_string(v.size()) + " values";
+  if (v.is_object()) return "an object of " + std::to_string(v.size()) + " fields";
+  return shown_value(v.dump());
 }
+
+// Whether `k` is a whole number in [low, high): false for NaN (a cast of NaN to an integer is undefined).
+bool whole_in(double k, double low, double high) { return k >= low && k < high && k == std::trunc(k); }
 
 class Reader {
  public:
@@ -74,8 +80,8 @@ class Reader {
       if (!m.is_array()) fail("MUTATE: expected a list of argument indices");
       for (const json& index : m) {
         const double k = number_value(index, "MUTATE");
-        if (k < 0 || k >= static_cast<double>(in.args.size()) || k != static_cast<double>(static_cast<std::uint32_t>(k))) {
-          fail("MUTATE: index ", shown(index.dump()), " is not an index into its ", in.args.size(), " ARGS");
+        if (!whole_in(k, 0, static_cast<double>(in.args.size()))) {
+          fail("MUTATE: index ", shown(index), " is not an index into its ", in.args.size(), " ARGS");
         }
         in.mutated.push_back(static_cast<std::uint32_t>(k));
       }
@@ -125,7 +131,7 @@ class Reader {
 
   std::string string_field(const json& j, const char* key) const {
     const json& v = field(j, key);
-    if (!v.is_string()) fail("field \"", key, "\": expected a string, got ", shown(v.dump()));
+    if (!v.is_string()) fail("field \"", key, "\": expected a string, got ", shown(v));
     return v.get<std::string>();
   }
 
@@ -138,7 +144,7 @@ class Reader {
       const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), value);
       if (error == std::errc{} && end == s.data() + s.size() && !s.empty()) return value;
     }
-    fail("field \"", key, "\": expected a number (or a string holding one), got ", shown(v.dump()));
+    fail("field \"", key, "\": expected a number (or a string holding one), got ", shown(v));
   }
 
   double number_field(const json& j, const char* key) const {
@@ -149,11 +155,11 @@ class Reader {
 
   std::vector<std::uint32_t> names_field(const json& j, const char* key) {
     const json& v = field(j, key);
-    if (!v.is_array()) fail("field \"", key, "\": expected a list of tensor names, got ", shown(v.dump()));
+    if (!v.is_array()) fail("field \"", key, "\": expected a list of tensor names, got ", shown(v));
     std::vector<std::uint32_t> names;
     names.reserve(v.size());
     for (const json& name : v) {
-      if (!name.is_string()) fail("field \"", key, "\": expected tensor names (strings), got ", shown(name.dump()));
+      if (!name.is_string()) fail("field \"", key, "\": expected tensor names (strings), got ", shown(name));
       names.push_back(intern(name.get<std::string>()));
     }
     return names;
@@ -176,17 +182,17 @@ class Reader {
     const std::uint32_t name = intern(string_field(j, "NAME"));
     const double bytes = number_field(j, "MEMORY");
     if (bytes != static_cast<double>(static_cast<std::uint64_t>(bytes))) fail("MEMORY: expected whole bytes");
-    if (pending_ == kNone) fail("MEMORY for '", trace_.names[name], "' follows no CONSTANT or CALL");
+    if (pending_ == kNone) fail("MEMORY for '", shown(trace_.names[name]), "' follows no CONSTANT or CALL");
     Instruction& in = trace_.instructions[pending_];
     if (in.kind == Kind::constant) {
-      if (in.name != name) fail("MEMORY for '", trace_.names[name], "' follows CONSTANT '", trace_.names[in.name], "'");
-      if (constant_has_memory_) fail("a second MEMORY line for CONSTANT '", trace_.names[name], "'");
+      if (in.name != name) fail("MEMORY for '", shown(trace_.names[name]), "' follows CONSTANT '", shown(trace_.names[in.name]), "'");
+      if (constant_has_memory_) fail("a second MEMORY line for CONSTANT '", shown(trace_.names[name]), "'");
       in.bytes = static_cast<std::uint64_t>(bytes);
       constant_has_memory_ = true;
       return;
     }
     const std::size_t r = result_index(in, name, "MEMORY");
-    if (pending_memory_[r]) fail("a second MEMORY line for '", trace_.names[name], "'");
+    if (pending_memory_[r]) fail("a second MEMORY line for '", shown(trace_.names[name]), "'");
     in.results[r].bytes = static_cast<std::uint64_t>(bytes);
     pending_memory_[r] = true;
   }
@@ -195,12 +201,12 @@ class Reader {
     const std::uint32_t name = intern(string_field(j, "NAME"));
     const double k = number_value(field(j, "ALIAS"), "ALIAS");
     if (pending_ == kNone || trace_.instructions[pending_].kind != Kind::call) {
-      fail("ALIAS for '", trace_.names[name], "' follows no CALL");
+      fail("ALIAS for '", shown(trace_.names[name]), "' follows no CALL");
     }
     Instruction& in = trace_.instructions[pending_];
     const std::size_t r = result_index(in, name, "ALIAS");
-    if (k != -1 && (k < 0 || k >= static_cast<double>(in.args.size()) || k != static_cast<double>(static_cast<std::int32_t>(k)))) {
-      fail("ALIAS of '", trace_.names[name], "': expected -1 or an index into the CALL's ", in.args.size(), " ARGS, got ",
+    if (k != -1 && !whole_in(k, 0, static_cast<double>(in.args.size()))) {
+      fail("ALIAS of '", shown(trace_.names[name]), "': expected -1 or an index into the CALL's ", in.args.size(), " ARGS, got ",
            k);
     }
     in.results[r].alias = static_cast<std::int32_t>(k);
@@ -210,7 +216,7 @@ class Reader {
     for (std::size_t r = 0; r < in.results.size(); ++r) {
       if (in.results[r].name == name) return r;
     }
-    fail(what, " for '", trace_.names[name], "', which is not a RESULT of the CALL at line ", in.line);
+    fail(what, " for '", shown(trace_.names[name]), "', which is not a RESULT of the CALL at line ", in.line);
   }
 
   // Once another instruction starts, the CONSTANT or CALL before it must have had all its MEMORY lines.
@@ -218,12 +224,12 @@ class Reader {
     if (pending_ == kNone) return;
     const Instruction& in = trace_.instructions[pending_];
     if (in.kind == Kind::constant && !constant_has_memory_) {
-      fail("CONSTANT '", trace_.names[in.name], "' at line ", in.line, " has no MEMORY line");
+      fail("CONSTANT '", shown(trace_.names[in.name]), "' at line ", in.line, " has no MEMORY line");
     }
     if (in.kind == Kind::call) {
       for (std::size_t r = 0; r < in.results.size(); ++r) {
         if (!pending_memory_[r]) {
-          fail("result '", trace_.names[in.results[r].name], "' of the CALL at line ", in.line, " has no MEMORY line");
+          fail("result '", shown(trace_.names[in.results[r].name]), "' of the CALL at line ", in.line, " has no MEMORY line");
         }
       }
     }

@@ -46,6 +46,51 @@ TEST(MemoryBudget, RejectsMalformedValuesNamingTheVariableAndTheForms) {
   }
 }
 
+// Found by fuzz/env_values_fuzz.cpp: the products of many digits with a capacity or a unit wrapped around 128
+// bits, giving a wrong budget silently.
+TEST(MemoryBudget, ManyDigitsGiveTheRightBudgetOrAnErrorNeverAWrappedOne) {
+  EXPECT_EQ(parse_memory_budget("50.00000000000000000000000000%", 80 * GiB), 40 * GiB);
+  EXPECT_EQ(parse_memory_budget("1.000000000000000000000000000GiB", 0), GiB);
+  EXPECT_EQ(parse_memory_budget("12.50000000000000000000000000%", 8 * GiB), GiB);
+  for (const char* bad : {"309485009821345068724781057TiB", "12.3456789012345678901234%", "99999999999999999999KiB"}) {
+    try {
+      parse_memory_budget(bad, 80 * GiB, "DTR_MEMORY_BUDGET");
+      ADD_FAILURE() << "accepted \"" << bad << "\"";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("more than 19 significant digits"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A runaway value is shown cut, in every variable's message: no message grows with the input.
+TEST(MemoryBudget, ALongValueIsShownCutInTheMessage) {
+  const std::string value(3000, '7');
+  for (const std::string& bad : {value + "x", "8" + std::string(3000, 'G')}) {
+    try {
+      parse_memory_budget(bad, 80 * GiB, "DTR_MEMORY_BUDGET");
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_LT(std::string(e.what()).size(), 600u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(3001 characters)"), std::string::npos) << e.what();
+    }
+  }
+  const std::string long_word(3000, 'z');
+  for (auto parse : {+[](std::string_view t) { (void)parse_cost_model(t); }, +[](std::string_view t) { (void)parse_clock(t); },
+                     +[](std::string_view t) { (void)parse_budget_mode(t); },
+                     +[](std::string_view t) { (void)parse_inplace_mode(t); },
+                     +[](std::string_view t) { (void)parse_search(t); }, +[](std::string_view t) { (void)parse_size_floor(t); },
+                     +[](std::string_view t) { (void)parse_thrash_limit(t); },
+                     +[](std::string_view t) { (void)parse_heuristic(t); }, +[](std::string_view t) { (void)parse_device(t); }}) {
+    try {
+      parse(long_word);
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_LT(std::string(e.what()).size(), 600u) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(3000 characters)"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(MemoryBudget, PercentageNeedsAKnownCapacity) {
   EXPECT_THROW(parse_memory_budget("50%", 0), ConfigError);
 }

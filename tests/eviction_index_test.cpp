@@ -130,6 +130,70 @@ TEST(EvictionIndex, ChoosesTheTrueMinimumOfEveryIndexableHeuristic) {
   }
 }
 
+// dtr and msps sum the evicted storages within kWalkDepth (256) hops: on a chain whose evicted run is longer,
+// a score counts exactly 256 of them, and each event re-scores what it changed, so the index still equals a
+// fresh score everywhere while runs grow past the depth and are cut by rematerializations.
+TEST(EvictionIndex, WalkingHeuristicsStopAtTheirDepthAndStayEqualToAScan) {
+  for (const std::string name : {"dtr", "msps"}) {
+    SCOPED_TRACE(name);
+    auto heuristic = heuristics::make_heuristic(name);
+    heuristics::EvictionIndex index(*heuristic);
+    constexpr int kLength = 700;
+    std::vector<std::unique_ptr<FakeStorage>> chain;
+    const std::uint64_t now = 10;
+    for (int i = 0; i <= kLength; ++i) {
+      auto s = std::make_unique<FakeStorage>();
+      s->last = 5;
+      if (i > 0) {
+        s->inputs.push_back(chain.back().get());
+        chain.back()->dependents.push_back(s.get());
+      }
+      chain.push_back(std::move(s));
+      if (i > 0) index.add(*chain.back(), now);
+    }
+    auto check_all = [&](int event) {
+      for (int i = 1; i <= kLength; ++i) {
+        FakeStorage& c = *chain[static_cast<std::size_t>(i)];
+        if (c.is_evicted) continue;
+        ASSERT_EQ(index.score(c, now), heuristic->score(c, now)) << "storage " << i << " after event " << event;
+      }
+    };
+    // Evict 600 down to 301 (storage 601 sees its run grow one by one, past the depth), then 1..300 in a
+    // shuffled order (runs merge): one run of 600 lies behind storage 601.
+    std::vector<int> order;
+    for (int i = 600; i > 300; --i) order.push_back(i);
+    std::vector<int> rest(300);
+    for (int i = 0; i < 300; ++i) rest[static_cast<std::size_t>(i)] = i + 1;
+    std::shuffle(rest.begin(), rest.end(), std::mt19937_64(3));
+    order.insert(order.end(), rest.begin(), rest.end());
+    int event = 0;
+    for (int i : order) {
+      FakeStorage& s = *chain[static_cast<std::size_t>(i)];
+      index.remove(s, now);
+      s.is_evicted = true;
+      heuristic->on_evict(s);
+      check_all(++event);
+      if (HasFatalFailure()) return;
+    }
+    check_all(event);
+    // Storage 601 reads the run 600, 599, ...: it counts itself and the 256 nearest (dtr: nothing after it is
+    // evicted; msps: inputs only). Every cost is 1 and every size 1.
+    EXPECT_EQ(heuristic->key(*chain[601]).a, 1.0 + 256.0);
+    // Rematerializations cut the run; the scores around each cut follow.
+    for (int i : {300, 450, 599, 100, 520}) {
+      FakeStorage& s = *chain[static_cast<std::size_t>(i)];
+      s.is_evicted = false;
+      heuristic->on_rematerialize(s);
+      index.add(s, now);
+      check_all(++event);
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_EQ(heuristic->key(*chain[601]).a, 1.0 + 1.0);  // only 600 is evicted next to it now
+    // 521 ... 598 behind it (520 is back), and (dtr counts dependents) 600 after it.
+    EXPECT_EQ(heuristic->key(*chain[599]).a, 1.0 + 78.0 + (name == std::string("dtr") ? 1.0 : 0.0));
+  }
+}
+
 TEST(EvictionIndex, RefusesHeuristicsItCannotOrder) {
   auto random = heuristics::make_heuristic("random");
   EXPECT_FALSE(random->indexable());

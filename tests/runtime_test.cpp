@@ -26,6 +26,33 @@ TEST(Runtime, ComputesOps) {
   EXPECT_EQ(s.rematerializations, 0u);
 }
 
+TEST(Runtime, FootprintCountsTheLineageAndComesBackWhenTheProgramsTensorsDie) {
+  Config config = deterministic_config(std::nullopt, BudgetMode::bytes, "dtr-eq");
+  Runtime rt(config);
+  const RuntimeFootprint empty = rt.footprint();
+  EXPECT_EQ(empty.storages, 0u);
+  EXPECT_EQ(empty.lineage_objects, 0u);
+  EXPECT_EQ(empty.candidates, 0u);
+  EXPECT_EQ(empty.heuristic_records, 0u);
+  std::vector<Tensor> chain{rt.constant(TensorMeta{{256}}, std::vector<float>(256, 0.5F))};
+  for (int i = 0; i < 20; ++i) chain.push_back(rt.call1(ops::relu(), {chain.back()}));
+  RuntimeFootprint f = rt.footprint();
+  EXPECT_EQ(f.storages, 21u);
+  EXPECT_EQ(f.candidates, 20u);                 // every computed storage; the constant is not one
+  EXPECT_GE(f.lineage_objects, 21u + 20u);      // storages and closures at least (and the handles)
+  EXPECT_GT(f.segments, 0u);
+  // Evicting some of the chain gives dtr-eq records of the evicted classes.
+  for (int i = 2; i < 20; i += 3) ASSERT_TRUE(rt.evict(chain[static_cast<std::size_t>(i)]));
+  EXPECT_GT(rt.footprint().heuristic_records, 0u);
+  EXPECT_EQ(rt.footprint().candidates, 20u - 6u);
+  chain.clear();
+  f = rt.footprint();
+  EXPECT_EQ(f.storages, 0u);
+  EXPECT_EQ(f.lineage_objects, 0u);
+  EXPECT_EQ(f.candidates, 0u);
+  EXPECT_EQ(f.heuristic_records, 0u);
+}
+
 TEST(Runtime, ShapeErrorsComeBeforeAnyAllocation) {
   Runtime rt(deterministic_config());
   Tensor a = constant(rt, {2, 3}, 0.0f);

@@ -227,6 +227,40 @@ TEST(TraceReader, ALineLongerThanTheCapIsRefusedAndLongValuesAreShownCut) {
   EXPECT_EQ(t.instructions[0].bytes, 8u);
 }
 
+// Found by fuzz/trace_reader_fuzz.cpp: "nan" reads as a number, and was cast to an index (undefined
+// behaviour); a 150 000-deep array in a field was dumped into the message recursively (a stack overflow);
+// tensor names up to the line's length were echoed whole.
+TEST(TraceReader, NanIndicesDeepValuesAndLongNamesAreClearBoundedErrors) {
+  const std::string start = "{\"ANNOTATION\":\"START\",\"INSTRUCTION\":\"ANNOTATE\"}\n"
+                            "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"a\"}\n"
+                            "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4\",\"NAME\":\"a\"}\n";
+  const auto message = [](const std::string& text) {
+    try {
+      parse(text);
+    } catch (const TraceError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(start + "{\"ARGS\":[\"a\"],\"INSTRUCTION\":\"CALL\",\"NAME\":\"f\",\"RESULT\":[\"b\"],\"TIME\":\"1\"}\n"
+                            "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4\",\"NAME\":\"b\"}\n"
+                            "{\"ALIAS\":\"nan\",\"INSTRUCTION\":\"ALIAS\",\"NAME\":\"b\"}\n")
+                .find("test.log:6: ALIAS of 'b': expected -1 or an index into the CALL's 1 ARGS, got nan"),
+            std::string::npos);
+  EXPECT_NE(message(start + "{\"ARGS\":[\"a\"],\"INSTRUCTION\":\"MUTATE\",\"MUTATE\":[\"nan\"],\"NAME\":\"f_\",\"TIME\":\"1\"}\n")
+                .find("test.log:4: MUTATE: index \"nan\" is not an index into its 1 ARGS"),
+            std::string::npos);
+  const std::string deep = std::string(150000, '[') + std::string(150000, ']');
+  EXPECT_NE(message(start + "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":" + deep + "}\n")
+                .find("test.log:4: field \"NAME\": expected a string, got an array of 1 values"),
+            std::string::npos);
+  const std::string name(5000, 'n');
+  const std::string memory_alone = message(start + "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"4\",\"NAME\":\"" + name + "\"}\n");
+  EXPECT_NE(memory_alone.find("MEMORY for 'nnnn"), std::string::npos) << memory_alone.substr(0, 300);
+  EXPECT_NE(memory_alone.find("(5000 characters)'"), std::string::npos) << memory_alone.substr(0, 300);
+  EXPECT_LT(memory_alone.size(), 400u);
+}
+
 TEST(TraceReader, FuzzedInputGivesATraceErrorOrATrace) {
   std::mt19937_64 rng(99);
   const std::string alphabet = "{}[]\":,0123456789-.abcxyzINSTRUCTIONCALLMEMORYALIAS \n\\";

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "dtr/check.h"
 #include "dtr/dtr.h"
 
 namespace {
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
     if (common.output == "-") {
       sim::write_trace(trace, std::cout);
       std::cout.flush();
-      if (!std::cout) throw dtr::Error("writing the trace to standard output failed", __FILE__, __LINE__);
+      if (!std::cout) DTR_THROW(dtr::IoError, "writing the trace to standard output failed (a full disk or a closed pipe?)");
       return 0;
     }
     sim::write_trace(trace, common.output);

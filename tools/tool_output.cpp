@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "dtr/check.h"
+#include "dtr/error.h"
+
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -32,7 +35,7 @@ struct Pipe {
   Pipe() {
     std::array<int, 2> fds{};
     if (pipe2(fds.data(), O_CLOEXEC) != 0) {
-      throw std::runtime_error(fmt::format("--plot: pipe: {}", std::strerror(errno)));
+      DTR_THROW(dtr::IoError, fmt::format("--plot: pipe: {}", std::strerror(errno)));
     }
     read = above_stdio(fds[0]);
     write = above_stdio(fds[1]);
@@ -98,7 +101,7 @@ int stdout_errno = 0;
 void write_file(const std::string& option, const std::string& path, const std::string& contents) {
   std::FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) {
-    throw std::runtime_error(fmt::format("{}: cannot open '{}' for writing: {}", option, path, std::strerror(errno)));
+    DTR_THROW(dtr::IoError, fmt::format("{}: cannot open '{}' for writing: {}", option, path, std::strerror(errno)));
   }
   int error = 0;
   bool failed = std::fwrite(contents.data(), 1, contents.size(), file) != contents.size();
@@ -108,7 +111,7 @@ void write_file(const std::string& option, const std::string& path, const std::s
     error = errno;
   }
   if (failed) {
-    throw std::runtime_error(fmt::format("{}: writing '{}' failed: {}", option, path,
+    DTR_THROW(dtr::IoError, fmt::format("{}: writing '{}' failed: {}", option, path,
                                          error != 0 ? std::strerror(error) : "unknown error"));
   }
 }
@@ -139,10 +142,10 @@ std::string run_gnuplot(const std::string& script) {
   const int spawn_error = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawn_error == ENOENT) {
-    throw std::runtime_error("--plot: gnuplot not found on PATH (scripts/setup.sh installs it)");
+    DTR_THROW(dtr::IoError, "--plot: gnuplot not found on PATH (scripts/setup.sh installs it)");
   }
   if (spawn_error != 0) {
-    throw std::runtime_error(fmt::format("--plot: cannot run gnuplot: {}", std::strerror(spawn_error)));
+    DTR_THROW(dtr::IoError, fmt::format("--plot: cannot run gnuplot: {}", std::strerror(spawn_error)));
   }
   in.close_read();
   out.close_write();
@@ -159,15 +162,15 @@ std::string run_gnuplot(const std::string& script) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   sigaction(SIGPIPE, &previous, nullptr);
-  if (!error.empty()) throw std::runtime_error(error);
+  if (!error.empty()) DTR_THROW(dtr::IoError, error);
   if (WIFSIGNALED(status)) {
-    throw std::runtime_error(fmt::format("--plot: gnuplot was killed by signal {}", WTERMSIG(status)));
+    DTR_THROW(dtr::IoError, fmt::format("--plot: gnuplot was killed by signal {}", WTERMSIG(status)));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error(
+    DTR_THROW(dtr::IoError, 
         fmt::format("--plot: gnuplot exited with status {} (its messages are above)", WEXITSTATUS(status)));
   }
-  if (image.empty()) throw std::runtime_error("--plot: gnuplot wrote no image");
+  if (image.empty()) DTR_THROW(dtr::IoError, "--plot: gnuplot wrote no image");
   return image;
 }
 

@@ -5,9 +5,22 @@
 
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "dtr/error.h"
+
+namespace dtr {
+
+// A value from the user's input as an error message shows it: whole up to 80 characters, else its first 80
+// and its length, so that no message grows with the input (a 1 MiB trace name, a runaway variable).
+inline std::string shown_value(std::string_view text) {
+  constexpr std::size_t kShown = 80;
+  if (text.size() <= kShown) return std::string(text);
+  return std::string(text.substr(0, kShown)) + "... (" + std::to_string(text.size()) + " characters)";
+}
+
+}  // namespace dtr
 
 namespace dtr::detail {
 

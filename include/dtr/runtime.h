@@ -36,6 +36,16 @@ struct RuntimeStats {
   double overhead() const { return base_compute > 0 ? (base_compute + remat_compute) / base_compute : 1.0; }
 };
 
+// What a runtime keeps besides tensor data, counted at one instant. A training loop that repeats the same step
+// must keep every count flat from step to step, however long it runs (bench/soak_bench.cpp).
+struct RuntimeFootprint {
+  std::uint64_t storages = 0;           // live storages: resident, evicted and constants
+  std::uint64_t lineage_objects = 0;    // storages, closures and tensor handles alive (the lineage's blocks)
+  std::uint64_t candidates = 0;         // resident storages that could be evicted (pinned ones included)
+  std::uint64_t heuristic_records = 0;  // the heuristic's own records (dtr-eq: its union-find nodes)
+  std::uint64_t segments = 0;           // the caching allocator's segments (0 without one)
+};
+
 // The runtime's counters under the name the API documents (dtr::Stats).
 using Stats = RuntimeStats;
 
@@ -110,6 +120,8 @@ class Runtime {
   CachingAllocator& allocator();
   // Sum of the bytes of the storages in memory now.
   std::uint64_t resident_bytes() const;
+  // The metadata it holds now (RuntimeFootprint); cheap (counters, no walk).
+  RuntimeFootprint footprint() const;
 
   struct Impl;
 

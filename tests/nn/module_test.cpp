@@ -186,6 +186,19 @@ TEST(Models, ResNetDepthsAreSixNPlusTwo) {
   EXPECT_THROW(make_resnet(rt, g, ResNetSpec{2, 2, 0.0}), InvalidArgument);
 }
 
+TEST(Module, SequentialIndexPastTheEndIsAnInvalidArgumentNamingTheSize) {
+  Runtime rt;
+  Sequential model;
+  model.push_back(std::make_shared<ReLU>());
+  EXPECT_NE(model[0], nullptr);
+  try {
+    (void)model[1];
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("Sequential[1]: it holds 1 modules"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Models, BadSpecsAreInvalidArguments) {
   Runtime rt;
   Generator g(5);

@@ -68,7 +68,8 @@ class Sequential : public Module {
   explicit Sequential(std::vector<std::shared_ptr<Module>> modules);
   void push_back(std::shared_ptr<Module> module);
   std::size_t size() const { return modules_.size(); }
-  const std::shared_ptr<Module>& operator[](std::size_t i) const { return modules_.at(i); }
+  // dtr::InvalidArgument past the end.
+  const std::shared_ptr<Module>& operator[](std::size_t i) const;
   const std::vector<std::shared_ptr<Module>>& modules() const { return modules_; }
   Variable forward(const Variable& input) override;
 

@@ -1,0 +1,96 @@
+// Differential testing of the runtime (issue 16): a program (program.h) run without a budget is the oracle;
+// run under a budget, with any heuristic, budget mode, in-place strategy and search, it must observe the same
+// bits (every read, loss, parameter, gradient and optimizer state), keep its budget, and give back every byte.
+// A failing program shrinks to a small reproducer (minimize). Used by tests/differential_test.cpp (a bounded
+// campaign in CI), bench/differential_campaign.cpp (the long one) and fuzz/differential_fuzz.cpp (libFuzzer).
+//
+// Thread safety: every function builds its own runtime; separate calls may run on separate threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtr/config.h"
+#include "program.h"
+
+namespace dtr::differential {
+
+struct RunConfig {
+  std::optional<std::uint64_t> budget;  // nullopt: the oracle
+  BudgetMode mode = BudgetMode::bytes;
+  std::string heuristic = "dtr-eq";
+  InplaceMode inplace = InplaceMode::copy_on_write;
+  EvictionSearch search = EvictionSearch::index;
+};
+std::string describe(const RunConfig& config);
+// The runtime's configuration for `config`: op-count clock, flop costs, no thrash limit (a campaign explores
+// budgets down to the smallest that fits), allocator segments of a few KiB so that device budgets fragment.
+Config runtime_config(const RunConfig& config);
+
+struct Observation {
+  bool feasible = true;  // false: the program ran out of memory (dtr::OutOfMemory)
+  std::string error;     // any other exception: "type: message"
+  std::vector<std::pair<std::string, std::vector<float>>> values;  // what the program read, in order
+  std::uint64_t peak_resident_bytes = 0;
+  std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t allocated_at_end = 0;  // after every handle died: must be 0
+  std::uint64_t evictions = 0;
+  std::uint64_t rematerializations = 0;
+};
+
+// Runs `program` in a fresh CPU runtime.
+Observation run(const Program& program, const RunConfig& config);
+
+// Empty when `observed` (run under `config`) agrees with `oracle`; else what differs, first difference first.
+std::string compare(const Observation& oracle, const Observation& observed, const RunConfig& config);
+
+struct Failure {
+  RunConfig config;
+  std::string what;
+};
+// Runs the oracle and then each config; the first that disagrees. An oracle that fails (an error, a leak) is a
+// failure of the oracle's config.
+std::optional<Failure> check(const Program& program, std::span<const RunConfig> configs);
+
+// `count` configurations drawn from `seed`: a heuristic, budget mode, in-place strategy and search each, and a
+// budget from 15% to 95% of the oracle's peak (resident bytes or reserved bytes, by mode).
+std::vector<RunConfig> random_configs(std::uint64_t seed, const Observation& oracle, int count);
+
+// The smallest program found (delta debugging over instructions: chunks, then single instructions) for which
+// `fails` still holds; `fails(program)` must hold. Deleting an instruction leaves its values unmade, and the
+// instructions that read them are skipped, so every sub-program runs.
+Program minimize(const Program& program, const std::function<bool(const Program&)>& fails);
+
+struct CampaignOptions {
+  std::uint64_t first_seed = 1;  // programs first_seed, first_seed + 1, ...
+  int programs = 100;
+  int configs = 4;               // random configurations per program (random_configs)
+  GeneratorOptions generator;
+  bool minimize = true;          // shrink the first failing program
+};
+
+struct CampaignReport {
+  int programs = 0;
+  int runs = 0;                  // budgeted runs
+  int feasible_runs = 0;         // of which fit their budget
+  int runs_with_evictions = 0;   // of which evicted something
+  std::uint64_t evictions = 0;
+  std::uint64_t rematerializations = 0;
+  std::optional<Failure> failure;  // the first failure; the campaign stops there
+  std::uint64_t failing_seed = 0;
+  Program reproducer;            // the failing program, minimized when asked
+};
+
+// Programs generated from consecutive seeds, each checked under its random configurations.
+CampaignReport run_campaign(const CampaignOptions& options);
+
+// What to print for a failure: the configuration, what differed and the program's text (parse_program reads
+// it; dtr-bench-differential --replay FILE reruns it).
+std::string reproducer_text(const CampaignReport& report);
+
+}  // namespace dtr::differential

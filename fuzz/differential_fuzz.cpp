@@ -1,0 +1,41 @@
+// libFuzzer over the differential generator (fuzz/differential/): the input's bytes choose a program (decode)
+// and two budgeted configurations; each run must read the unbudgeted run's bits, keep its budget and give back
+// every byte (differential.h, compare). A failure prints the program's text and the configuration, then aborts.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+
+#include "differential.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace dtr::differential;
+  GeneratorOptions options;
+  options.length = 80;  // short programs: more of them per second, and the minimizer's work is done already
+  options.max_dim = 12;
+  const Program program = decode(std::span<const std::uint8_t>(data, size), options);
+  const Observation oracle = run(program, RunConfig{});
+  std::uint64_t seed = 0xCBF29CE484222325ULL;  // FNV-1a of the input: the configurations follow the bytes
+  for (std::size_t i = 0; i < size; ++i) seed = (seed ^ data[i]) * 0x100000001B3ULL;
+  std::string what;
+  RunConfig failing;
+  if (!oracle.error.empty() || !oracle.feasible || oracle.allocated_at_end != 0) {
+    what = "the oracle failed: " + (oracle.error.empty() ? std::string("out of memory or a leak") : oracle.error);
+  } else {
+    for (const RunConfig& config : random_configs(seed, oracle, 2)) {
+      what = compare(oracle, run(program, config), config);
+      if (!what.empty()) {
+        failing = config;
+        break;
+      }
+    }
+  }
+  if (!what.empty()) {
+    std::fprintf(stderr, "\n==dtr-fuzz== differential failure under %s: %s\n%s", describe(failing).c_str(),
+                 what.c_str(), to_text(program).c_str());
+    std::fflush(stderr);
+    std::abort();
+  }
+  return 0;
+}
