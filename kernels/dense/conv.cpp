@@ -130,8 +130,8 @@ bool ran_onednn(kernels::ConvOp op, const kernels::ConvGeometry& g, const Kernel
 // ---- conv2d ---------------------------------------------------------------------------------------------
 
 TensorMetas infer_conv2d(std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  DTR_CHECK_SHAPES(inputs.size() == 2 || inputs.size() == 3, "conv2d", inputs,
-                   "takes 3 inputs (input, weight, bias) or 2 (no bias), got ", inputs.size());
+  DTR_CHECK(inputs.size() == 2 || inputs.size() == 3, ShapeError,  // worded as check_arity's
+            "op 'conv2d' takes 3 inputs (input, weight, bias) or 2 (no bias), got ", inputs.size());
   kernels::check_floating("conv2d", inputs);
   const kernels::ConvGeometry g = kernels::conv2d_geometry(inputs, attrs);
   if (inputs.size() == 3) DTR_CHECK_SHAPES(inputs[2].shape == Shape{g.o}, "conv2d", inputs, "adds a bias [O]");

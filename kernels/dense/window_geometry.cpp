@@ -26,19 +26,19 @@ ConvGeometry conv_geometry(const std::string& op, std::span<const TensorMeta> in
   g.pad_h = padding[0], g.pad_w = padding[1];
   g.dil_h = dilation[0], g.dil_w = dilation[1];
   for (const std::int64_t d : x) DTR_CHECK_SHAPES(d >= 0, op, inputs, "has a negative input dimension ", to_string(x));
-  DTR_CHECK_SHAPES(g.groups >= 1, op, inputs, "needs groups >= 1, got groups ", g.groups);
-  DTR_CHECK_SHAPES(g.stride_h >= 1 && g.stride_w >= 1, op, inputs, "needs a positive stride, got stride ",
+  DTR_CHECK_SHAPES(g.groups >= 1, op, inputs, "needs groups >= 1, not groups ", g.groups);
+  DTR_CHECK_SHAPES(g.stride_h >= 1 && g.stride_w >= 1, op, inputs, "needs a positive stride, not stride ",
                    pair_string(g.stride_h, g.stride_w));
   DTR_CHECK_SHAPES(g.pad_h >= 0 && g.pad_w >= 0, op, inputs, "has bad conv padding: negative padding ",
                    pair_string(g.pad_h, g.pad_w));
-  DTR_CHECK_SHAPES(g.dil_h >= 1 && g.dil_w >= 1, op, inputs, "needs a positive dilation, got dilation ",
+  DTR_CHECK_SHAPES(g.dil_h >= 1 && g.dil_w >= 1, op, inputs, "needs a positive dilation, not dilation ",
                    pair_string(g.dil_h, g.dil_w));
-  DTR_CHECK_SHAPES(g.o >= 0 && g.kh >= 1 && g.kw >= 1, op, inputs, "needs a kernel of at least 1x1, got weight ",
+  DTR_CHECK_SHAPES(g.o >= 0 && g.kh >= 1 && g.kw >= 1, op, inputs, "needs a kernel of at least 1x1, not weight ",
                    to_string(weight));
   DTR_CHECK_SHAPES(g.c % g.groups == 0 && g.o % g.groups == 0, op, inputs, "splits input channels ", g.c,
                    " and output channels ", g.o, " into ", g.groups, " groups, which must divide both");
   DTR_CHECK_SHAPES(weight[1] == g.c / g.groups, op, inputs, "needs weight [O, C/groups, KH, KW] with C/groups = ",
-                   g.c / g.groups, " (input ", to_string(x), ", groups ", g.groups, "), got weight ",
+                   g.c / g.groups, " (input ", to_string(x), ", groups ", g.groups, "), not weight ",
                    to_string(weight));
   const std::int64_t span_h = g.h + 2 * g.pad_h - g.dil_h * (g.kh - 1) - 1;
   const std::int64_t span_w = g.w + 2 * g.pad_w - g.dil_w * (g.kw - 1) - 1;
@@ -82,7 +82,7 @@ ConvGeometry conv2d_backward_weight_geometry(std::span<const TensorMeta> inputs,
 
 PoolGeometry pool_geometry(const std::string& op, std::span<const TensorMeta> inputs, const Shape& x,
                            const Attrs& attrs) {
-  DTR_CHECK_SHAPES(x.size() == 4, op, inputs, "pools an input [N, C, H, W], got input ", to_string(x));
+  DTR_CHECK_SHAPES(x.size() == 4, op, inputs, "pools an input [N, C, H, W], not input ", to_string(x));
   const auto kernel = pair_attr(op, attrs, "kernel", std::nullopt);
   const auto stride = pair_attr(op, attrs, "stride", kernel);
   const auto padding = pair_attr(op, attrs, "padding", std::vector<std::int64_t>{0, 0});
@@ -92,9 +92,9 @@ PoolGeometry pool_geometry(const std::string& op, std::span<const TensorMeta> in
   g.stride_h = stride[0], g.stride_w = stride[1];
   g.pad_h = padding[0], g.pad_w = padding[1];
   for (const std::int64_t d : x) DTR_CHECK_SHAPES(d >= 0, op, inputs, "has a negative input dimension ", to_string(x));
-  DTR_CHECK_SHAPES(g.kh >= 1 && g.kw >= 1, op, inputs, "needs a kernel of at least 1x1, got kernel ",
+  DTR_CHECK_SHAPES(g.kh >= 1 && g.kw >= 1, op, inputs, "needs a kernel of at least 1x1, not kernel ",
                    pair_string(g.kh, g.kw));
-  DTR_CHECK_SHAPES(g.stride_h >= 1 && g.stride_w >= 1, op, inputs, "needs a positive stride, got stride ",
+  DTR_CHECK_SHAPES(g.stride_h >= 1 && g.stride_w >= 1, op, inputs, "needs a positive stride, not stride ",
                    pair_string(g.stride_h, g.stride_w));
   DTR_CHECK_SHAPES(g.pad_h >= 0 && g.pad_w >= 0 && 2 * g.pad_h <= g.kh && 2 * g.pad_w <= g.kw, op, inputs,
                    "has bad padding ", pair_string(g.pad_h, g.pad_w), ": from 0 to half the kernel ",

@@ -45,7 +45,7 @@ Shape reshaped(std::span<const TensorMeta> inputs, const Attrs& attrs) {
       inferred = d;
       continue;
     }
-    DTR_CHECK_SHAPES(shape[d] >= 0, "reshape", inputs, "needs dimensions >= 0 and at most one -1, got shape ",
+    DTR_CHECK_SHAPES(shape[d] >= 0, "reshape", inputs, "needs dimensions >= 0 and at most one -1, not shape ",
                      to_string(shape));
     known *= shape[d];
   }
@@ -92,7 +92,7 @@ Shape input_shape_attr(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const std::vector<std::int64_t>& dims = attrs.get_ints("input_shape");
   Shape shape(dims.begin(), dims.end());
   DTR_CHECK_SHAPES(std::all_of(shape.begin(), shape.end(), [](std::int64_t d) { return d >= 0; }), "slice_backward",
-                   inputs, "needs input_shape of dimensions >= 0, got input_shape ", to_string(shape));
+                   inputs, "needs input_shape of dimensions >= 0, not input_shape ", to_string(shape));
   return shape;
 }
 

@@ -64,7 +64,7 @@ inline SliceGeometry slice_geometry(std::string_view op, std::span<const TensorM
   g.step = attrs.get_int("step", 1);
   DTR_CHECK_SHAPES(!shape.empty(), op, inputs, "needs a tensor of rank >= 1 (shape ", to_string(shape), ")");
   g.dim = normalize_dim(op, inputs, dim, shape.size());
-  DTR_CHECK_SHAPES(g.step >= 1, op, inputs, "needs step >= 1, got step ", g.step);
+  DTR_CHECK_SHAPES(g.step >= 1, op, inputs, "needs step >= 1, not step ", g.step);
   g.around = around(shape, g.dim);
   const std::int64_t size = g.around.size;
   const auto clamp_index = [size](std::int64_t i) { return std::clamp(i < 0 ? i + size : i, std::int64_t{0}, size); };
@@ -100,7 +100,7 @@ inline SplitGeometry split_geometry(std::span<const TensorMeta> inputs, const At
   const bool valid =
       !g.sizes.empty() && std::all_of(g.sizes.begin(), g.sizes.end(), [](std::int64_t s) { return s >= 0; });
   DTR_CHECK_SHAPES(valid && std::accumulate(g.sizes.begin(), g.sizes.end(), std::int64_t{0}) == g.around.size, "split",
-                   inputs, "needs sizes >= 0 adding up to dimension ", g.dim, " (", g.around.size, "), got sizes ",
+                   inputs, "needs sizes >= 0 adding up to dimension ", g.dim, " (", g.around.size, "), not sizes ",
                    to_string(Shape(g.sizes.begin(), g.sizes.end())));
   return g;
 }
@@ -138,12 +138,12 @@ inline std::vector<std::size_t> permutation(std::string_view op, std::span<const
   }
   const std::vector<std::int64_t>& dims = attrs.get_ints("dims");
   DTR_CHECK_SHAPES(dims.size() == rank, op, inputs, "needs dims naming each of the ", rank,
-                   " dimensions once, got dims ", to_string(Shape(dims.begin(), dims.end())));
+                   " dimensions once, not dims ", to_string(Shape(dims.begin(), dims.end())));
   std::vector<bool> seen(rank, false);
   for (std::size_t i = 0; i < rank; ++i) {
     perm[i] = normalize_dim(op, inputs, dims[i], rank);
     DTR_CHECK_SHAPES(!seen[perm[i]], op, inputs, "needs dims naming each of the ", rank,
-                     " dimensions once, got dims ", to_string(Shape(dims.begin(), dims.end())));
+                     " dimensions once, not dims ", to_string(Shape(dims.begin(), dims.end())));
     seen[perm[i]] = true;
   }
   return perm;

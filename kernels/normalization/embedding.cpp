@@ -52,7 +52,7 @@ TensorMetas infer_embedding_backward(std::span<const TensorMeta> inputs, const A
   DTR_CHECK_SHAPES(inputs[1].dtype == DType::int64 && grad.size() == indices.size() + 1 &&
                        std::equal(indices.begin(), indices.end(), grad.begin()),
                    "embedding_backward", inputs, "needs a gradient [..., D] and int64 indices [...]");
-  DTR_CHECK_SHAPES(rows >= 0, "embedding_backward", inputs, "needs num_embeddings >= 0, got ", rows);
+  DTR_CHECK_SHAPES(rows >= 0, "embedding_backward", inputs, "needs num_embeddings >= 0, not ", rows);
   return {TensorMeta{{rows, grad.back()}, inputs[0].dtype}};
 }
 
