@@ -14,17 +14,14 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_main.h"  // dtr::bench::median
 #include "dtr/dtr.h"
 #include "dtr/train/trainer.h"
 
 namespace {
 
 using dtr::RuntimeFootprint;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using dtr::bench::median;
 
 void print_footprint(const char* when, const RuntimeFootprint& f) {
   std::printf("  %-16s storages %6llu  lineage objects %6llu  candidates %5llu  heuristic records %5llu  "
