@@ -3,9 +3,18 @@
 // distinct classes next to it; that sum is kept up to date on every lineage event (each class knows the
 // resident storages next to it, its boundary), so a score costs O(1) however many storages read this one: a
 // weight read by every step of an unrolled RNN is no longer walked at every step (issue 16).
+//
+// A class's boundary can hold thousands of storages (classes never split, so in a long backward pass one class
+// spans the evicted chain), and re-scoring all of them at every change of its cost made long chains quadratic.
+// So a class publishes its cost: its boundary counts the published value, which follows the true cost exactly
+// while the boundary is small (kExactBoundary) and otherwise once the two drift apart by more than kDrift; when
+// classes merge, the one with the larger boundary keeps its published value and the smaller one's storages
+// move over (small into large). Each boundary storage is then re-scored O(1/kDrift) times per doubling of
+// the class, not at every event, and scans and the index read the same published values (one definition).
 #include "heuristics/dtr_eq.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <memory>
 #include <unordered_map>
@@ -15,8 +24,6 @@
 
 namespace dtr::heuristics {
 namespace {
-
-double bytes_of(const StorageView& s) { return static_cast<double>(std::max<std::size_t>(s.bytes(), 1)); }
 
 // The resident storages next to a class, each with the number of adjacencies (lineage edges, counted with
 // multiplicity) between it and the class's evicted members: it leaves the boundary when the last one goes.
@@ -99,24 +106,29 @@ class Boundary {
 // Invariants, for every class root R and every resident storage r:
 //   r is in R's boundary  <=>  r is no constant and some evicted member of R is r's input or dependent (with
 //                              the count of such edges);
-//   r.heuristic_sum == the sum of R.cost over the classes whose boundary holds r.
+//   r.heuristic_sum == the sum of R.published over the classes whose boundary holds r;
+//   R.published == R.cost whenever R's boundary holds at most kExactBoundary storages after an event on R.
 // Evicting t gives it a fresh node united with its evicted neighbours' classes; rematerializing it subtracts its
 // cost from its class and drops its node (classes are never split, as in the DTR authors' simulator).
 class DtrEqHeuristic final : public Heuristic {
  public:
+  // A boundary this small always counts its class's exact cost (the common case: a chain's two ends) ...
+  static constexpr std::size_t kExactBoundary = 32;
+  // ... a larger one once the cost has moved by more than this fraction of the published value.
+  static constexpr double kDrift = 1.0 / 16.0;
+
   std::string name() const override { return "dtr-eq"; }
   bool scores_walk_lineage() const override { return true; }  // its upkeep walks neighbours and their classes
 
   ScoreKey key(StorageView& s) override {
     const double neighbourhood = member(s) || s.evicted() ? walked_neighbourhood(s) : s.heuristic_sum;
-    return {(s.cost() + neighbourhood) / bytes_of(s), static_cast<double>(s.last_access()) - 1.0};
+    return {(s.cost() + neighbourhood) / bytes_of(s), stale_base(s)};
   }
 
   // A fresh node each time: the storage joins the classes of its evicted neighbours now, not the class it
   // was in before it was last rematerialized (that class may have drifted far from it).
   void on_evict(StorageView& s) override {
     DTR_CHECK(s.heuristic_slot == nullptr, InvalidArgument, "dtr-eq: a storage was evicted twice");
-    // The storages next to the classes about to merge stop counting them one by one ...
     ++epoch_;
     roots_.clear();
     auto gather = [&](StorageView& n) {
@@ -125,26 +137,48 @@ class DtrEqHeuristic final : public Heuristic {
       if (root->seen == epoch_) return;
       root->seen = epoch_;
       roots_.push_back(root);
-      if (root->boundary != nullptr) {
-        for (const Boundary::Entry& e : root->boundary->entries()) e.storage->heuristic_sum -= root->cost;
-      }
     };
     s.for_each_input(gather);
     s.for_each_dependent(gather);
+    begin_event();
     Node* node = allocate_node();
     s.heuristic_slot = node;
     node->cost = s.cost();
-    for (Node* root : roots_) node = merge(node, root);
-    // ... and count the merged class once; `s` leaves the boundary, its resident neighbours join it.
-    Boundary& boundary = boundary_of(node);
+    // The class with the largest boundary keeps its boundary and published cost; the storages of the others
+    // stop counting theirs and count the keeper's (once, if they were next to both).
+    Node* keeper = node;
+    for (Node* root : roots_) {
+      if (keeper == node || boundary_size(root) > boundary_size(keeper)) keeper = root;
+    }
+    Boundary& boundary = boundary_of(keeper);
+    const double published = keeper->published;
+    for (Node* root : roots_) {
+      if (root == keeper || root->boundary == nullptr) continue;
+      for (const Boundary::Entry& e : root->boundary->entries()) {
+        e.storage->heuristic_sum -= root->published;
+        if (boundary.add(e.storage, e.edges)) e.storage->heuristic_sum += published;
+        dirty(*e.storage);
+      }
+      release(root->boundary);
+    }
+    std::unique_ptr<Boundary> kept = std::move(keeper->boundary);
+    Node* root = node;
+    for (Node* r : roots_) root = link(root, r);
+    root->boundary = std::move(kept);
+    root->published = published;
+    // `s` leaves the boundary (it is a member now); its resident neighbours join it.
     boundary.erase(&s);
     auto join = [&](StorageView& n) {
-      if (bordering(n)) boundary.add(&n, 1);
+      if (!bordering(n)) return;
+      if (boundary.add(&n, 1)) {
+        n.heuristic_sum += published;
+        dirty(n);
+      }
     };
     s.for_each_input(join);
     s.for_each_dependent(join);
-    for (const Boundary::Entry& e : boundary.entries()) e.storage->heuristic_sum += node->cost;
-    notify(boundary, nullptr);
+    publish(root);
+    notify_dirty();
   }
 
   // The storage leaves its class, and joins, resident, the boundaries of its evicted neighbours' classes.
@@ -154,7 +188,7 @@ class DtrEqHeuristic final : public Heuristic {
     auto join = [&](StorageView& n) {
       if (!member(n)) return;
       Node* root = find(slot(n));
-      if (boundary_of(root).add(&s, 1)) s.heuristic_sum += root->cost;
+      if (boundary_of(root).add(&s, 1)) s.heuristic_sum += root->published;
     };
     s.for_each_input(join);
     s.for_each_dependent(join);
@@ -184,7 +218,8 @@ class DtrEqHeuristic final : public Heuristic {
   // is; it is recycled when neither is left, so the forest stays as large as the evicted lineage, not the run.
   struct Node {
     Node* parent = nullptr;  // nullptr: a root
-    double cost = 0.0;       // meaningful at roots
+    double cost = 0.0;       // at roots: the summed cost of the members
+    double published = 0.0;  // at roots: the cost the boundary counts
     std::uint32_t rank = 0;
     std::uint32_t refs = 0;
     std::uint64_t seen = 0;
@@ -197,6 +232,7 @@ class DtrEqHeuristic final : public Heuristic {
   static bool member(StorageView& n) { return n.heuristic_slot != nullptr; }
   // Resident as the boundaries count it: in memory, told so, and no constant.
   static bool bordering(StorageView& n) { return n.heuristic_slot == nullptr && !n.evicted() && !n.constant(); }
+  static std::size_t boundary_size(const Node* root) { return root->boundary == nullptr ? 0 : root->boundary->size(); }
 
   // An evicted storage's neighbourhood (no one keeps its sum): each class next to it once.
   double walked_neighbourhood(StorageView& s) {
@@ -207,11 +243,27 @@ class DtrEqHeuristic final : public Heuristic {
       Node* root = find(slot(n));
       if (root->seen == epoch_) return;
       root->seen = epoch_;
-      cost += root->cost;
+      cost += root->published;
     };
     s.for_each_input(add_class);
     s.for_each_dependent(add_class);
     return cost;
+  }
+
+  // The boundary counts the class's true cost if it is small or has drifted too far from what it counts.
+  void publish(Node* root) {
+    const double cost = root->cost;
+    const double change = cost - root->published;
+    if (change == 0.0) return;
+    const std::size_t size = boundary_size(root);
+    if (size > kExactBoundary && std::abs(change) <= kDrift * std::max(cost, root->published)) return;
+    if (size != 0) {
+      for (const Boundary::Entry& e : root->boundary->entries()) {
+        e.storage->heuristic_sum += change;
+        dirty(*e.storage);
+      }
+    }
+    root->published = cost;
   }
 
   Boundary& boundary_of(Node* root) {
@@ -238,43 +290,38 @@ class DtrEqHeuristic final : public Heuristic {
   void leave_class(StorageView& s) {
     Node* node = slot(s);
     Node* root = find(node);
-    const double before = root->cost;
-    root->cost = std::max(0.0, before - s.cost());
+    root->cost = std::max(0.0, root->cost - s.cost());
     s.heuristic_slot = nullptr;
+    begin_event();
     // Its resident neighbours lose its edges; those with no other edge to the class leave the boundary (and
-    // stop counting it), the others count the class's new cost. A boundary holds only storages next to the
-    // class, or one that lost that adjacency would be left behind when it dies (UBSan found one).
+    // stop counting it). A boundary holds only storages next to the class, or one that lost that adjacency
+    // would be left behind when it dies (UBSan found one).
     Boundary& boundary = boundary_of(root);
     auto drop = [&](StorageView& n) {
-      if (bordering(n) && boundary.remove_edge(&n)) n.heuristic_sum -= before;
+      if (!bordering(n)) return;
+      if (boundary.remove_edge(&n)) n.heuristic_sum -= root->published;
+      dirty(n);
     };
     s.for_each_input(drop);
     s.for_each_dependent(drop);
-    const double change = root->cost - before;
-    for (const Boundary::Entry& e : boundary.entries()) e.storage->heuristic_sum += change;
-    notify(boundary, &s);  // the class's cost fell, and `s`'s neighbours lost it
+    publish(root);
+    notify_dirty();
     unref(node);
   }
 
-  // Tells the listener about every storage of `boundary` and every resident neighbour of `left`.
-  void notify(const Boundary& boundary, StorageView* left) {
-    if (listener() == nullptr) return;
-    const std::uint64_t mark = ++marks_;
+  // The storages whose score an event changed, each once, told to the listener when the event is over.
+  void begin_event() {
+    mark_ = ++marks_;
     dirty_.clear();
-    for (const Boundary::Entry& e : boundary.entries()) {
-      e.storage->heuristic_mark = mark;
-      dirty_.push_back(e.storage);
-    }
-    if (left != nullptr) {
-      auto visit = [&](StorageView& n) {
-        if (!bordering(n) || n.heuristic_mark == mark) return;
-        n.heuristic_mark = mark;
-        dirty_.push_back(&n);
-      };
-      left->for_each_input(visit);
-      left->for_each_dependent(visit);
-    }
+  }
+  void dirty(StorageView& s) {
+    if (listener() == nullptr || s.heuristic_mark == mark_) return;
+    s.heuristic_mark = mark_;
+    dirty_.push_back(&s);
+  }
+  void notify_dirty() {
     for (StorageView* r : dirty_) listener()->score_changed(*r);
+    dirty_.clear();
   }
 
   Node* allocate_node() {
@@ -324,22 +371,14 @@ class DtrEqHeuristic final : public Heuristic {
     return root;
   }
 
-  // Unites two classes (roots); the boundaries merge, the smaller into the larger, adding up the edges of a
-  // storage next to both.
-  Node* merge(Node* a, Node* b) {
+  // Unites two roots by rank, adding up their costs; the caller places the boundary and published cost.
+  Node* link(Node* a, Node* b) {
     if (a == b) return a;
     if (a->rank < b->rank) std::swap(a, b);
     b->parent = a;
     a->refs += 1;
     a->cost += b->cost;
     if (a->rank == b->rank) ++a->rank;
-    if (b->boundary != nullptr) {
-      if (a->boundary == nullptr || a->boundary->size() < b->boundary->size()) a->boundary.swap(b->boundary);
-      if (b->boundary != nullptr) {
-        for (const Boundary::Entry& e : b->boundary->entries()) a->boundary->add(e.storage, e.edges);
-      }
-      release(b->boundary);
-    }
     return a;
   }
 
@@ -348,6 +387,7 @@ class DtrEqHeuristic final : public Heuristic {
   std::size_t live_nodes_ = 0;
   std::uint64_t epoch_ = 0;
   std::uint64_t marks_ = 0;
+  std::uint64_t mark_ = 0;
   std::vector<Node*> roots_;
   std::vector<StorageView*> dirty_;
   std::vector<std::unique_ptr<Boundary>> spare_boundaries_;

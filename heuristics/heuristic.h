@@ -21,6 +21,11 @@ struct ScoreKey {
   double b = 0;
 };
 
+// m in the scores: a storage's bytes, at least 1 (so that an empty storage divides by one byte).
+inline double bytes_of(const StorageView& s) { return static_cast<double>(std::max<std::size_t>(s.bytes(), 1)); }
+// b of a ScoreKey: the staleness now - b is now - last access + 1.
+inline double stale_base(const StorageView& s) { return static_cast<double>(s.last_access()) - 1.0; }
+
 // Told when a lineage event changes the score of a storage other than the one the event is about (an evicted
 // neighbourhood grew or shrank). The eviction index listens; it ignores storages it does not hold.
 class ScoreListener {
@@ -82,6 +87,10 @@ class Heuristic {
  private:
   ScoreListener* listener_ = nullptr;
 };
+
+// How far dtr and msps walk the evicted lineage from a storage, in hops (docs/heuristics.md): their scores
+// count the evicted storages within this many, exact while evicted regions are shallower.
+inline constexpr int kWalkDepth = 32;
 
 // The seed of "random" (a seeded heuristic is reproducible; "random:SEED" picks another).
 inline constexpr std::uint64_t kDefaultRandomSeed = 0x5eed;

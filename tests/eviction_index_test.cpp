@@ -130,9 +130,9 @@ TEST(EvictionIndex, ChoosesTheTrueMinimumOfEveryIndexableHeuristic) {
   }
 }
 
-// dtr and msps sum the evicted storages within kWalkDepth (256) hops: on a chain whose evicted run is longer,
-// a score counts exactly 256 of them, and each event re-scores what it changed, so the index still equals a
-// fresh score everywhere while runs grow past the depth and are cut by rematerializations.
+// dtr and msps sum the evicted storages within kWalkDepth hops: on a chain whose evicted run is longer, a
+// score counts exactly kWalkDepth of them, and each event re-scores what it changed, so the index still equals
+// a fresh score everywhere while runs grow past the depth and are cut by rematerializations.
 TEST(EvictionIndex, WalkingHeuristicsStopAtTheirDepthAndStayEqualToAScan) {
   for (const std::string name : {"dtr", "msps"}) {
     SCOPED_TRACE(name);
@@ -176,9 +176,9 @@ TEST(EvictionIndex, WalkingHeuristicsStopAtTheirDepthAndStayEqualToAScan) {
       if (HasFatalFailure()) return;
     }
     check_all(event);
-    // Storage 601 reads the run 600, 599, ...: it counts itself and the 256 nearest (dtr: nothing after it is
-    // evicted; msps: inputs only). Every cost is 1 and every size 1.
-    EXPECT_EQ(heuristic->key(*chain[601]).a, 1.0 + 256.0);
+    // Storage 601 reads the run 600, 599, ...: it counts itself and the kWalkDepth nearest (dtr: nothing after
+    // it is evicted; msps: inputs only). Every cost is 1 and every size 1.
+    EXPECT_EQ(heuristic->key(*chain[601]).a, 1.0 + heuristics::kWalkDepth);
     // Rematerializations cut the run; the scores around each cut follow.
     for (int i : {300, 450, 599, 100, 520}) {
       FakeStorage& s = *chain[static_cast<std::size_t>(i)];
@@ -189,8 +189,9 @@ TEST(EvictionIndex, WalkingHeuristicsStopAtTheirDepthAndStayEqualToAScan) {
       if (HasFatalFailure()) return;
     }
     EXPECT_EQ(heuristic->key(*chain[601]).a, 1.0 + 1.0);  // only 600 is evicted next to it now
-    // 521 ... 598 behind it (520 is back), and (dtr counts dependents) 600 after it.
-    EXPECT_EQ(heuristic->key(*chain[599]).a, 1.0 + 78.0 + (name == std::string("dtr") ? 1.0 : 0.0));
+    // 521 ... 598 behind it (520 is back), as far as the walk goes, and (dtr counts dependents) 600 after it.
+    EXPECT_EQ(heuristic->key(*chain[599]).a,
+              1.0 + std::min(78, heuristics::kWalkDepth) + (name == std::string("dtr") ? 1.0 : 0.0));
   }
 }
 

@@ -281,13 +281,28 @@ std::string compare(const Observation& oracle, const Observation& observed, cons
   return "";
 }
 
-std::optional<Failure> check(const Program& program, std::span<const RunConfig> configs) {
-  const RunConfig unbudgeted;
-  const Observation oracle = run(program, unbudgeted);
-  if (!oracle.error.empty() || !oracle.feasible || oracle.allocated_at_end != 0) {
-    return Failure{unbudgeted, "the oracle failed: " + compare(oracle, oracle, unbudgeted) +
-                                   (oracle.feasible ? "" : "ran out of memory without a budget")};
+namespace {
+
+// The unbudgeted run itself went wrong (threw, ran out of memory, kept bytes): no oracle to compare with.
+std::optional<Failure> oracle_failure(const Observation& oracle) {
+  if (oracle.error.empty() && oracle.feasible && oracle.allocated_at_end == 0) return std::nullopt;
+  std::ostringstream what;
+  what << "the oracle failed: ";
+  if (!oracle.error.empty()) {
+    what << "threw " << oracle.error;
+  } else if (oracle.allocated_at_end != 0) {
+    what << oracle.allocated_at_end << " bytes still allocated after every handle died";
+  } else {
+    what << "ran out of memory without a budget";
   }
+  return Failure{RunConfig{}, what.str()};
+}
+
+}  // namespace
+
+std::optional<Failure> check(const Program& program, std::span<const RunConfig> configs) {
+  const Observation oracle = run(program, RunConfig{});
+  if (std::optional<Failure> failure = oracle_failure(oracle)) return failure;
   for (const RunConfig& config : configs) {
     std::string what = compare(oracle, run(program, config), config);
     if (!what.empty()) return Failure{config, std::move(what)};
@@ -341,12 +356,8 @@ CampaignReport run_campaign(const CampaignOptions& options) {
     const std::uint64_t seed = options.first_seed + static_cast<std::uint64_t>(i);
     const Program program = generate(seed, options.generator);
     ++report.programs;
-    const RunConfig unbudgeted;
-    const Observation oracle = run(program, unbudgeted);
-    std::optional<Failure> failure;
-    if (!oracle.error.empty() || !oracle.feasible || oracle.allocated_at_end != 0) {
-      failure = check(program, {});
-    }
+    const Observation oracle = run(program, RunConfig{});
+    std::optional<Failure> failure = oracle_failure(oracle);
     const std::vector<RunConfig> configs = random_configs(seed, oracle, options.configs);
     for (std::size_t k = 0; k < configs.size() && !failure; ++k) {
       const Observation observed = run(program, configs[k]);

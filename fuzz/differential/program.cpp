@@ -95,8 +95,8 @@ class Builder {
   Program build(std::uint64_t seed) {
     program_.seed = seed;
     program_.optimizer = choices_.below(2) == 0 ? OptimizerKind::sgd : OptimizerKind::adam;
-    for (int i = 0; i < 3; ++i) make_leaf(OpKind::parameter, dim(), dim());
-    for (int i = 0; i < 2; ++i) make_leaf(OpKind::input, dim(), dim());
+    for (int i = 0; i < 3; ++i) make_random_leaf(OpKind::parameter, /*may_be_vector=*/false);
+    for (int i = 0; i < 2; ++i) make_random_leaf(OpKind::input, /*may_be_vector=*/false);
     int total_weight = 0;
     for (const Spec& s : kSpecs) total_weight += s.weight;
     while (static_cast<int>(program_.instructions.size()) < options_.length && !done()) {
@@ -150,6 +150,14 @@ class Builder {
     live_[id] = ValueInfo{rows, cols, kind == OpKind::parameter, false, kind == OpKind::parameter};
     return id;
   }
+  // A leaf of a random shape ([rows] a quarter of the time when it may be a vector). Each draw is a statement of
+  // its own: a call's arguments are evaluated in an order the compiler picks (gcc right to left, clang left
+  // to right), and a seed must be the same program whatever built it. Columns are drawn first, as gcc did.
+  void make_random_leaf(OpKind kind, bool may_be_vector) {
+    const std::int64_t cols = may_be_vector && choices_.below(4) == 0 ? 0 : dim();
+    const std::int64_t rows = dim();
+    make_leaf(kind, rows, cols);
+  }
   // A live value shaped [rows, cols], made as a leaf (a parameter half the time) when none is live.
   std::uint32_t partner(std::int64_t rows, std::int64_t cols) {
     if (auto id = pick([&](const ValueInfo& v) { return v.rows == rows && v.cols == cols; })) return *id;
@@ -166,7 +174,7 @@ class Builder {
     switch (kind) {
       case OpKind::parameter:
       case OpKind::input:
-        make_leaf(kind, dim(), choices_.below(4) == 0 ? 0 : dim());
+        make_random_leaf(kind, /*may_be_vector=*/true);
         return;
       case OpKind::add:
       case OpKind::sub:

@@ -177,7 +177,8 @@ TEST_P(TorchReference, TwentyStepsGiveTheLossCurveAndParametersOfPyTorch) {
   ASSERT_EQ(theirs.size(), here.state.size() + 1) << "PyTorch's model lacks some of dtr's names";
   for (std::size_t i = 0; i < here.state.size(); ++i) {
     const auto& [name, values] = here.state[i];
-    const auto found = std::find_if(theirs.begin(), theirs.end(), [&](const auto& e) { return e.first == name; });
+    const auto found =
+        std::find_if(theirs.begin(), theirs.end(), [&name = name](const auto& e) { return e.first == name; });
     ASSERT_NE(found, theirs.end()) << name;
     const std::vector<float> expected = found->second.to_host();
     ASSERT_EQ(expected.size(), values.size()) << name;
