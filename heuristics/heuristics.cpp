@@ -55,16 +55,16 @@ class RandomHeuristic final : public Heuristic {
 // Base of the heuristics that walk the evicted lineage: one walk counter for every walk, so that marks never
 // collide, and the notification of the resident storages next to a changed evicted region.
 //
-// Walks are breadth-first and stop kWalkDepth hops from where they start: a score counts the evicted storages
-// within that many hops. An event re-scores the resident storages within kWalkDepth hops, each with a walk of
-// as many: O(kWalkDepth^2) per event on a chain, rather than O(the evicted region) per score, which made a
-// 100 000-op chain take minutes (issue 16; at 256 hops a 20k-op chain still took 220 s, at 32 it takes 3.5 s). Exact while every evicted region around a
-// candidate is shallower than that; deeper, the score leaves out the region's far end. A change at s can only
-// move the scores of resident storages within kWalkDepth hops of s, and notify_region reaches all of them, so
-// the eviction index stays equal to a scan.
+// Walks are breadth-first and stop kWalkDepth (heuristic.h) hops from where they start: a score counts the
+// evicted storages within that many hops. An event re-scores the resident storages within kWalkDepth hops,
+// each with a walk of as many: O(kWalkDepth^2) per event on a chain, rather than O(the evicted region) per
+// score, which made a 100 000-op chain take minutes (issue 16; at 256 hops a 20k-op chain still took 220 s,
+// at 32 it takes 3.5 s). Exact while every evicted region around a candidate is shallower than that; deeper,
+// the score leaves out the region's far end. A change at s can only move the scores of resident storages
+// within kWalkDepth hops of s, and notify_region reaches all of them, so the eviction index stays equal to a
+// scan.
 class WalkingHeuristic : public Heuristic {
  public:
-  static constexpr int kWalkDepth = 32;
   bool scores_walk_lineage() const override { return true; }
 
  protected:
@@ -139,7 +139,7 @@ class WalkingHeuristic : public Heuristic {
 };
 
 // h_DTR = (c0 + Σ_{e*(t)} c0) / (m·s) with the exact e*: evicted ancestors reached through evicted storages,
-// plus evicted descendants likewise, within WalkingHeuristic::kWalkDepth hops. A graph walk per score.
+// plus evicted descendants likewise, within kWalkDepth hops. A graph walk per score.
 class DtrHeuristic final : public WalkingHeuristic {
  public:
   std::string name() const override { return "dtr"; }
