@@ -35,6 +35,9 @@ function(dtr_layer name)
   target_compile_options(dtr_${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${DTR_WARNINGS}>"
     # Device code: nvcc's own warnings and the host compiler's are errors too.
     "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings;-Xcompiler=-Wall,-Wextra>")
+  if(DTR_FUZZ_COVERAGE)  # libFuzzer's coverage of libdtr's code (fuzz/CMakeLists.txt)
+    target_compile_options(dtr_${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${DTR_FUZZ_COVERAGE}>")
+  endif()
   # Objects, not the target, go into libdtr: the installed library's link interface names no layer.
   target_sources(dtr PRIVATE $<TARGET_OBJECTS:dtr_${name}>)
   if(arg_LINK)

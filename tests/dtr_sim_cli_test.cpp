@@ -85,6 +85,7 @@ TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
 }
 
 TEST_F(DtrSimCli, TablesCsvAndPlot) {
+  DTR_SKIP_WITHOUT_GNUPLOT();
   const Outcome r = run(path("chain.log") + " --sweep 0.3:1.0:0.35 --heuristic all --csv " + path("out.csv") + " --plot " +
                     path("out.svg"));
   ASSERT_EQ(r.status, 0) << r.output;
@@ -259,6 +260,7 @@ TEST_F(DtrSimCli, AllBesideOtherHeuristicsAndRepeatsRunEachOnce) {
 // The extension picks the format: .png (any case) a PNG, .svg or none an SVG; another is refused up front
 // (it used to be written as an SVG under that name), and leaves no file.
 TEST_F(DtrSimCli, PlotFormatFollowsTheExtension) {
+  DTR_SKIP_WITHOUT_GNUPLOT();
   const auto first_bytes = [&](const std::string& name) {
     std::ifstream in(path(name), std::ios::binary);
     std::string head(8, '\0');
@@ -281,6 +283,7 @@ TEST_F(DtrSimCli, PlotFormatFollowsTheExtension) {
 }
 
 TEST_F(DtrSimCli, PlotThatCannotBeWrittenIsAnError) {
+  DTR_SKIP_WITHOUT_GNUPLOT();
   Outcome r = run(path("chain.log") + " --ratio 0.5 --plot /dev/full");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find(std::string("--plot: writing '/dev/full' failed: ") + std::strerror(ENOSPC)),
@@ -313,6 +316,7 @@ TEST_F(DtrSimCli, DtrVariablesDoNotChangeTheReplay) {
 }
 
 TEST_F(DtrSimCli, PlotAndTraceNamesCannotInjectCommands) {
+  DTR_SKIP_WITHOUT_GNUPLOT();
   struct Case {
     std::string trace;
     std::string plot;

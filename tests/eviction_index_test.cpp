@@ -195,6 +195,137 @@ TEST(EvictionIndex, WalkingHeuristicsStopAtTheirDepthAndStayEqualToAScan) {
   }
 }
 
+// A walk counts whole breadth-first levels up to kWalkCount storages: a hub H read by 400 storages r_i (each
+// read by one d_i, and all read by one gather G) counts its evicted readers on dtr's dependents' side while
+// there are at most kWalkCount of them, none past that; G's inputs' side likewise. Readers evicted and brought
+// back in a shuffled order (H's list of evicted readers is reshuffled by every removal) leave every indexed
+// score equal to a fresh one.
+TEST(EvictionIndex, WalkingHeuristicsCountWholeLevelsUpToTheirCountAndStayEqualToAScan) {
+  for (const std::string name : {"dtr", "msps"}) {
+    SCOPED_TRACE(name);
+    const bool dtr = name == "dtr";
+    auto heuristic = heuristics::make_heuristic(name);
+    heuristics::EvictionIndex index(*heuristic);
+    const std::uint64_t now = 10;
+    std::vector<std::unique_ptr<FakeStorage>> all;
+    auto make = [&](std::vector<FakeStorage*> inputs) {
+      auto s = std::make_unique<FakeStorage>();
+      s->last = 5;
+      for (FakeStorage* in : inputs) {
+        s->inputs.push_back(in);
+        in->dependents.push_back(s.get());
+      }
+      FakeStorage* made = all.emplace_back(std::move(s)).get();
+      if (!inputs.empty()) index.add(*made, now);
+      return made;
+    };
+    constexpr int kReaders = 400;
+    FakeStorage* root = make({});
+    FakeStorage* hub = make({root});
+    std::vector<FakeStorage*> readers;
+    for (int i = 0; i < kReaders; ++i) {
+      readers.push_back(make({hub}));
+      make({readers.back()});
+    }
+    FakeStorage* gather = make(readers);
+    auto check_all = [&](const std::string& when) {
+      for (auto& s : all) {
+        if (s->is_evicted || s->inputs.empty()) continue;
+        ASSERT_EQ(index.score(*s, now), heuristic->score(*s, now)) << when;
+      }
+    };
+    std::vector<FakeStorage*> order = readers;
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+    int evicted = 0;
+    for (FakeStorage* r : order) {
+      index.remove(*r, now);
+      r->is_evicted = true;
+      heuristic->on_evict(*r);
+      evicted += 1;
+      check_all("after eviction " + std::to_string(evicted));
+      if (HasFatalFailure()) return;
+      const double counted = evicted <= static_cast<int>(heuristics::kWalkCount) ? evicted : 0.0;
+      ASSERT_EQ(heuristic->key(*hub).a, 1.0 + (dtr ? counted : 0.0)) << evicted << " readers evicted";
+      ASSERT_EQ(heuristic->key(*gather).a, 1.0 + counted) << evicted << " inputs evicted";
+    }
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(8));
+    for (int i = 0; i < kReaders; i += 2) {  // every other one back
+      FakeStorage* r = order[static_cast<std::size_t>(i)];
+      r->is_evicted = false;
+      heuristic->on_rematerialize(*r);
+      index.add(*r, now);
+      check_all("after rematerialization " + std::to_string(i));
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_EQ(heuristic->key(*hub).a, 1.0 + (dtr ? kReaders / 2 : 0));
+    // The hub evicted too: each d_i whose r_i is evicted reaches it at depth 2 (its only path).
+    index.remove(*hub, now);
+    hub->is_evicted = true;
+    heuristic->on_evict(*hub);
+    check_all("after the hub's eviction");
+    for (FakeStorage* r : readers) {
+      if (r->is_evicted) {
+        EXPECT_EQ(heuristic->key(*r->dependents[0]).a, 1.0 + 2.0);
+      }
+    }
+    while (!all.empty()) {  // everything dies, leaves first; the heuristic keeps no record
+      FakeStorage* s = all.back().get();
+      for (FakeStorage* in : s->inputs) std::erase(in->dependents, s);
+      heuristic->on_destroy(*s);
+      index.remove(*s, now);
+      all.pop_back();
+    }
+    EXPECT_EQ(heuristic->live_slots(), 0u);
+  }
+}
+
+// An event tells only the storages whose walks reach it, and h_DTR's dependents' side reads only a storage's
+// evicted readers: a hub read by every op of a 4,000-op chain is not walked over on each eviction in the
+// chain. (Walking every reader of the hub once per eviction, as an earlier h_DTR did, visits 8 million
+// neighbours here.)
+TEST(EvictionIndex, AnEvictionNextToAHubDoesNotWalkItsReaders) {
+  for (const std::string name : {"dtr", "msps"}) {
+    SCOPED_TRACE(name);
+    auto heuristic = heuristics::make_heuristic(name);
+    heuristics::EvictionIndex index(*heuristic);
+    const std::uint64_t now = 10;
+    std::vector<std::unique_ptr<FakeStorage>> all;
+    auto make = [&](std::vector<FakeStorage*> inputs) {
+      auto s = std::make_unique<FakeStorage>();
+      s->last = 5;
+      for (FakeStorage* in : inputs) {
+        s->inputs.push_back(in);
+        in->dependents.push_back(s.get());
+      }
+      FakeStorage* made = all.emplace_back(std::move(s)).get();
+      if (!inputs.empty()) index.add(*made, now);
+      return made;
+    };
+    constexpr int kLength = 4000;
+    FakeStorage* root = make({});
+    FakeStorage* hub = make({root});
+    std::vector<FakeStorage*> chain{make({hub})};
+    for (int i = 1; i < kLength; ++i) chain.push_back(make({chain.back(), hub}));
+    std::size_t visits_before = 0;
+    for (auto& s : all) visits_before += s->visits;
+    for (int i = 0; i < kLength; i += 2) {
+      FakeStorage& c = *chain[static_cast<std::size_t>(i)];
+      index.remove(c, now);
+      c.is_evicted = true;
+      heuristic->on_evict(c);
+    }
+    std::size_t visits = 0;
+    for (auto& s : all) visits += s->visits;
+    EXPECT_LT(visits - visits_before, 20u * kLength) << "neighbours visited by the walks of 2,000 evictions";
+    EXPECT_LT(hub->visits, 2u * kLength);
+    for (FakeStorage* c : chain) {
+      if (!c->is_evicted) {
+        ASSERT_EQ(index.score(*c, now), heuristic->score(*c, now));
+      }
+    }
+  }
+}
+
 TEST(EvictionIndex, RefusesHeuristicsItCannotOrder) {
   auto random = heuristics::make_heuristic("random");
   EXPECT_FALSE(random->indexable());

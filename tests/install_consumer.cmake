@@ -11,12 +11,20 @@ endfunction()
 run(${CMAKE_COMMAND} --install "${DTR_BUILD_DIR}" --prefix "${DTR_SCRATCH}/prefix")
 set(flags "")
 if(DTR_SANITIZE)
-  # An instrumented libdtr needs an instrumented program: the sanitizer runtime must load first.
+  # An instrumented libdtr needs an instrumented program (the sanitizer runtime must load first), built by
+  # the same compiler (clang's and gcc's sanitizer runtimes differ).
   set(flags "-fsanitize=${DTR_SANITIZE}")
 endif()
+set(link_flags "${flags}")
+if(DTR_SANITIZE AND DTR_C_COMPILER MATCHES "clang")
+  # clang links a C program with the C halves of the sanitizer runtimes only; libdtr is C++ (UBSan's vptr
+  # checks need the C++ halves, and they the C++ library).
+  string(APPEND link_flags " -fsanitize-link-c++-runtime -lstdc++")
+endif()
 run(${CMAKE_COMMAND} -S "${DTR_CONSUMER_SOURCE}" -B "${DTR_SCRATCH}/build" -G "${DTR_GENERATOR}"
-    "-DCMAKE_PREFIX_PATH=${DTR_SCRATCH}/prefix" "-DCMAKE_C_FLAGS=${flags}" "-DCMAKE_CXX_FLAGS=${flags}"
-    "-DCMAKE_EXE_LINKER_FLAGS=${flags}")
+    "-DCMAKE_PREFIX_PATH=${DTR_SCRATCH}/prefix" "-DCMAKE_C_COMPILER=${DTR_C_COMPILER}"
+    "-DCMAKE_CXX_COMPILER=${DTR_CXX_COMPILER}" "-DCMAKE_C_FLAGS=${flags}" "-DCMAKE_CXX_FLAGS=${flags}"
+    "-DCMAKE_EXE_LINKER_FLAGS=${link_flags}")
 run(${CMAKE_COMMAND} --build "${DTR_SCRATCH}/build")
 run("${DTR_SCRATCH}/build/dtr-consumer")
 run("${DTR_SCRATCH}/build/dtr-consumer-c")

@@ -33,6 +33,14 @@ inline Outcome run_command(const std::string& command) {
   return r;
 }
 
+// Whether `program` is on PATH. The tests of a tool's plots need gnuplot, which scripts/setup.sh installs; they
+// skip without it, so that a machine given only the binaries (a lent GPU machine) runs the rest.
+inline bool program_installed(const std::string& program) {
+  return run_command("command -v " + program + " >/dev/null").status == 0;
+}
+#define DTR_SKIP_WITHOUT_GNUPLOT() \
+  if (!::dtr::test::program_installed("gnuplot")) GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs it)"
+
 // Expects `fn` to throw an `E` whose message contains every one of `parts`.
 template <typename E, typename Fn>
 void expect_error(Fn&& fn, std::initializer_list<std::string_view> parts) {

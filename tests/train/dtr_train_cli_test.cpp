@@ -80,6 +80,7 @@ TEST_F(DtrTrainCli, ARunResumedFromSaveContinuesTheSameLosses) {
 }
 
 TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
+  DTR_SKIP_WITHOUT_GNUPLOT();
   const Outcome r = train(kSmall + " --compare --steps 3 --csv " + path("rows.csv") + " --plot " + path("plot.svg"));
   ASSERT_EQ(exit_code(r), 0) << r.output;
   for (const char* row : {"| unbudgeted |", "| static, sqrt(N) segments |", "| DTR at static's peak |", "| DTR at 50% |",

@@ -216,6 +216,27 @@ TEST(Compare, ARowThatCannotFitIsReportedAndTheOthersGoOn) {
   EXPECT_TRUE(losses_agree(rows));
 }
 
+// The unbudgeted row is the reference: when it cannot run (here a kernel observer that reports the device
+// out of memory), --compare stops with that error, its type and message unchanged (it used to become an
+// InvalidArgument saying "the unbudgeted run failed").
+TEST(Compare, AnUnbudgetedRunThatFailsStopsWithItsOwnError) {
+  CompareOptions c;
+  c.train = small("mlp");
+  c.steps = 2;
+  c.evaluate = false;
+  int kernels = 0;
+  c.train.runtime.kernel_observer = [&](const KernelRun&) {
+    if (++kernels == 5) throw OutOfMemory("the device ran out (a test's observer)", {}, __FILE__, __LINE__);
+  };
+  try {
+    run_compare(c, data());
+    FAIL() << "no error";
+  } catch (const OutOfMemory& e) {
+    EXPECT_STREQ(e.what(), "the device ran out (a test's observer)");
+  }
+  EXPECT_EQ(kernels, 5) << "nothing ran after the unbudgeted row failed";
+}
+
 // A CNN, whose activations outweigh its parameters, as in the DTR paper's batch-size experiments.
 TEST(MaxBatch, DtrFitsLargerBatchesThanUnbudgetedTraining) {
   TrainOptions o = small("resnet", 32);

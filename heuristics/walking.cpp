@@ -1,0 +1,222 @@
+// h_DTR with the exact evicted neighbourhood e*, and h_MSPS: scores that walk the evicted lineage around a
+// storage (design section 5). Walks are bounded (kWalkDepth hops, kWalkCount storages a side) and events tell
+// only the storages whose walks reach them, so that an event costs the same however long the program is and
+// however many ops read one storage (issue 16; docs/heuristics.md).
+#include "heuristics/walking.h"
+
+#include <cstdint>
+#include <deque>
+#include <utility>
+#include <vector>
+
+namespace dtr::heuristics {
+namespace {
+
+// What h_DTR keeps about a storage (in its heuristic_slot): the evicted storages whose producer reads it, so
+// that a dependents' side walks those alone rather than every reader (a weight read by each step of an
+// unrolled RNN has thousands, nearly all resident); and, while the storage is evicted itself, where it is
+// listed in its inputs' records, so that it leaves them in O(1) when it comes back or dies.
+struct Readers {
+  std::vector<StorageView*> evicted;
+  std::vector<std::pair<StorageView*, std::uint32_t>> listed_in;  // (input, position in its `evicted`)
+};
+
+// Base of h_DTR and h_MSPS. A score sums c0 over the evicted storages near the storage, reached through
+// evicted storages only, breadth-first: on its inputs' side (what recomputing it would recompute) and, for
+// h_DTR, on its dependents' side (what could no longer be recomputed without it). Each side counts whole
+// levels, at most kWalkDepth of them and at most kWalkCount storages (the level that would pass the count is
+// left out whole), so a score depends on which storages are evicted, never on the order the lineage lists
+// them in, and it is exact while the evicted regions are that small. An event at s changes exactly the scores
+// whose walks reach s, and notify_region finds them by walking the other way (each walk keeps one direction),
+// so the eviction index stays equal to a scan.
+class WalkingHeuristic : public Heuristic {
+ public:
+  explicit WalkingHeuristic(bool dependents) : dependents_(dependents) {}
+  bool scores_walk_lineage() const override { return true; }
+
+  void on_evict(StorageView& s) override {
+    if (dependents_) list_in_inputs(s);
+    notify_region(s);
+  }
+  void on_rematerialize(StorageView& s) override {
+    if (dependents_) unlist(s);
+    notify_region(s);
+  }
+  void on_destroy(StorageView& s) override {
+    if (s.evicted()) {
+      if (dependents_) unlist(s);
+      notify_region(s);
+    }
+    if (s.heuristic_slot != nullptr) {  // nothing reads a dying storage: its record is empty
+      free_.push_back(static_cast<Readers*>(s.heuristic_slot));
+      s.heuristic_slot = nullptr;
+    }
+  }
+  std::size_t live_slots() const override { return records_.size() - free_.size(); }
+
+ protected:
+  // c0 summed over the evicted storages the walks from `s` count (not `s`'s own).
+  double evicted_reach_cost(StorageView& s) {
+    const std::uint64_t mark = next_mark();
+    s.heuristic_mark = mark;
+    double cost = reach_one_way(s, /*inputs=*/true, mark);
+    if (dependents_) cost += reach_one_way(s, /*inputs=*/false, mark);
+    return cost;
+  }
+
+ private:
+  std::uint64_t next_mark() { return ++marks_; }
+
+  Readers& record(StorageView& s) {
+    if (s.heuristic_slot == nullptr) {
+      Readers* r = nullptr;
+      if (free_.empty()) {
+        r = &records_.emplace_back();
+      } else {
+        r = free_.back();
+        free_.pop_back();
+      }
+      s.heuristic_slot = r;
+    }
+    return *static_cast<Readers*>(s.heuristic_slot);
+  }
+
+  // `s` was evicted: each distinct input lists it among its evicted readers.
+  void list_in_inputs(StorageView& s) {
+    Readers& mine = record(s);
+    s.for_each_input([&](StorageView& in) {
+      for (const auto& [listed, at] : mine.listed_in) {
+        if (listed == &in) return;  // an op that reads one storage twice
+      }
+      std::vector<StorageView*>& list = record(in).evicted;
+      mine.listed_in.emplace_back(&in, static_cast<std::uint32_t>(list.size()));
+      list.push_back(&s);
+    });
+  }
+
+  // `s` is resident again, or dying: its inputs stop listing it (swap-remove; the moved entry learns where).
+  void unlist(StorageView& s) {
+    if (s.heuristic_slot == nullptr) return;
+    Readers& mine = *static_cast<Readers*>(s.heuristic_slot);
+    for (const auto& [in, at] : mine.listed_in) {
+      std::vector<StorageView*>& list = static_cast<Readers*>(in->heuristic_slot)->evicted;
+      StorageView* moved = list.back();
+      list[at] = moved;
+      list.pop_back();
+      if (moved == &s) continue;
+      for (auto& [listed, position] : static_cast<Readers*>(moved->heuristic_slot)->listed_in) {
+        if (listed == in) position = at;
+      }
+    }
+    mine.listed_in.clear();
+  }
+
+  double reach_one_way(StorageView& s, bool inputs, std::uint64_t mark) {
+    double total = 0;
+    std::size_t counted = 0;
+    double level_cost = 0;
+    bool full = false;  // the level being gathered would pass kWalkCount: it is not counted
+    level_.clear();
+    auto visit = [&](StorageView& n) {
+      if (full || !n.evicted() || n.heuristic_mark == mark) return;
+      n.heuristic_mark = mark;
+      level_cost += n.cost();
+      level_.push_back(&n);
+      full = counted + level_.size() > kWalkCount;
+    };
+    auto expand = [&](StorageView& n) {
+      if (inputs) {
+        n.for_each_input(visit);
+      } else if (n.heuristic_slot != nullptr) {
+        for (StorageView* reader : static_cast<Readers*>(n.heuristic_slot)->evicted) {
+          if (full) break;  // a hub's thousands of evicted readers end the walk after kWalkCount + 1
+          visit(*reader);
+        }
+      }
+    };
+    expand(s);
+    for (int depth = 1; !full && !level_.empty(); ++depth) {
+      total += level_cost;
+      counted += level_.size();
+      if (depth == kWalkDepth) break;
+      level_cost = 0;
+      next_level_.clear();
+      std::swap(level_, next_level_);  // visit() fills level_ with the next depth
+      for (StorageView* n : next_level_) {
+        if (full) break;
+        expand(*n);
+      }
+    }
+    return total;
+  }
+
+  // Tells the listener about every resident storage whose score walk reaches `s`: those that reach it from
+  // below (their inputs' side; found by walking down from `s`) and, for h_DTR, from above (walking up). A
+  // storage beside `s` (reached up then down) is not told: no score walk turns around.
+  void notify_region(StorageView& s) {
+    if (listener() == nullptr) return;
+    dirty_.clear();
+    collect_reaching(s, /*down=*/true);
+    if (dependents_) collect_reaching(s, /*down=*/false);
+    for (StorageView* r : dirty_) listener()->score_changed(*r);  // after the walks: listeners walk too
+  }
+
+  // Adds to dirty_ the resident storages within kWalkDepth hops of `s` going one way through evicted storages
+  // (a superset of those whose bounded walks reach `s`).
+  void collect_reaching(StorageView& s, bool down) {
+    const std::uint64_t mark = next_mark();
+    s.heuristic_mark = mark;
+    level_.assign(1, &s);
+    auto visit = [&](StorageView& n) {
+      if (n.heuristic_mark == mark) return;
+      n.heuristic_mark = mark;
+      (n.evicted() ? level_ : dirty_).push_back(&n);
+    };
+    // Depth d expands the storages d hops away: resident ones up to kWalkDepth hops are reached.
+    for (int depth = 0; depth < kWalkDepth && !level_.empty(); ++depth) {
+      next_level_.clear();
+      std::swap(level_, next_level_);
+      for (StorageView* n : next_level_) {
+        if (down) {
+          n->for_each_dependent(visit);
+        } else {
+          n->for_each_input(visit);
+        }
+      }
+    }
+  }
+
+  const bool dependents_;
+  std::uint64_t marks_ = 0;
+  std::deque<Readers> records_;  // stable addresses; freed records are reused
+  std::vector<Readers*> free_;
+  std::vector<StorageView*> dirty_;
+  std::vector<StorageView*> level_;
+  std::vector<StorageView*> next_level_;
+};
+
+// h_DTR = (c0 + Σ_{e*(t)} c0) / (m·s), e* the evicted ancestors and descendants reached through evicted
+// storages (within the walks' bounds).
+class DtrHeuristic final : public WalkingHeuristic {
+ public:
+  DtrHeuristic() : WalkingHeuristic(/*dependents=*/true) {}
+  std::string name() const override { return "dtr"; }
+  ScoreKey key(StorageView& s) override { return {(s.cost() + evicted_reach_cost(s)) / bytes_of(s), stale_base(s)}; }
+};
+
+// h_MSPS = (c0 + Σ evicted ancestors' c0) / m (Peng et al., Capuchin): the cost of bringing it back per byte
+// freed, with no staleness.
+class MspsHeuristic final : public WalkingHeuristic {
+ public:
+  MspsHeuristic() : WalkingHeuristic(/*dependents=*/false) {}
+  std::string name() const override { return "msps"; }
+  bool timeless() const override { return true; }
+  ScoreKey key(StorageView& s) override { return {(s.cost() + evicted_reach_cost(s)) / bytes_of(s), 0.0}; }
+};
+
+}  // namespace
+
+std::unique_ptr<Heuristic> make_dtr_heuristic() { return std::make_unique<DtrHeuristic>(); }
+std::unique_ptr<Heuristic> make_msps_heuristic() { return std::make_unique<MspsHeuristic>(); }
+
+}  // namespace dtr::heuristics
