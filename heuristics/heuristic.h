@@ -74,8 +74,8 @@ class Heuristic {
   // The storage (resident) is about to lose its producer and become a constant: its inputs stop being its
   // neighbours.
   virtual void on_cut(StorageView& /*storage*/) {}
-  // Bookkeeping objects the heuristic holds (union-find nodes): those of live storages and the ancestors they
-  // still need; zero once every storage is destroyed.
+  // Bookkeeping objects the heuristic holds (dtr-eq's union-find nodes, dtr's lists of evicted readers): those
+  // of live storages (and, for dtr-eq, the ancestors they still need); zero once every storage is destroyed.
   virtual std::size_t live_slots() const { return 0; }
 
   // Who to tell when scores change by lineage events (nullptr: nobody, and no work is done to find them).

@@ -42,7 +42,8 @@ struct RuntimeFootprint {
   std::uint64_t storages = 0;           // live storages: resident, evicted and constants
   std::uint64_t lineage_objects = 0;    // storages, closures and tensor handles alive (the lineage's blocks)
   std::uint64_t candidates = 0;         // resident storages that could be evicted (pinned ones included)
-  std::uint64_t heuristic_records = 0;  // the heuristic's own records (dtr-eq: its union-find nodes)
+  std::uint64_t heuristic_records = 0;  // the heuristic's own records (dtr-eq: its union-find nodes; dtr: its
+                                        // lists of evicted readers)
   std::uint64_t segments = 0;           // the caching allocator's segments (0 without one)
 };
 
