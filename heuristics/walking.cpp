@@ -43,12 +43,14 @@ class WalkingHeuristic : public Heuristic {
     notify_region(s);
   }
   void on_destroy(StorageView& s) override {
-    if (s.evicted()) {
-      if (dependents_) unlist(s);
-      notify_region(s);
-    }
-    if (s.heuristic_slot != nullptr) {  // nothing reads a dying storage: its record is empty
-      free_.push_back(static_cast<Readers*>(s.heuristic_slot));
+    // Unlisted whatever its state: a recomputation whose kernel observer threw leaves a resident storage
+    // that was not told it is back, still listed.
+    if (dependents_) unlist(s);
+    if (s.evicted()) notify_region(s);
+    if (s.heuristic_slot != nullptr) {  // nothing reads a dying storage: its list of evicted readers is empty
+      Readers* record = static_cast<Readers*>(s.heuristic_slot);
+      record->evicted.clear();
+      free_.push_back(record);
       s.heuristic_slot = nullptr;
     }
   }
