@@ -26,9 +26,9 @@ struct Readers {
 // h_DTR, on its dependents' side (what could no longer be recomputed without it). Each side counts whole
 // levels, at most kWalkDepth of them and at most kWalkCount storages (the level that would pass the count is
 // left out whole), so a score depends on which storages are evicted, never on the order the lineage lists
-// them in, and it is exact while the evicted regions are that small. An event at s changes exactly the scores
-// whose walks reach s, and notify_region finds them by walking the other way (each walk keeps one direction),
-// so the eviction index stays equal to a scan.
+// them in, and it is exact while the evicted regions are that small. An event at s can change only the
+// scores whose walks reach s, and notify_region finds a superset of them by walking the other way (each walk
+// keeps one direction), so the eviction index stays equal to a scan.
 class WalkingHeuristic : public Heuristic {
  public:
   explicit WalkingHeuristic(bool dependents) : dependents_(dependents) {}
