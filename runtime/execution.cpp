@@ -178,24 +178,38 @@ class ScratchWorkspace final : public Workspace {
 
 namespace {
 
-// Evicted outputs given buffers for a recomputation that then failed (out of memory for the kernel's scratch,
-// a kernel's error) go back to evicted: their buffers hold no value, and the heuristic never saw them return.
+// Evicted outputs given buffers for a recomputation. The heuristics see them evicted until the kernel has run
+// (Storage::restoring), and are then told they are back, before anything else can fail (a kernel observer
+// that throws). A recomputation that fails first (out of memory for a sibling or scratch, a kernel's error)
+// releases their buffers, which hold no value: to the heuristics nothing happened.
 class UndoRestores {
  public:
   explicit UndoRestores(Runtime::Impl& runtime) : runtime_(runtime) {}
   ~UndoRestores() {
     if (done_) return;
-    for (Storage* s : restored) {
+    for (Storage* s : restored_) {
+      s->restoring = false;
       if (s->in_memory) runtime_.release_buffer(*s);
     }
   }
   UndoRestores(const UndoRestores&) = delete;
   UndoRestores& operator=(const UndoRestores&) = delete;
-  void done() { done_ = true; }
-  SmallVector<Storage*, 2> restored;
+  void restore(Storage& s) {
+    s.restoring = true;
+    restored_.push_back(&s);
+  }
+  void done() {
+    done_ = true;
+    for (Storage* s : restored_) s->restoring = false;
+    if (restored_.empty()) return;
+    runtime_.heuristic_upkeep([&] {
+      for (Storage* s : restored_) runtime_.heuristic->on_rematerialize(*s);
+    });
+  }
 
  private:
   Runtime::Impl& runtime_;
+  SmallVector<Storage*, 2> restored_;
   bool done_ = false;
 };
 
@@ -205,19 +219,19 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   // Declared before the pins, so destroyed after them: the pins release scratch storages too, and a failed
   // recomputation's outputs are released once unpinned.
   UndoRestores undo(*this);
-  SmallVector<Storage*, 2>& restored = undo.restored;
   std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
   Pins pins(*this);
   SmallVector<void*, 2> out_buffers(c.outputs.size(), nullptr);
   for (std::size_t i = 0; i < c.outputs.size(); ++i) {
     Storage* out = c.outputs[i];
+    const bool restoring = rematerializing && out != nullptr && !out->in_memory;
     if (out == nullptr) {
       out = &new_scratch(c.output_meta[i], scratch);
     } else if (!out->in_memory) {
       allocate(*out);
-      if (rematerializing) restored.push_back(out);
     }
     pins.add(*out);
+    if (restoring) undo.restore(*out);
     out_buffers[i] = out->data;
   }
   const SmallVector<const void*, 4> in_buffers = input_buffers(c);
@@ -250,11 +264,6 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   }
   undo.done();
   if (config.kernel_observer) observe(c, args, rematerializing, cost);
-  if (!restored.empty()) {
-    heuristic_upkeep([&] {
-      for (Storage* out : restored) heuristic->on_rematerialize(*out);
-    });
-  }
   if (rematerializing) check_thrashing(c.computation->name());
 }
 

@@ -32,6 +32,9 @@ struct Storage final : heuristics::StorageView {
   const std::size_t nbytes;
   std::byte* data = nullptr;  // nullptr while evicted
   bool in_memory = false;
+  // Given its buffer by a recomputation whose kernel has not finished: the heuristics still see it evicted (as
+  // in the DTR authors' runtime, an output joins memory when its op is done), and are told it is back then.
+  bool restoring = false;
   std::shared_ptr<Closure> producer;  // nullptr: a constant
   std::size_t output_index = 0;
   int pins = 0;     // ops using it right now: never evicted while > 0
@@ -65,7 +68,7 @@ struct Storage final : heuristics::StorageView {
   std::size_t bytes() const override { return nbytes; }
   double cost() const override { return producer_cost; }
   std::uint64_t last_access() const override { return last_used; }
-  bool evicted() const override { return !in_memory; }
+  bool evicted() const override { return !in_memory || restoring; }
   bool constant() const override { return producer == nullptr; }
   void for_each_input(heuristics::NeighbourVisitor visit) override;
   void for_each_dependent(heuristics::NeighbourVisitor visit) override;

@@ -2,6 +2,7 @@
 // first, with an explicit stack (a chain of any length recomputes without growing the C stack); op-made views
 // that an eviction undid are made again (design section 4).
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -18,6 +19,10 @@ namespace {
 // A closure whose inputs are being made ready (resident, their op-made views made, pinned): the op being
 // called (its pins are the caller's, and the caller runs it), or a recomputation of `requested`.
 struct Frame {
+  // Per input: still to make ready; ready when the frame began but left unpinned (a walk that keeps less
+  // pinned); or ready and pinned by the frame.
+  enum class Input : std::uint8_t { pending, unpinned, pinned };
+
   Frame(Runtime::Impl& runtime, Closure& c, const Storage* wanted, Runtime::Impl::Pins* caller_pins)
       : closure(&c), requested(wanted), own_pins(runtime), pins(caller_pins != nullptr ? caller_pins : &own_pins),
         recomputation(caller_pins == nullptr) {}
@@ -26,9 +31,10 @@ struct Frame {
   std::size_t next_input = 0;
   Runtime::Impl::Pins own_pins;
   Runtime::Impl::Pins* pins;
-  SmallVector<bool, 4> ready;  // per input: resident with its view made when the frame began
+  SmallVector<Input, 4> inputs;
   bool recomputation;
-  bool reading = false;  // the input at next_input is being recomputed
+  bool reading = false;     // the input at next_input is being recomputed
+  bool rechecked = false;   // the unpinned inputs were checked (and pinned) once the others were ready
 };
 
 }  // namespace
@@ -84,12 +90,20 @@ namespace {
 // pins the ready ones before any other is recomputed, so that no recomputation evicts them meanwhile (as the
 // DTR authors' runtime locks them); then it recomputes the others in order, descending into a new frame for
 // each evicted one; when all are ready, a recomputation frame runs its closure.
+//
+// A frugal walk pins less: a frame leaves the inputs that were ready when it began unpinned while it
+// recomputes the others, and pins them (recomputing those evicted meanwhile) once the others are ready. Deep
+// recomputations then hold one pinned path instead of every frame's ready inputs; the runtime falls back to it
+// when the locking walk runs out of memory.
 class Walk {
  public:
+  enum class Pinning { lock_ready, frugal };
+
   // Starts at `root`: the op being called (its pins are the caller's, and the caller runs it), or the
   // recomputation of `requested`.
-  Walk(Runtime::Impl& runtime, Closure& root, const Storage* requested, Runtime::Impl::Pins* caller_pins)
-      : runtime_(runtime), root_(runtime, root, requested, caller_pins) {
+  Walk(Runtime::Impl& runtime, Closure& root, const Storage* requested, Runtime::Impl::Pins* caller_pins,
+       Pinning pinning)
+      : runtime_(runtime), frugal_(pinning == Pinning::frugal), root_(runtime, root, requested, caller_pins) {
     begin(root_);
     stack_.push_back(&root_);
   }
@@ -108,14 +122,20 @@ class Walk {
   }
 
  private:
-  // The frame stamps all its closure's inputs, then pins the ready ones.
+  // The frame stamps all its closure's inputs, then pins the ready ones (unless frugal).
   void begin(Frame& frame) {
     Closure& c = *frame.closure;
     for (const auto& in : c.inputs) runtime_.touch(*in);
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
       Storage& in = *c.inputs[i];
-      frame.ready.push_back(Runtime::Impl::view_made(in, c.input_view[i]));
-      if (frame.ready.back()) frame.pins->add(in);
+      if (!Runtime::Impl::view_made(in, c.input_view[i])) {
+        frame.inputs.push_back(Frame::Input::pending);
+      } else if (frugal_) {
+        frame.inputs.push_back(Frame::Input::unpinned);
+      } else {
+        frame.pins->add(in);
+        frame.inputs.push_back(Frame::Input::pinned);
+      }
     }
   }
 
@@ -123,7 +143,7 @@ class Walk {
   bool descend(Frame& frame) {
     Closure& c = *frame.closure;
     for (; frame.next_input < c.inputs.size(); frame.next_input += 1) {
-      if (frame.ready[frame.next_input]) continue;
+      if (frame.inputs[frame.next_input] != Frame::Input::pending) continue;
       Storage& in = *c.inputs[frame.next_input];
       const std::uint32_t view = c.input_view[frame.next_input];
       if (!frame.reading && view != 0) runtime_.touch(in);  // remaking a view reads its storage, from now
@@ -135,13 +155,37 @@ class Walk {
         return true;
       }
       runtime_.make_view(in, view);
-      frame.pins->add(in);
+      if (frugal_ && !frame.rechecked) {
+        frame.inputs[frame.next_input] = Frame::Input::unpinned;
+      } else {
+        frame.pins->add(in);
+        frame.inputs[frame.next_input] = Frame::Input::pinned;
+      }
       frame.reading = false;
     }
-    return false;
+    if (!frugal_ || frame.rechecked) return false;
+    // The others are ready and pinned: pin the inputs left unpinned, and make again those evicted meanwhile
+    // (with everything else pinned, as a locking walk would).
+    frame.rechecked = true;
+    std::size_t first_lost = c.inputs.size();
+    for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+      if (frame.inputs[i] != Frame::Input::unpinned) continue;
+      Storage& in = *c.inputs[i];
+      if (Runtime::Impl::view_made(in, c.input_view[i])) {
+        frame.pins->add(in);
+        frame.inputs[i] = Frame::Input::pinned;
+      } else {
+        frame.inputs[i] = Frame::Input::pending;
+        first_lost = std::min(first_lost, i);
+      }
+    }
+    if (first_lost == c.inputs.size()) return false;
+    frame.next_input = first_lost;
+    return descend(frame);
   }
 
   Runtime::Impl& runtime_;
+  const bool frugal_;
   // Frames of recomputations below the root, on the heap only when there are some (an op whose inputs are all
   // resident allocates nothing). Declared before root_: an exception releases the root's pins first.
   std::vector<std::unique_ptr<Frame>> deeper_;
@@ -156,13 +200,27 @@ void Runtime::Impl::materialize(Storage& target) {
     touch(target);
     return;
   }
-  Walk walk(*this, *target.producer, &target, nullptr);
-  walk.finish();
+  try {
+    Walk(*this, *target.producer, &target, nullptr, Walk::Pinning::lock_ready).finish();
+    return;
+  } catch (const OutOfMemory&) {
+    if (!config.memory_budget) throw;  // the memory itself is full: pinning less frees nothing
+  }
+  // What the locking walk recomputed before it failed stays resident (and evictable): the frugal walk goes on
+  // from there.
+  if (!target.in_memory) Walk(*this, *target.producer, &target, nullptr, Walk::Pinning::frugal).finish();
 }
 
 void Runtime::Impl::acquire_inputs(Closure& c, Pins& pins) {
-  Walk walk(*this, c, nullptr, &pins);
-  walk.finish();
+  const std::size_t held = pins.size();
+  try {
+    Walk(*this, c, nullptr, &pins, Walk::Pinning::lock_ready).finish();
+    return;
+  } catch (const OutOfMemory&) {
+    if (!config.memory_budget) throw;
+  }
+  pins.release_from(held);
+  Walk(*this, c, nullptr, &pins, Walk::Pinning::frugal).finish();
 }
 
 }  // namespace dtr

@@ -154,6 +154,14 @@ struct Runtime::Impl final : Reclaimer {
     }
     // Releases `s` last: the order in which storages become candidates again breaks ties between equal scores.
     void release_last(const Storage* s);
+    std::size_t size() const { return pinned_.size(); }
+    // Releases the pins added after the first `n`, latest first.
+    void release_from(std::size_t n) {
+      while (pinned_.size() > n) {
+        runtime_.unpin(*pinned_.back());
+        pinned_.pop_back();
+      }
+    }
 
    private:
     Impl& runtime_;
