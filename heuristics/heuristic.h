@@ -91,8 +91,8 @@ class Heuristic {
 // How far dtr and msps walk the evicted lineage from a storage, in hops (docs/heuristics.md): their scores
 // count the evicted storages within this many, exact while evicted regions are shallower.
 inline constexpr int kWalkDepth = 32;
-// ... and how many evicted storages a walk counts on each side at most: whole breadth-first levels, the one
-// that would pass this count left out (docs/heuristics.md), so that a score's walk is bounded on wide graphs.
+// ... and how many evicted storages a walk counts on each side at most, the first in breadth-first order
+// (docs/heuristics.md), so that a score's walk is bounded on wide graphs.
 inline constexpr std::size_t kWalkCount = 256;
 
 // The seed of "random" (a seeded heuristic is reproducible; "random:SEED" picks another).

@@ -47,7 +47,8 @@ class StorageView {
   // ... and those whose recomputation reads it (the outputs of the closures that take it as input).
   virtual void for_each_dependent(NeighbourVisitor visit) = 0;
 
-  // Scratch for the heuristic that owns the runtime's decisions (the union-find node of h_DTR^eq) ...
+  // Scratch for the heuristic that owns the runtime's decisions (h_DTR^eq's union-find node, h_DTR's list of
+  // evicted readers) ...
   void* heuristic_slot = nullptr;
   // ... and for its graph walks (the walk that last reached this storage) ...
   std::uint64_t heuristic_mark = 0;

@@ -23,10 +23,10 @@ struct Readers {
 
 // Base of h_DTR and h_MSPS. A score sums c0 over the evicted storages near the storage, reached through
 // evicted storages only, breadth-first: on its inputs' side (what recomputing it would recompute) and, for
-// h_DTR, on its dependents' side (what could no longer be recomputed without it). Each side counts whole
-// levels, at most kWalkDepth of them and at most kWalkCount storages (the level that would pass the count is
-// left out whole), so a score depends on which storages are evicted, never on the order the lineage lists
-// them in, and it is exact while the evicted regions are that small. An event at s can change only the
+// h_DTR, on its dependents' side (what could no longer be recomputed without it). Each side counts at most
+// kWalkDepth levels and kWalkCount storages, the first in breadth-first order (the last level counted in the
+// lineage's order up to the count), so a score is exact while the evicted regions are that small, and stays
+// at the count's worth beyond: more of a hub's readers evicted never makes the hub look cheaper. An event at s can change only the
 // scores whose walks reach s, and notify_region finds a superset of them by walking the other way (each walk
 // keeps one direction), so the eviction index stays equal to a scan.
 class WalkingHeuristic : public Heuristic {
@@ -43,10 +43,10 @@ class WalkingHeuristic : public Heuristic {
     notify_region(s);
   }
   void on_destroy(StorageView& s) override {
-    // Unlisted whatever its state: a recomputation whose kernel observer threw leaves a resident storage
-    // that was not told it is back, still listed.
-    if (dependents_) unlist(s);
-    if (s.evicted()) notify_region(s);
+    if (s.evicted()) {  // only an evicted storage is listed as a reader (the runtime announces every return)
+      if (dependents_) unlist(s);
+      notify_region(s);
+    }
     if (s.heuristic_slot != nullptr) {  // nothing reads a dying storage: its list of evicted readers is empty
       Readers* record = static_cast<Readers*>(s.heuristic_slot);
       record->evicted.clear();
@@ -83,13 +83,14 @@ class WalkingHeuristic : public Heuristic {
     return *static_cast<Readers*>(s.heuristic_slot);
   }
 
-  // `s` was evicted: each distinct input lists it among its evicted readers.
+  // `s` was evicted: each distinct input lists it among its evicted readers (an op may read one storage
+  // twice; marks find the repeats in O(1), however many inputs the op has).
   void list_in_inputs(StorageView& s) {
     Readers& mine = record(s);
+    const std::uint64_t mark = next_mark();
     s.for_each_input([&](StorageView& in) {
-      for (const auto& [listed, at] : mine.listed_in) {
-        if (listed == &in) return;  // an op that reads one storage twice
-      }
+      if (in.constant() || in.heuristic_mark == mark) return;  // a constant is never scored nor walked through
+      in.heuristic_mark = mark;
       std::vector<StorageView*>& list = record(in).evicted;
       mine.listed_in.emplace_back(&in, static_cast<std::uint32_t>(list.size()));
       list.push_back(&s);
@@ -117,30 +118,30 @@ class WalkingHeuristic : public Heuristic {
     double total = 0;
     std::size_t counted = 0;
     double level_cost = 0;
-    bool full = false;  // the level being gathered would pass kWalkCount: it is not counted
+    bool full = false;  // kWalkCount storages gathered: the walk ends with the level being gathered
     level_.clear();
     auto visit = [&](StorageView& n) {
       if (full || !n.evicted() || n.heuristic_mark == mark) return;
       n.heuristic_mark = mark;
       level_cost += n.cost();
       level_.push_back(&n);
-      full = counted + level_.size() > kWalkCount;
+      full = counted + level_.size() == kWalkCount;
     };
     auto expand = [&](StorageView& n) {
       if (inputs) {
         n.for_each_input(visit);
       } else if (n.heuristic_slot != nullptr) {
         for (StorageView* reader : static_cast<Readers*>(n.heuristic_slot)->evicted) {
-          if (full) break;  // a hub's thousands of evicted readers end the walk after kWalkCount + 1
+          if (full) break;  // a hub's thousands of evicted readers end the walk after kWalkCount
           visit(*reader);
         }
       }
     };
     expand(s);
-    for (int depth = 1; !full && !level_.empty(); ++depth) {
+    for (int depth = 1; !level_.empty(); ++depth) {
       total += level_cost;
       counted += level_.size();
-      if (depth == kWalkDepth) break;
+      if (full || depth == kWalkDepth) break;
       level_cost = 0;
       next_level_.clear();
       std::swap(level_, next_level_);  // visit() fills level_ with the next depth

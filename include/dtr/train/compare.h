@@ -54,8 +54,9 @@ struct CompareOptions {
 
 // The rows of --compare, in order: (1) unbudgeted; (2) static checkpointing; (3) DTR at static
 // checkpointing's measured peak; then DTR at each budget fraction of the unbudgeted peak. The peaks and budgets
-// are in the runtime's budget mode: reserved bytes (device) or resident bytes (bytes). A row that runs out of
-// memory or thrashes is reported as such (completed = false) and the others go on. The runtime's trace and
+// are in the runtime's budget mode: reserved bytes (device) or resident bytes (bytes). A budgeted row that runs
+// out of memory or thrashes is reported as such (completed = false) and the others go on; the unbudgeted row's
+// error (every other row is measured against it) is thrown as it is. The runtime's trace and
 // stats files (Config::trace_path, stats_path) are the unbudgeted row's. Test accuracy is measured
 // once, on the unbudgeted row; a row whose final parameters and buffers hash to the same bits computes the
 // same predictions, so it is given the same accuracy, and a row whose parameters differ is evaluated itself.
