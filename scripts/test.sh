@@ -14,7 +14,7 @@ case "$mode" in
     options=(-DCMAKE_BUILD_TYPE=Release)
     ;;
   asan)
-    build_dir="$root/build/asan"
+    build_dir="$root/build/asan-clang"  # not build/asan: a cache made by another compiler cannot be reused
     # -O1 and line tables only (-g1): the reports keep their file:line stacks, and the build takes half the time.
     # clang: a second compiler's warnings, and libFuzzer, so the fuzz targets fuzz (ctest fuzz_run.*) beside the
     # tests; libdtr gets edge counters only (the top-level CMakeLists.txt), which the tests barely feel.

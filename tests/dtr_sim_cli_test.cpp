@@ -85,9 +85,9 @@ TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
 }
 
 TEST_F(DtrSimCli, TablesCsvAndPlot) {
-  DTR_SKIP_WITHOUT_GNUPLOT();
-  const Outcome r = run(path("chain.log") + " --sweep 0.3:1.0:0.35 --heuristic all --csv " + path("out.csv") + " --plot " +
-                    path("out.svg"));
+  const bool gnuplot = program_installed("gnuplot");  // without it, the tables and the CSV are still checked
+  const Outcome r = run(path("chain.log") + " --sweep 0.3:1.0:0.35 --heuristic all --csv " + path("out.csv") +
+                        (gnuplot ? " --plot " + path("out.svg") : std::string()));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("dtr-eq, bytes budget"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("msps, bytes budget"), std::string::npos);
@@ -100,6 +100,7 @@ TEST_F(DtrSimCli, TablesCsvAndPlot) {
   int rows = 0;
   for (std::string line; std::getline(csv, line);) ++rows;
   EXPECT_EQ(rows, 7 * 3);  // the seven heuristics of the paper x ratios 0.3, 0.65, 1.0
+  if (!gnuplot) return;
   std::ifstream svg(path("out.svg"));
   std::stringstream plot;
   plot << svg.rdbuf();

@@ -38,8 +38,13 @@ inline Outcome run_command(const std::string& command) {
 inline bool program_installed(const std::string& program) {
   return run_command("command -v " + program + " >/dev/null").status == 0;
 }
-#define DTR_SKIP_WITHOUT_GNUPLOT() \
-  if (!::dtr::test::program_installed("gnuplot")) GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs it)"
+// For a test that is all about a plot; a test that also checks other output drops only its plot checks.
+#define DTR_SKIP_WITHOUT_GNUPLOT()                                                                           \
+  do {                                                                                                       \
+    if (!::dtr::test::program_installed("gnuplot")) {                                                        \
+      GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs it)";                             \
+    }                                                                                                        \
+  } while (false)
 
 // Expects `fn` to throw an `E` whose message contains every one of `parts`.
 template <typename E, typename Fn>

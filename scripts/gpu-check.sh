@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Device checks on a lent GPU machine (the `device` tool; docs/results/gpu.md), from binaries built here:
+#
+#   scripts/gpu-check.sh bundle    (here) packs build/onednn's test and tool binaries and libdtr into
+#                                  build/gpu/dtr.tar.gz, and the Debian libraries they need that the GPU
+#                                  machine lacks (oneDNN, OpenBLAS, spdlog, fmt, ...) into build/gpu/syslibs.tar.gz
+#   scripts/gpu-check.sh tests     (there) every test binary on the GPU (dtr-tests in 12 shards), then
+#                                  dtr-train --compare on ResNet-32 and the Transformer
+#   scripts/gpu-check.sh cost      (there) step times under DTR_COST_MODEL=measured and flops, with --compare
+#
+# On the GPU machine, run it from the repository root with build/gpu carried (run's `carry`); everything it
+# prints goes to $OUT/log-MODE.txt too. The binaries expect /work/main/build/onednn (their rpath and the
+# paths compiled into the tests), which it links to the carried tree.
+set -u
+mode="${1:-}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+B=/work/main/build/onednn
+
+if [ "$mode" = bundle ]; then
+  set -e
+  mkdir -p "$root/build/gpu"
+  cd "$root/build/onednn"
+  tar -czf "$root/build/gpu/dtr.tar.gz" tests/dtr-tests tests/dtr-nn-tests tests/dtr-train-tests \
+    tests/dtr-c-api-env tests/dtr-exit-probe tools/dtr-train tools/dtr-sim tools/dtr-trace-gen libdtr.so*
+  staging="$(mktemp -d)"
+  mkdir -p "$staging/lib"
+  # The shared libraries the binaries load from the system, except the C/C++ runtime and CUDA's own.
+  ldd tests/dtr-tests tools/dtr-train libdtr.so | awk '$3 ~ /^\/(usr\/)?lib\// {print $3}' | sort -u |
+    grep -vE '/lib(c|m|stdc\+\+|gcc_s|pthread|dl|rt|cuda|cublas|cublasLt|cudnn[a-z_]*|nvrtc|nvJitLink)\.so' |
+    while read -r lib; do cp -L "$lib" "$staging/lib/"; done
+  tar -czf "$root/build/gpu/syslibs.tar.gz" -C "$staging" lib
+  rm -rf "$staging"
+  ls -l "$root/build/gpu"
+  exit 0
+fi
+case "$mode" in tests|cost) ;; *) echo "usage: scripts/gpu-check.sh bundle|tests|cost" >&2; exit 2 ;; esac
+
+out="${OUT:-/tmp/out}"
+mkdir -p "$out"
+exec > >(tee "$out/log-$mode.txt") 2>&1
+date -u
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
+mkdir -p "$B" && tar -xzf "$root/build/gpu/syslibs.tar.gz" -C "$B" && tar -xzf "$root/build/gpu/dtr.tar.gz" -C "$B"
+cudalibs=$(dirname "$(find / -name 'libcublas.so.*' -not -path '/proc/*' 2>/dev/null | head -1)")
+cudnnlibs=$(dirname "$(find / -name 'libcudnn.so.*' -not -path '/proc/*' 2>/dev/null | head -1)")
+export LD_LIBRARY_PATH="$B/lib:$cudalibs:$cudnnlibs:${LD_LIBRARY_PATH:-}"
+"$B/tests/dtr-tests" --gtest_list_tests > /dev/null || { echo "dtr-tests does not load"; ldd "$B/tests/dtr-tests"; exit 1; }
+
+if [ "$mode" = tests ]; then
+  cd "$B/tests"
+  pids=()
+  for i in $(seq 0 11); do
+    GTEST_TOTAL_SHARDS=12 GTEST_SHARD_INDEX=$i timeout 300 ./dtr-tests > "$out/dtr-tests-$i.txt" 2>&1 & pids+=($!)
+  done
+  timeout 300 ./dtr-nn-tests > "$out/dtr-nn-tests.txt" 2>&1 & pids+=($!)
+  timeout 300 ./dtr-train-tests > "$out/dtr-train-tests.txt" 2>&1 & pids+=($!)
+  for p in "${pids[@]}"; do wait "$p"; echo "exit $?"; done
+  grep -h -E "^\[  (PASSED|FAILED|SKIPPED) " "$out"/dtr-*.txt | sort | uniq -c
+  cd "$root"
+  for run in "resnet dtr-eq" "resnet dtr" "transformer dtr"; do
+    set -- $run
+    echo "== dtr-train --model $1 --heuristic $2"; date -u
+    timeout 100 "$B/tools/dtr-train" --model "$1" --data synthetic --steps 8 --compare --heuristic "$2" 2>&1 | tail -22
+  done
+else
+  for m in resnet transformer; do
+    for cm in measured flops; do
+      echo "== $m, DTR_COST_MODEL=$cm --compare, 10 steps"; date -u
+      DTR_COST_MODEL=$cm timeout 100 "$B/tools/dtr-train" --model "$m" --data synthetic --steps 10 --compare 2>&1 |
+        grep -E '^\||stopped|bitwise'
+    done
+  done
+fi
+date -u
