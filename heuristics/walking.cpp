@@ -43,10 +43,8 @@ class WalkingHeuristic : public Heuristic {
     notify_region(s);
   }
   void on_destroy(StorageView& s) override {
-    if (s.evicted()) {  // only an evicted storage is listed as a reader (the runtime announces every return)
-      if (dependents_) unlist(s);
-      notify_region(s);
-    }
+    if (dependents_) unlist(s);  // only an evicted storage is listed; a resident one's list is empty
+    if (s.evicted()) notify_region(s);
     if (s.heuristic_slot != nullptr) {  // nothing reads a dying storage: its list of evicted readers is empty
       Readers* record = static_cast<Readers*>(s.heuristic_slot);
       record->evicted.clear();

@@ -195,8 +195,8 @@ class UndoRestores {
   UndoRestores(const UndoRestores&) = delete;
   UndoRestores& operator=(const UndoRestores&) = delete;
   void restore(Storage& s) {
+    restored_.push_back(&s);  // first: if this throws, the storage is not left restoring
     s.restoring = true;
-    restored_.push_back(&s);
   }
   void done() {
     done_ = true;

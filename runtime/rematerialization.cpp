@@ -91,10 +91,11 @@ namespace {
 // DTR authors' runtime locks them); then it recomputes the others in order, descending into a new frame for
 // each evicted one; when all are ready, a recomputation frame runs its closure.
 //
-// A frugal walk pins less: a frame leaves the inputs that were ready when it began unpinned while it
-// recomputes the others, and pins them (recomputing those evicted meanwhile) once the others are ready. Deep
-// recomputations then hold one pinned path instead of every frame's ready inputs; the runtime falls back to it
-// when the locking walk runs out of memory.
+// A frugal walk pins less: a frame pins none of its inputs while it makes them ready (those ready when it
+// began, and those it recomputes, stay evictable); once all have been made, it pins those still resident and
+// remakes the ones evicted meanwhile, as a locking frame would. So frames deep in a recomputation no longer
+// hold every ancestor frame's ready inputs (pins still add up along a chain of such remakings). The runtime
+// falls back to it when the locking walk runs out of memory.
 class Walk {
  public:
   enum class Pinning { lock_ready, frugal };
@@ -164,8 +165,8 @@ class Walk {
       frame.reading = false;
     }
     if (!frugal_ || frame.rechecked) return false;
-    // The others are ready and pinned: pin the inputs left unpinned, and make again those evicted meanwhile
-    // (with everything else pinned, as a locking walk would).
+    // Every input has been made once: pin those still resident, and make again those evicted meanwhile (with
+    // everything else pinned, as a locking walk would).
     frame.rechecked = true;
     std::size_t first_lost = c.inputs.size();
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
@@ -195,6 +196,13 @@ class Walk {
 
 }  // namespace
 
+// The runtime's own OutOfMemory under a budget (the budget, or memory below it, could not fit what the walk
+// held pinned) is worth a frugal walk. Without a budget the memory itself is full; an OutOfMemory a user's
+// computation or kernel observer threw is theirs.
+bool Runtime::Impl::retry_pinning_less(const OutOfMemory& e) const {
+  return config.memory_budget && e.info().budget_bytes == *config.memory_budget;
+}
+
 void Runtime::Impl::materialize(Storage& target) {
   if (target.in_memory) {
     touch(target);
@@ -203,8 +211,8 @@ void Runtime::Impl::materialize(Storage& target) {
   try {
     Walk(*this, *target.producer, &target, nullptr, Walk::Pinning::lock_ready).finish();
     return;
-  } catch (const OutOfMemory&) {
-    if (!config.memory_budget) throw;  // the memory itself is full: pinning less frees nothing
+  } catch (const OutOfMemory& e) {
+    if (!retry_pinning_less(e)) throw;
   }
   // What the locking walk recomputed before it failed stays resident (and evictable): the frugal walk goes on
   // from there.
@@ -216,8 +224,8 @@ void Runtime::Impl::acquire_inputs(Closure& c, Pins& pins) {
   try {
     Walk(*this, c, nullptr, &pins, Walk::Pinning::lock_ready).finish();
     return;
-  } catch (const OutOfMemory&) {
-    if (!config.memory_budget) throw;
+  } catch (const OutOfMemory& e) {
+    if (!retry_pinning_less(e)) throw;
   }
   pins.release_from(held);
   Walk(*this, c, nullptr, &pins, Walk::Pinning::frugal).finish();

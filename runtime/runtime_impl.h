@@ -242,6 +242,8 @@ struct Runtime::Impl final : Reclaimer {
   // Makes every input of `c` (an op about to run for the first time) resident with its view made, pinned in
   // `pins`, recomputing the evicted ones.
   void acquire_inputs(Closure& c, Pins& pins);
+  // Whether a walk that failed with `e` is tried again pinning less (docs/runtime.md, "Running an op").
+  bool retry_pinning_less(const OutOfMemory& e) const;
   // Whether `s` is resident with its op-made view `view` (0: the storage itself) made.
   static bool view_made(const Storage& s, std::uint32_t view) {
     return s.in_memory && (view == 0 || s.views[view - 1].made_in == s.residency);

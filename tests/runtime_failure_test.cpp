@@ -4,6 +4,7 @@
 // same read gives the right values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -62,9 +63,11 @@ TEST(RuntimeFailure, ADeepRecomputationThatCannotKeepItsReadyInputsPinnedPinsLes
       Runtime rt(deterministic_config(std::nullopt, BudgetMode::bytes, heuristic));
       const Tensor x = constant(rt, {16}, 0.5F);
       std::vector<Tensor> c;
+      std::vector<std::vector<float>> c_values;
       std::vector<Tensor> sums{x};
       for (int k = 1; k <= n; ++k) {
         c.push_back(rt.call1(ops::scale(), {x}, Attrs{{"factor", 1.0 + k}}));
+        c_values.push_back(c.back().to_host());
         sums.push_back(rt.call1(ops::add(), {sums.back(), c.back()}));
       }
       const std::vector<float> expected = sums.back().to_host();
@@ -80,9 +83,36 @@ TEST(RuntimeFailure, ADeepRecomputationThatCannotKeepItsReadyInputsPinnedPinsLes
         EXPECT_EQ(last.to_host(), expected);
       }
       EXPECT_GT(rt.stats().evictions, evictions) << "the c_k must have made room";
-      for (const Tensor& ck : c) EXPECT_EQ(ck.to_host().size(), 16U);  // each is there to read again
+      EXPECT_TRUE(rt.evict(last)) << "left pinned";
+      for (std::size_t k = 0; k < c.size(); ++k) EXPECT_EQ(c[k].to_host(), c_values[k]) << "c_" << k + 1;
     }
   }
+}
+
+// The retry is for the runtime's own pins: an OutOfMemory a user's computation throws while recomputed under
+// a budget reaches the caller after one run, as it is.
+TEST(RuntimeFailure, AnOutOfMemoryFromAUsersComputationIsNotRetried) {
+  class OutOfItsOwnMemory final : public Computation {
+   public:
+    explicit OutOfItsOwnMemory(int* runs) : runs_(runs) {}
+    std::string_view name() const override { return "own_memory"; }
+    void run(const KernelArgs& args) override {
+      if ((*runs_)++ > 0) throw OutOfMemory("own_memory: its own memory is full", {}, __FILE__, __LINE__);
+      std::copy_n(static_cast<const float*>(args.inputs[0]), 16, static_cast<float*>(args.outputs[0]));
+    }
+
+   private:
+    int* runs_;
+  };
+  int runs = 0;
+  Runtime rt(deterministic_config(std::nullopt, BudgetMode::bytes));
+  const Tensor x = constant(rt, {16}, 0.5F);
+  const std::vector<TensorMeta> meta{x.meta()};
+  const Tensor y = rt.call(std::make_shared<OutOfItsOwnMemory>(&runs), std::vector<Tensor>{x}, meta).front();
+  ASSERT_TRUE(rt.evict(y));
+  rt.set_memory_budget(4 * x.storage_bytes());
+  expect_error<OutOfMemory>([&] { (void)y.to_host(); }, {"own_memory: its own memory is full"});
+  EXPECT_EQ(runs, 2);  // the first run, and one recomputation
 }
 
 // Thrown by the test's kernel observer, or its computation, in the middle of a recomputation.
