@@ -19,8 +19,8 @@ namespace {
 // A closure whose inputs are being made ready (resident, their op-made views made, pinned): the op being
 // called (its pins are the caller's, and the caller runs it), or a recomputation of `requested`.
 struct Frame {
-  // Per input: still to make ready; ready when the frame began but left unpinned (a walk that keeps less
-  // pinned); or ready and pinned by the frame.
+  // Per input: still to make ready; made ready but left unpinned (a frugal walk, until its recheck); or ready
+  // and pinned by the frame.
   enum class Input : std::uint8_t { pending, unpinned, pinned };
 
   Frame(Runtime::Impl& runtime, Closure& c, const Storage* wanted, Runtime::Impl::Pins* caller_pins)
@@ -34,7 +34,7 @@ struct Frame {
   SmallVector<Input, 4> inputs;
   bool recomputation;
   bool reading = false;     // the input at next_input is being recomputed
-  bool rechecked = false;   // the unpinned inputs were checked (and pinned) once the others were ready
+  bool rechecked = false;   // a frugal frame's unpinned inputs were checked (and pinned) once all were made
 };
 
 }  // namespace
@@ -203,32 +203,36 @@ bool Runtime::Impl::retry_pinning_less(const OutOfMemory& e) const {
   return config.memory_budget && e.info().budget_bytes == *config.memory_budget;
 }
 
+namespace {
+
+// Makes `root`'s inputs ready (and runs it, for a recomputation of `requested`) with a locking walk, and once
+// more with a frugal one if that runs out of memory in a way pinning less can help; the caller's pins added
+// by the failed walk are released first. What the locking walk recomputed before it failed stays resident
+// (and evictable): the frugal walk goes on from there.
+void walk_with_retry(Runtime::Impl& runtime, Closure& root, const Storage* requested,
+                     Runtime::Impl::Pins* caller_pins) {
+  const std::size_t held = caller_pins != nullptr ? caller_pins->size() : 0;
+  try {
+    Walk(runtime, root, requested, caller_pins, Walk::Pinning::lock_ready).finish();
+    return;
+  } catch (const OutOfMemory& e) {
+    if (!runtime.retry_pinning_less(e)) throw;
+  }
+  if (caller_pins != nullptr) caller_pins->release_from(held);
+  if (requested != nullptr && requested->in_memory) return;
+  Walk(runtime, root, requested, caller_pins, Walk::Pinning::frugal).finish();
+}
+
+}  // namespace
+
 void Runtime::Impl::materialize(Storage& target) {
   if (target.in_memory) {
     touch(target);
     return;
   }
-  try {
-    Walk(*this, *target.producer, &target, nullptr, Walk::Pinning::lock_ready).finish();
-    return;
-  } catch (const OutOfMemory& e) {
-    if (!retry_pinning_less(e)) throw;
-  }
-  // What the locking walk recomputed before it failed stays resident (and evictable): the frugal walk goes on
-  // from there.
-  if (!target.in_memory) Walk(*this, *target.producer, &target, nullptr, Walk::Pinning::frugal).finish();
+  walk_with_retry(*this, *target.producer, &target, nullptr);
 }
 
-void Runtime::Impl::acquire_inputs(Closure& c, Pins& pins) {
-  const std::size_t held = pins.size();
-  try {
-    Walk(*this, c, nullptr, &pins, Walk::Pinning::lock_ready).finish();
-    return;
-  } catch (const OutOfMemory& e) {
-    if (!retry_pinning_less(e)) throw;
-  }
-  pins.release_from(held);
-  Walk(*this, c, nullptr, &pins, Walk::Pinning::frugal).finish();
-}
+void Runtime::Impl::acquire_inputs(Closure& c, Pins& pins) { walk_with_retry(*this, c, nullptr, &pins); }
 
 }  // namespace dtr
