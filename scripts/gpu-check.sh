@@ -9,12 +9,13 @@
 #   scripts/gpu-check.sh cost      (there) step times under DTR_COST_MODEL=measured and flops, with --compare
 #
 # On the GPU machine, run it from the repository root with build/gpu carried (run's `carry`); everything it
-# prints goes to $OUT/log-MODE.txt too. The binaries expect /work/main/build/onednn (their rpath and the
-# paths compiled into the tests), which it links to the carried tree.
+# prints goes to $OUT/log-MODE.txt too. The binaries expect the checkout they were built in (their rpath and
+# the paths compiled into the tests): `bundle` records its root in build/gpu/origin, and the device modes
+# link that path to the carried tree when the two differ.
 set -u
 mode="${1:-}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-B=/work/main/build/onednn
+B="$root/build/onednn"
 
 if [ "$mode" = bundle ]; then
   set -e
@@ -30,6 +31,7 @@ if [ "$mode" = bundle ]; then
     while read -r lib; do cp -L "$lib" "$staging/lib/"; done
   tar -czf "$root/build/gpu/syslibs.tar.gz" -C "$staging" lib
   rm -rf "$staging"
+  echo "$root" > "$root/build/gpu/origin"
   ls -l "$root/build/gpu"
   exit 0
 fi
@@ -40,7 +42,8 @@ mkdir -p "$out"
 exec > >(tee "$out/log-$mode.txt") 2>&1
 date -u
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-if [ "$root" != /work/main ]; then mkdir -p /work && ln -sfn "$root" /work/main; fi
+origin="$(cat "$root/build/gpu/origin")"
+if [ "$root" != "$origin" ]; then mkdir -p "$(dirname "$origin")" && ln -sfn "$root" "$origin"; fi
 mkdir -p "$B" && tar -xzf "$root/build/gpu/syslibs.tar.gz" -C "$B" && tar -xzf "$root/build/gpu/dtr.tar.gz" -C "$B"
 cudalibs=$(dirname "$(find / -name 'libcublas.so.*' -not -path '/proc/*' 2>/dev/null | head -1)")
 cudnnlibs=$(dirname "$(find / -name 'libcudnn.so.*' -not -path '/proc/*' 2>/dev/null | head -1)")
