@@ -20,13 +20,30 @@ void Runtime::Impl::assign(Tensor& target, const OpDef& op, std::span<const Tens
             ", the target has shape ", to_string(h.meta.shape));
   DTR_CHECK(!outputs[0].is_view(), InvalidArgument, "assign: op '", op.name,
             "' makes a view of an input, not a new value");
-  std::shared_ptr<Storage> fresh = outputs[0].handle_->storage;
+  rebind(h, outputs[0].handle_->storage, op.name);
+}
+
+void Runtime::Impl::assign(Tensor& target, const Tensor& value) {
+  TensorHandle& h = handle_of(target, "assign: the target");
+  DTR_CHECK(!target.is_view(), InvalidArgument, "assign: the target is a view; update the tensor it views instead");
+  const TensorHandle& v = handle_of(value, "assign: the value");
+  DTR_CHECK(!value.is_view(), InvalidArgument, "assign: the value is a view; assign the tensor it views instead");
+  DTR_CHECK(v.meta == h.meta, ShapeError, "assign: the value has shape ", to_string(v.meta.shape), " and dtype ",
+            to_string(v.meta.dtype), ", the target ", to_string(h.meta.shape), " and ", to_string(h.meta.dtype));
+  if (v.storage == h.storage) return;
+  rebind(h, v.storage, "assign");
+}
+
+// `h` (every copy of it) takes the value `fresh`: the rules of copy-on-write and pin-dependents (docs/runtime.md).
+void Runtime::Impl::rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std::string_view op) {
   std::shared_ptr<Storage> old = h.storage;
-  const bool reads_old = std::any_of(fresh->producer->inputs.begin(), fresh->producer->inputs.end(),
-                                     [&](const std::shared_ptr<Storage>& in) { return in == old; });
+  const bool reads_old =
+      fresh->producer != nullptr &&
+      std::any_of(fresh->producer->inputs.begin(), fresh->producer->inputs.end(),
+                  [&](const std::shared_ptr<Storage>& in) { return in == old; });
   // Views of the old value must keep seeing it, so with other handles on the storage only copy-on-write fits.
   if (config.inplace == InplaceMode::pin_dependents && old->handles == 1) {
-    const CurrentOp running(*this, op.name);
+    const CurrentOp running(*this, op);
     pin_dependents(*old, *fresh);
     // The new value cannot be recomputed from an old value that is about to go.
     if (reads_old) (void)make_constant(*fresh);

@@ -251,6 +251,8 @@ void Runtime::assign(Tensor& target, const OpDef& op, std::span<const Tensor> in
   impl_->assign(target, op, inputs, attrs);
 }
 
+void Runtime::assign(Tensor& target, const Tensor& value) { impl_->assign(target, value); }
+
 void Runtime::assign(Tensor& target, const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
   assign(target, op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }

@@ -256,6 +256,8 @@ struct Runtime::Impl final : Reclaimer {
   // ---- in-place updates (inplace.cpp) ----
 
   void assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+  void assign(Tensor& target, const Tensor& value);
+  void rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std::string_view op);
   void pin_dependents(Storage& old, Storage& fresh);
   [[nodiscard]] std::shared_ptr<Closure> make_constant(Storage& s);
 

@@ -61,6 +61,7 @@ class Replayer {
       : trace_(trace), options_(options),
         runtime_(config_for(options, summary.base_compute_ns), make_simulated_resource(kCapacity)) {
     live_.resize(trace.names.size());
+    group_.resize(trace.names.size());
   }
 
   ReplayResult run() {
@@ -121,14 +122,14 @@ class Replayer {
   void step(const Instruction& in) {
     switch (in.kind) {
       case Kind::constant:
-        live_[in.name] = runtime_.constant(TensorMeta{{static_cast<std::int64_t>(in.bytes)}, DType::uint8});
+        bind(in.name, runtime_.constant(TensorMeta{{static_cast<std::int64_t>(in.bytes)}, DType::uint8}));
         if (options_.keep_constants) constants_.push_back(live_[in.name]);
         return;
       case Kind::call: return call(in);
       case Kind::mutate: return mutate(in);
-      case Kind::copy:
-      case Kind::copy_from: live_[in.name] = named(in.source, in); return;
-      case Kind::release: live_[in.name] = Tensor(); return;  // a release of a dead name is ignored
+      case Kind::copy: return share(in.name, in.source, in);
+      case Kind::copy_from: return copy_from(in);
+      case Kind::release: return unbind(in.name);  // a release of a dead name is ignored
       case Kind::annotate: return;
     }
   }
@@ -149,7 +150,44 @@ class Replayer {
     }
     const std::vector<Tensor> outputs = runtime_.call(
         replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"aliases", std::move(aliases)}, {"time", in.time_ns}});
-    for (std::size_t i = 0; i < outputs.size(); ++i) live_[in.results[i].name] = outputs[i];
+    for (std::size_t i = 0; i < outputs.size(); ++i) bind(in.results[i].name, outputs[i]);
+  }
+
+  // Names hold Tensors, and a Tensor copy shares its handle: a name's handle group counts the names that share
+  // it, so that a reassignment knows whether it may update the handle (every name on it would follow).
+  void bind(std::uint32_t name, Tensor tensor) {
+    unbind(name);
+    live_[name] = std::move(tensor);
+    group_[name] = static_cast<std::uint32_t>(group_names_.size());
+    group_names_.push_back(1);
+  }
+  void share(std::uint32_t name, std::uint32_t source, const Instruction& in) {
+    Tensor tensor = named(source, in);
+    if (name == source) return;
+    unbind(name);
+    live_[name] = std::move(tensor);
+    group_[name] = group_[source];
+    group_names_[group_[name]] += 1;
+  }
+  void unbind(std::uint32_t name) {
+    if (!live_[name].defined()) return;
+    live_[name] = Tensor();
+    group_names_[group_[name]] -= 1;
+  }
+
+  // A reassignment. Where the name holds, alone, a value of the same size, as in the logs dtr-train writes (an
+  // in-place update: Runtime::assign), it is replayed as the run did it, by Runtime::assign, so that a new
+  // parameter value becomes a constant as it did in the run instead of keeping a lineage back through every
+  // earlier step. Otherwise the name just takes the value (the DTR prototype's COPY_FROM).
+  void copy_from(const Instruction& in) {
+    const Tensor& source = named(in.source, in);
+    Tensor& target = live_[in.name];
+    if (in.name != in.source && target.defined() && group_names_[group_[in.name]] == 1 && !target.is_view() &&
+        !source.is_view() && target.meta() == source.meta()) {
+      runtime_.assign(target, source);
+    } else {
+      share(in.name, in.source, in);
+    }
   }
 
   // In place, modelled as copy-on-write: a new op whose outputs replace the mutated arguments' names.
@@ -160,13 +198,15 @@ class Replayer {
     std::vector<std::int64_t> aliases(bytes.size(), -1);
     const std::vector<Tensor> outputs = runtime_.call(
         replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"aliases", std::move(aliases)}, {"time", in.time_ns}});
-    for (std::size_t i = 0; i < in.mutated.size(); ++i) live_[in.args[in.mutated[i]]] = outputs[i];
+    for (std::size_t i = 0; i < in.mutated.size(); ++i) bind(in.args[in.mutated[i]], outputs[i]);
   }
 
   const Trace& trace_;
   const ReplayOptions& options_;
   Runtime runtime_;
   std::vector<Tensor> live_;  // by name: the tensor the name holds now (undefined: none)
+  std::vector<std::uint32_t> group_;        // by name: its handle group, while it holds a tensor
+  std::vector<std::uint32_t> group_names_;  // by handle group: how many names hold its handle
   std::vector<Tensor> args_;
   std::vector<Tensor> constants_;  // held to the end (ReplayOptions::keep_constants)
 };

@@ -211,6 +211,76 @@ TEST(Replay, MutateIsCopyOnWriteAndAliasesShareStorage) {
   EXPECT_FALSE(sim::replay(t2, options).feasible);  // the mutation's input and output must coexist
 }
 
+// `steps` training steps as dtr-train logs them: a parameter W (a CONSTANT of `weight` bytes) is read by a
+// forward op, a gradient op reads the activation, and the update's result is bound to W with COPY_FROM (the
+// run's Runtime::assign).
+std::string training_steps_trace(int steps, std::uint64_t weight, std::uint64_t activation) {
+  std::ostringstream out;
+  const auto memory = [&](const std::string& name, std::uint64_t bytes) {
+    out << R"({"INSTRUCTION":"MEMORY","MEMORY":")" << bytes << R"(","NAME":")" << name << R"("})" << '\n';
+  };
+  const auto call = [&](const char* op, const std::string& args, const std::string& result, std::uint64_t bytes) {
+    out << R"({"ARGS":[)" << args << R"(],"INSTRUCTION":"CALL","NAME":")" << op << R"(","RESULT":[")" << result
+        << R"("],"TIME":"1000"})" << '\n';
+    memory(result, bytes);
+    out << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":")" << result << R"("})" << '\n';
+  };
+  out << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << '\n';
+  out << R"({"INSTRUCTION":"CONSTANT","NAME":"W"})" << '\n';
+  memory("W", weight);
+  for (int k = 0; k < steps; ++k) {
+    const std::string n = std::to_string(k);
+    out << R"({"INSTRUCTION":"CONSTANT","NAME":"x)" << n << R"("})" << '\n';
+    memory("x" + n, activation);
+    call("f", R"("W","x)" + n + R"(")", "y" + n, activation);
+    call("df", R"("y)" + n + R"(","x)" + n + R"(")", "g" + n, weight);
+    call("sgd", R"("W","g)" + n + R"(")", "u" + n, weight);
+    out << R"({"DST":"W","INSTRUCTION":"COPY_FROM","SRC":"u)" << n << R"("})" << '\n';
+    for (const char* name : {"y", "g", "u", "x"}) {
+      out << R"({"INSTRUCTION":"RELEASE","NAME":")" << name << n << R"("})" << '\n';
+    }
+  }
+  return out.str();
+}
+
+// A parameter's new value bound by COPY_FROM replays as the run made it (Runtime::assign): a constant, so the
+// old value and the step that made the new one are not kept for its recomputation. Replayed as a mere
+// rebinding, every old value stayed (a constant read by the new value's producer): 20 steps held 20 weights.
+TEST(Replay, AnUpdateBoundWithCopyFromReplaysAsTheRunsAssignment) {
+  const std::uint64_t weight = 1000;
+  const std::uint64_t activation = 4000;
+  const sim::Trace trace = parse(training_steps_trace(20, weight, activation));
+  const sim::TraceSummary summary = sim::summarize(trace);
+  EXPECT_EQ(summary.peak_bytes, 3 * weight + 2 * activation);  // W, x, y, g and the update's result
+  sim::ReplayOptions freed;  // each step's batch is a constant released with the step, as in dtr-train's logs
+  freed.keep_constants = false;
+  EXPECT_EQ(sim::replay(trace, freed).peak_resident_bytes, summary.peak_bytes);
+  sim::ReplayOptions options = freed;
+  options.budget_bytes = summary.peak_bytes;
+  options.heuristic = "dtr-eq";
+  const sim::ReplayResult r = sim::replay(trace, options);
+  ASSERT_TRUE(r.feasible) << r.failure;
+  EXPECT_EQ(r.rematerializations, 0u);
+
+  // A name that a COPY shares keeps the plain rebinding: "w_old" still holds the first value, as the trace says;
+  // Runtime::assign would have moved both names to the new value and freed the old one before z.
+  const std::string text = R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}
+{"INSTRUCTION":"CONSTANT","NAME":"W"}
+{"INSTRUCTION":"MEMORY","MEMORY":"1000","NAME":"W"}
+{"DST":"w_old","INSTRUCTION":"COPY","SRC":"W"}
+{"ARGS":["W"],"INSTRUCTION":"CALL","NAME":"sgd","RESULT":["u"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","MEMORY":"1000","NAME":"u"}
+{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"u"}
+{"DST":"W","INSTRUCTION":"COPY_FROM","SRC":"u"}
+{"INSTRUCTION":"RELEASE","NAME":"u"}
+{"INSTRUCTION":"CONSTANT","NAME":"z"}
+{"INSTRUCTION":"MEMORY","MEMORY":"5000","NAME":"z"}
+)";
+  const sim::Trace shared = parse(text);
+  EXPECT_EQ(sim::summarize(shared).peak_bytes, 7000u);
+  EXPECT_EQ(sim::replay(shared, freed).peak_resident_bytes, 7000u);
+}
+
 TEST(Replay, NamesThatAreNotLiveAreTraceErrorsWithTheirLine) {
   const std::string text = R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}
 {"INSTRUCTION":"CONSTANT","NAME":"c"}

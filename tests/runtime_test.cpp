@@ -368,6 +368,44 @@ TEST_P(InPlace, OldParameterValueStaysOnlyUnderCopyOnWrite) {
   EXPECT_EQ(rt.resident_bytes(), before);
 }
 
+// assign(target, value): a value computed before takes the target's place under the same rules as an op's.
+TEST_P(InPlace, AssigningAComputedValueFollowsTheOpsRules) {
+  Runtime rt(config());
+  Tensor x = constant(rt, {4}, 1.0f);
+  Tensor w = constant(rt, {4}, 2.0f);
+  Tensor y = rt.call1(ops::mul(), {x, w});
+  const std::vector<float> y_before = y.to_host();
+  Tensor w_alias = w;
+  const std::uint64_t before = rt.resident_bytes();
+  for (int i = 0; i < 10; ++i) {
+    Tensor doubled = rt.call1(ops::add(), {w, w});
+    rt.assign(w, doubled);
+    EXPECT_FALSE(rt.evict(doubled));  // the new parameter value is a constant, under both names
+  }
+  EXPECT_EQ(w_alias.to_host(), (std::vector<float>{2048.0f, 2304.0f, 2560.0f, 2816.0f}));
+  // Old values do not accumulate: copy-on-write keeps the first one for y, pin-dependents made y a constant.
+  EXPECT_EQ(rt.resident_bytes(), before + (copy_on_write() ? 16 : 0));
+  EXPECT_EQ(rt.evict(y), copy_on_write());
+  EXPECT_TRUE(bitwise_equal(y.to_host(), y_before));
+  // A computed target takes a computed value and stays recomputable under copy-on-write.
+  Tensor negated = rt.call1(ops::scale(), {y}, Attrs{{"factor", -1.0}});
+  rt.assign(y, negated);
+  negated = Tensor();
+  EXPECT_EQ(rt.evict(y), copy_on_write());
+  EXPECT_EQ(y.to_host()[1], -y_before[1]);
+  rt.assign(w, w);  // itself: nothing changes
+  EXPECT_EQ(w.to_host(), w_alias.to_host());
+  expect_error<ShapeError>([&] { rt.assign(w, rt.call1(ops::sum(), {w})); },
+                           {"assign: the value has shape [] and dtype float32, the target [4] and float32"});
+  Tensor v = rt.view(w, {2}, 2);
+  expect_error<InvalidArgument>([&] { rt.assign(v, rt.view(x, {2}, 0)); }, {"assign: the target is a view"});
+  expect_error<InvalidArgument>([&] { rt.assign(w, rt.view(x, {2}, 0)); }, {"assign: the value is a view"});
+  expect_error<InvalidArgument>([&] { rt.assign(w, Tensor()); }, {"assign: the value is undefined"});
+  Runtime other(config());
+  expect_error<InvalidArgument>([&] { rt.assign(w, constant(other, {4}, 1.0f)); },
+                                {"assign: the value belongs to another runtime"});
+}
+
 TEST_P(InPlace, ViewsOfTheTargetKeepTheOldValue) {
   Runtime rt(config());
   Tensor w = constant(rt, {4}, 2.0f);

@@ -95,6 +95,11 @@ class Runtime {
   // Throws dtr::InvalidArgument if `target` is a view, dtr::ShapeError if the result's shape differs.
   void assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs = {});
   void assign(Tensor& target, const OpDef& op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+  // The same with a value already computed: `target` (every copy of its handle) takes `value`'s storage, under
+  // the same rules (a constant target makes the value a constant, cutting its lineage). dtr-sim replays a
+  // trace's COPY_FROM with it, so that a replay keeps the lineage the run kept. Throws dtr::InvalidArgument if
+  // either is a view or undefined, dtr::ShapeError if their shapes or dtypes differ.
+  void assign(Tensor& target, const Tensor& value);
 
   // A contiguous view of `base`: `shape` over its elements from `offset` on (a reshape, or a run of rows).
   // Views share their storage: no copy, no kernel; they see a rematerialized storage like any handle.
