@@ -25,17 +25,17 @@ using dtr::bench::median;
 
 void print_footprint(const char* when, const RuntimeFootprint& f) {
   std::printf("  %-16s storages %6llu  lineage objects %6llu  candidates %5llu  heuristic records %5llu  "
-              "segments %4llu\n",
+              "forecast records %5llu  segments %4llu\n",
               when, static_cast<unsigned long long>(f.storages), static_cast<unsigned long long>(f.lineage_objects),
               static_cast<unsigned long long>(f.candidates), static_cast<unsigned long long>(f.heuristic_records),
-              static_cast<unsigned long long>(f.segments));
+              static_cast<unsigned long long>(f.forecast_records), static_cast<unsigned long long>(f.segments));
 }
 
 // Every count after the run at most what it was at the check point: flat, not growing with the steps.
 bool not_grown(const RuntimeFootprint& at, const RuntimeFootprint& end) {
   return end.storages <= at.storages && end.lineage_objects <= at.lineage_objects &&
          end.candidates <= at.candidates && end.heuristic_records <= at.heuristic_records &&
-         end.segments <= at.segments;
+         end.forecast_records <= at.forecast_records && end.segments <= at.segments;
 }
 
 }  // namespace
@@ -132,6 +132,7 @@ int main(int argc, char** argv) try {
     largest.lineage_objects = std::max(largest.lineage_objects, f.lineage_objects);
     largest.candidates = std::max(largest.candidates, f.candidates);
     largest.heuristic_records = std::max(largest.heuristic_records, f.heuristic_records);
+    largest.forecast_records = std::max(largest.forecast_records, f.forecast_records);
     largest.segments = std::max(largest.segments, f.segments);
     if (s % 1000 == 0) {
       std::printf("  step %6lld: loss %.6f (equal), step %.2f ms vs %.2f ms unbudgeted\n", static_cast<long long>(s),

@@ -49,6 +49,8 @@ class Heuristic {
   // neighbours' classes), so that a score costs more than arithmetic, and more as evictions grow: the runtime
   // then counts the time it spends computing new candidates' scores as search time.
   virtual bool scores_walk_lineage() const { return false; }
+  // Whether scores read StorageView::forecast_distance(): the runtime then keeps forecasts (runtime/forecast.h).
+  virtual bool reads_forecasts() const { return false; }
   // Whether, under a device budget, the runtime evicts the cheapest contiguous window of blocks that covers
   // the pending allocation (heuristics/window.h) instead of one storage at a time. A block's cost in a window
   // is window_cost(); elsewhere (bytes budgets, requests no window covers) the scores decide as usual.
@@ -98,7 +100,7 @@ inline constexpr std::size_t kWalkCount = 256;
 // The seed of "random" (a seeded heuristic is reproducible; "random:SEED" picks another).
 inline constexpr std::uint64_t kDefaultRandomSeed = 0x5eed;
 
-// The accepted names: dtr, dtr-eq, dtr-local, lru, size, msps, random, window, dtr-eq+window.
+// The accepted names: dtr, dtr-eq, dtr-local, lru, size, msps, random, window, dtr-eq+window, forecast.
 std::vector<std::string> heuristic_names();
 
 // By name (design section 5; lowest score evicted first):
@@ -107,6 +109,9 @@ std::vector<std::string> heuristic_names();
 //   dtr-local  c0 / (m·s)          lru   1 / s          size   1 / m
 //   msps       (c0 + Σ c0 over evicted ancestors) / m
 //   random     a seeded uniform draw ("random:SEED" for another seed)
+//   forecast   dtr-eq's cost over m·d, d the program ops until the storage's forecast next use (the uses of
+//              the storage the program made the same way last: StorageView::forecast_distance), its staleness
+//              where nothing is forecast; scanned, not indexed
 //   window     fragmentation-aware (Coop): under a device budget, the contiguous window of free and evictable
 //              blocks covering the request with the least summed c0/s; otherwise dtr-local
 //   H+window   the same windows with H's costs (score times bytes), for H in dtr, dtr-eq, dtr-local, msps

@@ -63,6 +63,7 @@ class WindowHeuristic final : public Heuristic {
   bool timeless() const override { return base_->timeless(); }
   bool scores_walk_lineage() const override { return base_->scores_walk_lineage(); }
   bool fragmentation_aware() const override { return true; }
+  bool reads_forecasts() const override { return base_->reads_forecasts(); }
   ScoreKey key(StorageView& s) override { return base_->key(s); }
   double score(StorageView& s, std::uint64_t now) override { return base_->score(s, now); }
   void on_evict(StorageView& s) override { base_->on_evict(s); }
@@ -77,6 +78,32 @@ class WindowHeuristic final : public Heuristic {
   std::unique_ptr<Heuristic> base_;
 };
 
+// h_forecast = (c0 + Σ c0 over e*(t)) / (m·d): h_DTR^eq with staleness replaced by d, the program ops until
+// the storage's forecast next use (StorageView::forecast_distance; its staleness where nothing is forecast):
+// Belady's rule weighed by what eviction costs. Scores move with the clock in both directions (a forecast
+// use comes nearer), so it is scanned, not indexed. Every event goes to h_DTR^eq, which keeps the classes.
+class ForecastHeuristic final : public Heuristic {
+ public:
+  ForecastHeuristic() : base_(make_dtr_eq_heuristic()) {}
+  std::string name() const override { return "forecast"; }
+  bool indexable() const override { return false; }
+  bool reads_forecasts() const override { return true; }
+  bool scores_walk_lineage() const override { return base_->scores_walk_lineage(); }
+  ScoreKey key(StorageView& s) override { return base_->key(s); }
+  double score(StorageView& s, std::uint64_t /*now*/) override {
+    return base_->key(s).a / std::max(s.forecast_distance(), 1.0);
+  }
+  void on_evict(StorageView& s) override { base_->on_evict(s); }
+  void on_rematerialize(StorageView& s) override { base_->on_rematerialize(s); }
+  void on_destroy(StorageView& s) override { base_->on_destroy(s); }
+  void on_cut(StorageView& s) override { base_->on_cut(s); }
+  std::size_t live_slots() const override { return base_->live_slots(); }
+  void set_listener(ScoreListener* listener) override { base_->set_listener(listener); }
+
+ private:
+  std::unique_ptr<Heuristic> base_;
+};
+
 constexpr std::string_view kWindowSuffix = "+window";
 
 std::unique_ptr<Heuristic> make_plain_heuristic(std::string_view name) {
@@ -86,6 +113,7 @@ std::unique_ptr<Heuristic> make_plain_heuristic(std::string_view name) {
   if (name == "lru") return std::make_unique<LruHeuristic>();
   if (name == "size") return std::make_unique<SizeHeuristic>();
   if (name == "msps") return make_msps_heuristic();
+  if (name == "forecast") return std::make_unique<ForecastHeuristic>();
   if (name == "random") return std::make_unique<RandomHeuristic>(kDefaultRandomSeed);
   if (name.starts_with("random:")) {
     const std::string_view digits = name.substr(7);
@@ -101,7 +129,7 @@ std::unique_ptr<Heuristic> make_plain_heuristic(std::string_view name) {
 }  // namespace
 
 std::vector<std::string> heuristic_names() {
-  return {"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random", "window", "dtr-eq+window"};
+  return {"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random", "window", "dtr-eq+window", "forecast"};
 }
 
 std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable) {
@@ -116,7 +144,7 @@ std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_vie
     heuristic = make_plain_heuristic(name);
   }
   DTR_CHECK(heuristic != nullptr, ConfigError, variable, "=\"", shown_value(name),
-            "\" is not a heuristic; expected dtr, dtr-eq, dtr-local, lru, size, msps, random, random:SEED, window, "
+            "\" is not a heuristic; expected dtr, dtr-eq, dtr-local, lru, size, msps, random, random:SEED, forecast, window, "
             "or any of these but window followed by +window (dtr-eq+window)");
   return heuristic;
 }

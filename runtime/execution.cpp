@@ -1,5 +1,6 @@
 // Running ops: call() records an op as a closure and runs it the first time; run() is one kernel run of a
 // closure, first or recomputation, with its outputs' buffers, scratch memory, measured or modelled cost.
+#include <functional>
 #include <algorithm>
 
 #include "dtr/check.h"
@@ -91,6 +92,7 @@ Runtime::Impl::Results Runtime::Impl::record(std::shared_ptr<Closure> closure, s
     closure->input_offset.push_back(t.handle_->offset);
     closure->input_view.push_back(t.handle_->view);
   }
+  if (forecaster) forecaster->program_op(closure->inputs);
   Pins input_pins(*this);
   acquire_inputs(*closure, input_pins);
   if (check != nullptr && kernel_memory) check_values(*closure, *check);
@@ -106,6 +108,7 @@ Runtime::Impl::Results Runtime::Impl::record(std::shared_ptr<Closure> closure, s
     s->output_index = closure->outputs.size();
     closure->outputs.push_back(s.get());
     closure->output_meta.push_back(out_meta[i]);
+    if (forecaster) forecaster->made(*s, std::hash<std::string_view>{}(computation.name()));
     outputs.push_back(std::move(s));
   }
   run(*closure, /*rematerializing=*/false);

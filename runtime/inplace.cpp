@@ -50,6 +50,7 @@ void Runtime::Impl::rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std:
   }
   // A new parameter value is not worth a lineage back to every old one: it becomes a constant.
   if (old->constant() && !fresh->constant()) (void)make_constant(*fresh);
+  if (forecaster) detail::Forecaster::replaces(*fresh, *old);
   if (trace) trace->copy_from(h.id, fresh->id);
   h.storage = fresh;
   fresh->handles += 1;

@@ -37,6 +37,7 @@ void Runtime::Impl::release_handle(Storage& s, std::uint64_t handle_id, bool las
 void Runtime::Impl::destroyed(Storage& s) {
   // A storage leaving the lineage changes the evicted regions next to it, which the heuristic's scores follow.
   heuristic_upkeep([&] { heuristic->on_destroy(s); });
+  if (forecaster) forecaster->destroyed(s);
   if (s.in_memory) release_buffer(s);
   live_storages -= 1;
   if (orphaned && live_storages == 0 && allocator) allocator->empty_cache();  // the last of its memory
@@ -48,6 +49,8 @@ Storage::~Storage() {
   if (producer != nullptr) producer->outputs[output_index] = nullptr;
   runtime.destroyed(*this);
 }
+
+double Storage::forecast_distance() { return runtime.forecaster ? runtime.forecaster->distance(*this, runtime.op_clock) : 1.0; }
 
 void Storage::for_each_input(heuristics::NeighbourVisitor visit) {
   if (producer == nullptr) return;

@@ -22,6 +22,7 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
   heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
   windows = heuristic->fragmentation_aware();
   walking_scores = heuristic->scores_walk_lineage();
+  if (heuristic->reads_forecasts()) forecaster = std::make_unique<detail::Forecaster>();
   // One rule in both budget modes (the caching allocator refused 0 in device mode; bytes mode took it).
   DTR_CHECK(config.memory_budget != std::uint64_t{0}, ConfigError,
             "Config::memory_budget: a budget of 0 bytes holds nothing; leave it unset (nullopt) for no budget");
@@ -132,6 +133,7 @@ std::uint64_t Runtime::Impl::now() const {
 
 void Runtime::Impl::touch(Storage& s) {
   s.last_used = now();
+  s.last_touch_ops = op_clock;
   if (index) index->touched(s, s.last_used);
 }
 
@@ -172,6 +174,7 @@ Tensor Runtime::Impl::constant(TensorMeta meta) {
   allocate(*s);
   if (kernel_memory) backend->fill_zero(s->data, s->nbytes);
   touch(*s);
+  if (forecaster) forecaster->made_constant(*s);
   if (trace) trace->constant(s->id, s->nbytes);
   return Tensor(make<TensorHandle>(std::move(s)));
 }
@@ -223,6 +226,7 @@ Tensor Runtime::constant(TensorMeta meta) { return impl_->constant(std::move(met
 void Runtime::materialize(const Tensor& tensor) {
   const TensorHandle& h = impl_->handle_of(tensor, "materialize: the tensor");
   const Impl::CurrentOp running(*impl_, "materialize");
+  if (impl_->forecaster) impl_->forecaster->program_read(*h.storage);
   impl_->materialize_view(*h.storage, h.view);
 }
 
@@ -286,6 +290,7 @@ RuntimeFootprint Runtime::footprint() const {
   f.lineage_objects = impl_->pool.outstanding();
   f.candidates = impl_->recomputable.size();
   f.heuristic_records = impl_->heuristic != nullptr ? impl_->heuristic->live_slots() : 0;
+  f.forecast_records = impl_->forecaster != nullptr ? impl_->forecaster->records() : 0;
   f.segments = impl_->allocator != nullptr ? impl_->allocator->stats().segments.current : 0;
   return f;
 }

@@ -24,6 +24,7 @@
 #include "heuristics/heuristic.h"
 #include "heuristics/window.h"
 #include "runtime/backend.h"
+#include "runtime/forecast.h"
 #include "runtime/lineage.h"
 #include "runtime/object_pool.h"
 #include "runtime/steady_ns.h"
@@ -60,7 +61,8 @@ struct Runtime::Impl final : Reclaimer {
   std::unique_ptr<heuristics::Heuristic> heuristic;
   bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
   bool walking_scores = false;  // heuristic->scores_walk_lineage(), read once: timed as search
-  std::unique_ptr<heuristics::EvictionIndex> index;  // the candidates in score order; none: scan `recomputable`
+  std::unique_ptr<heuristics::EvictionIndex> index;
+  std::unique_ptr<detail::Forecaster> forecaster;  // only for a heuristic that reads forecasts  // the candidates in score order; none: scan `recomputable`
   // Where buffers come from: the caching allocator, or (BufferSource::memory_resource) `direct_memory` itself;
   // `memory` is the one in use.
   std::unique_ptr<CachingAllocator> allocator;

@@ -19,6 +19,7 @@ std::vector<T> Tensor::to_host_as() const {
   DTR_CHECK(handle_->meta.dtype == DTypeOf<T>::value, InvalidArgument, "to_host: the tensor is ",
             to_string(handle_->meta.dtype), ", not ", to_string(DTypeOf<T>::value));
   const Runtime::Impl::CurrentOp reading(s.runtime, "to_host");  // an out-of-memory error names it
+  if (s.runtime.forecaster) s.runtime.forecaster->program_read(s);
   s.runtime.materialize_view(s, handle_->view);
   std::vector<T> values(static_cast<std::size_t>(handle_->meta.numel()));
   s.runtime.backend->copy_to_host(values.data(), s.data + handle_->offset * sizeof(T), handle_->meta.nbytes());

@@ -370,11 +370,11 @@ TEST(RandomHeuristic, IsReproducibleForASeed) {
 TEST(Heuristics, EveryNameBuildsAndUnknownNamesAreConfigErrors) {
   EXPECT_EQ(heuristics::heuristic_names(),
             (std::vector<std::string>{"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random", "window",
-                                      "dtr-eq+window"}));
+                                      "dtr-eq+window", "forecast"}));
   for (const std::string& name : heuristics::heuristic_names()) {
     EXPECT_EQ(heuristics::make_heuristic(name)->name(), name);
   }
-  for (const char* name : {"dtr+window", "lru+window", "msps+window", "random:7+window"}) {
+  for (const char* name : {"dtr+window", "lru+window", "msps+window", "random:7+window", "forecast+window"}) {
     EXPECT_EQ(heuristics::make_heuristic(name)->name(), name);
   }
   for (const char* bad : {"dtr-exact", "random:", "random:x", "random:-1", "Lru", "window+window", "+window",
@@ -399,7 +399,8 @@ namespace {
 // The runtime times the score computations of the heuristics that walk the evicted lineage as search.
 TEST(HeuristicNames, ExactlyTheWalkingHeuristicsSayTheirScoresWalkTheLineage) {
   for (const std::string& name : heuristics::heuristic_names()) {
-    const bool walks = name == "dtr" || name == "msps" || name == "dtr-eq" || name == "dtr-eq+window";
+    const bool walks =
+        name == "dtr" || name == "msps" || name == "dtr-eq" || name == "dtr-eq+window" || name == "forecast";
     EXPECT_EQ(heuristics::make_heuristic(name)->scores_walk_lineage(), walks) << name;
   }
   EXPECT_TRUE(heuristics::make_heuristic("dtr+window")->scores_walk_lineage());

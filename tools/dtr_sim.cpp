@@ -249,14 +249,15 @@ int main(int argc, char** argv) {
   try {
     std::vector<double> ratios = sweep.empty() ? std::vector<double>{ratio.value_or(0.5)} : parse_sweep(sweep);
     const std::optional<double> thrash_limit = dtr::parse_thrash_limit(thrash_text, "--thrash-limit");
-    // 'all' is the DTR paper's set (every named heuristic but the fragmentation-aware ones), beside any other
+    // 'all' is the DTR paper's set (every named heuristic but the fragmentation-aware ones and ours, forecast),
+    // beside any other
     // named; a heuristic named twice runs once.
     std::vector<std::string> chosen;
     for (const std::string& h : heuristics) {
       std::vector<std::string> names{h};
       if (h == "all") {
         names = dtr::heuristic_names();
-        std::erase_if(names, [](const std::string& n) { return dtr::fragmentation_aware(n); });
+        std::erase_if(names, [](const std::string& n) { return dtr::fragmentation_aware(n) || n == "forecast"; });
       }
       for (std::string& n : names) {
         if (std::find(chosen.begin(), chosen.end(), n) == chosen.end()) chosen.push_back(std::move(n));

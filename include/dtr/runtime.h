@@ -44,6 +44,7 @@ struct RuntimeFootprint {
   std::uint64_t candidates = 0;         // resident storages that could be evicted (pinned ones included)
   std::uint64_t heuristic_records = 0;  // the heuristic's own records (dtr-eq: its union-find nodes; dtr: its
                                         // lists of evicted readers)
+  std::uint64_t forecast_records = 0;   // signatures whose last uses the forecast heuristic keeps (at most 2^20)
   std::uint64_t segments = 0;           // the caching allocator's segments (0 without one)
 };
 

@@ -1,0 +1,97 @@
+#include "runtime/forecast.h"
+
+#include <algorithm>
+#include <limits>
+
+
+namespace dtr::detail {
+namespace {
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  return h ^ (h >> 29);
+}
+
+std::uint64_t meta_hash(const TensorMeta& meta) {
+  std::uint64_t h = mix(0x5eed, static_cast<std::uint64_t>(meta.dtype));
+  for (const std::int64_t d : meta.shape) h = mix(h, static_cast<std::uint64_t>(d));
+  return h;
+}
+
+// A bound on the table, so that a program that never repeats (whose signatures never recur) does not grow it
+// without end: past it, the table starts again (forecasts are lost; choices may worsen, results never change).
+constexpr std::size_t kMaxSignatures = std::size_t{1} << 20;
+// A bound on the uses recorded per storage, so that a long-lived computed value read at every step does not
+// grow its list without end: the uses past it are not forecast (staleness decides there).
+constexpr std::size_t kMaxUses = 4096;
+
+}  // namespace
+
+void Forecaster::program_op(std::span<const std::shared_ptr<Storage>> inputs) {
+  clock_ += 1;
+  for (const auto& s : inputs) use(*s);
+}
+
+void Forecaster::program_read(Storage& s) {
+  clock_ += 1;
+  use(s);
+}
+
+void Forecaster::use(Storage& s) {
+  if (s.constant()) return;
+  s.last_program_use = clock_;
+  const std::uint64_t age = clock_ - s.born;
+  if (s.uses.size() < kMaxUses && age <= std::numeric_limits<std::uint32_t>::max()) {
+    s.uses.push_back(static_cast<std::uint32_t>(age));
+  }
+}
+
+void Forecaster::made(Storage& s, std::uint64_t op_hash) {
+  std::uint64_t h = mix(op_hash, s.output_index);
+  h = mix(h, s.nbytes);
+  for (std::size_t i = 0; i < s.producer->inputs.size(); ++i) {
+    h = mix(h, s.producer->inputs[i]->signature);
+    h = mix(h, s.producer->input_offset[i]);
+    h = mix(h, static_cast<std::uint64_t>(s.producer->input_meta[i].numel()));
+  }
+  s.signature = h;
+  s.born = clock_;
+  s.last_program_use = clock_;
+  const auto found = last_uses_.find(h);
+  if (found != last_uses_.end()) s.forecast = found->second;
+}
+
+void Forecaster::made_constant(Storage& s) {
+  // Constants of one shape (a layer's weights, the query, key and value projections) differ by how many of
+  // that shape the program holds when it makes one, which a repeating program repeats.
+  s.constant_key = meta_hash(s.meta);
+  const std::uint64_t ordinal = live_constants_[s.constant_key]++;
+  s.signature = mix(s.constant_key, ordinal);
+}
+
+void Forecaster::destroyed(Storage& s) {
+  if (s.constant_key != 0) {
+    const auto found = live_constants_.find(s.constant_key);
+    if (found != live_constants_.end() && --found->second == 0) live_constants_.erase(found);
+  }
+  if (s.signature == 0 || s.constant()) return;
+  if (last_uses_.size() >= kMaxSignatures) last_uses_.clear();
+  last_uses_[s.signature] = std::make_shared<const std::vector<std::uint32_t>>(std::move(s.uses));
+}
+
+double Forecaster::distance(Storage& s, std::uint64_t ops_clock) const {
+  const std::uint64_t age = clock_ - s.born;
+  if (s.forecast != nullptr) {
+    const std::vector<std::uint32_t>& uses = *s.forecast;
+    while (s.forecast_cursor < uses.size() && uses[s.forecast_cursor] <= age) s.forecast_cursor += 1;
+    if (s.forecast_cursor < uses.size()) return static_cast<double>(uses[s.forecast_cursor] - age);
+    // The program holds it but will not use it again (Belady: the first to go); one it does not hold is here
+    // for recomputations, which its staleness follows.
+    if (s.handles > 0) return std::numeric_limits<double>::infinity();
+  }
+  return static_cast<double>(ops_clock - std::min(ops_clock, s.last_touch_ops) + 1);
+}
+
+}  // namespace dtr::detail
