@@ -53,6 +53,7 @@ struct Flags {
   std::string save;
   std::string load;
   double time_budget = 300;
+  std::string compare_heuristics = "forecast";
 };
 
 // "none" -> -1, "static" -> 0 (round(√N)), "static:K" -> K.
@@ -91,10 +92,24 @@ std::string model_title(const dtr::train::TrainOptions& o, const dtr::train::Tra
                      data.train.count, o.optimizer);
 }
 
-// The --compare steps that fit in `seconds` in all: two unbudgeted steps give the step time; the five rows
-// take about 6 unbudgeted steps' time per step (the budgeted rows recompute), and the test set's forward pass
-// about a third of a step per batch.
-std::int64_t steps_within(const dtr::train::TrainOptions& o, const dtr::train::TrainTest& data, double seconds) {
+// --compare-heuristics: "none", or heuristic names separated by commas.
+std::vector<std::string> compare_heuristics(const std::string& text) {
+  std::vector<std::string> names;
+  if (text == "none") return names;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    names.push_back(dtr::parse_heuristic(text.substr(start, comma - start), "--compare-heuristics"));
+    start = comma + 1;
+  }
+  return names;
+}
+
+// The --compare steps that fit in `seconds` in all: two unbudgeted steps give the step time; the unbudgeted
+// and static rows take about 2.3 unbudgeted steps' time per step, each DTR row about 1.2 (it recomputes), and
+// the test set's forward pass about a third of a step per batch.
+std::int64_t steps_within(const dtr::train::TrainOptions& o, const dtr::train::TrainTest& data, double seconds,
+                          std::size_t dtr_rows) {
   dtr::train::TrainOptions probe = o;
   probe.runtime.memory_budget = std::nullopt;
   probe.runtime.trace_path.clear();
@@ -103,7 +118,8 @@ std::int64_t steps_within(const dtr::train::TrainOptions& o, const dtr::train::T
   const double step = trainer.step().seconds;
   const double evaluation = static_cast<double>(data.test.count) / static_cast<double>(o.batch) * step / 3;
   const double left = seconds - 3 * step - evaluation;
-  return std::max<std::int64_t>(3, static_cast<std::int64_t>(left / (6 * step)));
+  const double per_step = 2.3 + 1.2 * static_cast<double>(dtr_rows);
+  return std::max<std::int64_t>(3, static_cast<std::int64_t>(left / (per_step * step)));
 }
 
 int run_compare(const Flags& f, const dtr::train::TrainOptions& o, const dtr::train::TrainTest& data, bool terminal) {
@@ -111,6 +127,7 @@ int run_compare(const Flags& f, const dtr::train::TrainOptions& o, const dtr::tr
   c.train = o;
   c.static_segments = o.checkpoint_segments > 0 ? o.checkpoint_segments : 0;
   c.train.checkpoint_segments = -1;
+  c.also_heuristics = compare_heuristics(f.compare_heuristics);
   if (f.epochs) {
     c.steps = *f.epochs * (data.train.count / o.batch);
   } else if (f.steps) {
@@ -118,7 +135,9 @@ int run_compare(const Flags& f, const dtr::train::TrainOptions& o, const dtr::tr
   } else {
     if (!f.json) std::printf("Timing two steps to fit --compare in %.0f s...\n", f.time_budget);
     flush_stdout();
-    c.steps = steps_within(o, data, f.time_budget);
+    std::size_t extra = 0;
+    for (const std::string& h : c.also_heuristics) extra += h != o.runtime.heuristic ? 1 : 0;
+    c.steps = steps_within(o, data, f.time_budget, 3 * (1 + extra));
   }
   const std::string title = model_title(o, data);
   if (!f.json) {
@@ -261,6 +280,9 @@ int main(int argc, char** argv) {
   auto* compare = app.add_flag("--compare", f.compare, "unbudgeted, static checkpointing, DTR at static's peak, at "
                                                         "50% and at 30% of the unbudgeted peak: one table");
   app.add_flag("--max-batch", f.max_batch, "the largest batch each strategy trains within the budget")->excludes(compare);
+  app.add_option("--compare-heuristics", f.compare_heuristics,
+                 "--compare: the DTR rows again under each of these heuristics (comma-separated; none: no more rows)")
+      ->capture_default_str();
   app.add_option("--time-budget", f.time_budget, "--compare without --steps/--epochs: seconds for all rows")
       ->capture_default_str();
   app.add_flag("--json", f.json, "print JSON instead of tables and progress");

@@ -47,6 +47,7 @@ RowResult run_row(const CompareOptions& options, const Strategy& strategy, const
   TrainOptions train = options.train;
   train.runtime.memory_budget = strategy.budget;
   train.checkpoint_segments = strategy.checkpoint_segments;
+  if (!strategy.heuristic.empty()) train.runtime.heuristic = strategy.heuristic;
   if (strategy.budget || strategy.checkpoint_segments >= 0) {  // DTR_TRACE and DTR_STATS: the unbudgeted row's
     train.runtime.trace_path.clear();
     train.runtime.stats_path.clear();
@@ -106,16 +107,26 @@ std::vector<RowResult> run_compare(const CompareOptions& options, const TrainTes
   DTR_CHECK(options.steps > 0, InvalidArgument, "--compare needs at least one step, got ", options.steps);
   const BudgetMode mode = options.train.runtime.budget_mode;
   std::vector<RowResult> rows;
-  rows.push_back(run_row(options, {"unbudgeted", std::nullopt, -1}, data, on_step, options.evaluate, false));
+  rows.push_back(run_row(options, {"unbudgeted", std::nullopt, -1, {}}, data, on_step, options.evaluate, false));
   const std::uint64_t peak = peak_of(rows[0].stats, mode);
   const std::int64_t segments = options.static_segments;
   const std::string static_name = segments == 0 ? "static, sqrt(N) segments" : "static, " + std::to_string(segments) + " segments";
-  rows.push_back(run_row(options, {static_name, std::nullopt, segments}, data, on_step, false));
+  rows.push_back(run_row(options, {static_name, std::nullopt, segments, {}}, data, on_step, false));
   std::vector<Strategy> dtr_rows;
-  if (rows[1].completed) dtr_rows.push_back({"DTR at static's peak", peak_of(rows[1].stats, mode), -1});
+  if (rows[1].completed) dtr_rows.push_back({"DTR at static's peak", peak_of(rows[1].stats, mode), -1, {}});
   for (const double fraction : options.budget_fractions) {
     const auto budget = static_cast<std::uint64_t>(fraction * static_cast<double>(peak));
-    dtr_rows.push_back({"DTR at " + std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "%", budget, -1});
+    dtr_rows.push_back({"DTR at " + std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "%", budget, -1, {}});
+  }
+  const std::size_t main_rows = dtr_rows.size();
+  for (const std::string& heuristic : options.also_heuristics) {
+    if (heuristic == options.train.runtime.heuristic) continue;
+    for (std::size_t i = 0; i < main_rows; ++i) {
+      Strategy s = dtr_rows[i];
+      s.name = "DTR (" + heuristic + ")" + s.name.substr(3);  // "DTR at 50%" -> "DTR (forecast) at 50%"
+      s.heuristic = heuristic;
+      dtr_rows.push_back(std::move(s));
+    }
   }
   for (const Strategy& s : dtr_rows) rows.push_back(run_row(options, s, data, on_step, false));
   for (std::size_t i = 1; i < rows.size(); ++i) {

@@ -85,7 +85,8 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
                           (plot ? " --plot " + path("plot.svg") : std::string()));
   ASSERT_EQ(exit_code(r), 0) << r.output;
   for (const char* row : {"| unbudgeted |", "| static, sqrt(N) segments |", "| DTR at static's peak |", "| DTR at 50% |",
-                          "| DTR at 30% |", "Losses: bitwise equal in every completed row"}) {
+                          "| DTR at 30% |", "| DTR (forecast) at static's peak |", "| DTR (forecast) at 50% |",
+                          "| DTR (forecast) at 30% |", "Losses: bitwise equal in every completed row"}) {
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
   }
   std::ifstream csv(path("rows.csv"));
@@ -94,18 +95,25 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
   EXPECT_EQ(header.rfind("strategy,budget_bytes,completed,", 0), 0U) << header;
   int rows = 0;
   for (std::string line; std::getline(csv, line);) rows += 1;
-  EXPECT_EQ(rows, 5);
+  EXPECT_EQ(rows, 8);  // the DTR rows again under --compare-heuristics' default, forecast
   if (plot) {
     std::ifstream svg(path("plot.svg"));
     const std::string image((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
     EXPECT_NE(image.find("<svg"), std::string::npos);
     EXPECT_NE(image.find("static checkpointing"), std::string::npos);
   }
-  const Outcome j = train(kSmall + " --compare --steps 2 --json");
+  const Outcome j = train(kSmall + " --compare --steps 2 --json --compare-heuristics none");
   ASSERT_EQ(exit_code(j), 0) << j.output;
   const nlohmann::json out = last_json_line(j.output);
   EXPECT_TRUE(out["losses_bitwise_equal"].get<bool>());
   EXPECT_EQ(out["rows"].size(), 5U);
+  // Two more heuristics: their DTR rows follow, the runtime's own (dtr-eq) is not repeated.
+  const Outcome more = train(kSmall + " --compare --steps 2 --json --compare-heuristics lru,dtr-eq,dtr");
+  ASSERT_EQ(exit_code(more), 0) << more.output;
+  const nlohmann::json rows9 = last_json_line(more.output)["rows"];
+  ASSERT_EQ(rows9.size(), 11U) << more.output;
+  EXPECT_EQ(rows9[5]["strategy"], "DTR (lru) at static's peak");
+  EXPECT_EQ(rows9[10]["strategy"], "DTR (dtr) at 30%");
 }
 
 // A row whose budget is too small stops: the table names why in a word, the whole error follows the table,
@@ -160,6 +168,8 @@ TEST_F(DtrTrainCli, BadInputIsAClearErrorNamingIt) {
   refused(kSmall + " --checkpoint static:x --steps 1", 2, {"--checkpoint", "static:SEGMENTS"});
   refused(kSmall + " --budget '8 gigs' --steps 1", 1, {"--budget", "8 gigs"});
   refused(kSmall + " --heuristic best --steps 1", 1, {"--heuristic", "dtr-eq"});
+  refused(kSmall + " --compare --steps 1 --compare-heuristics forecast,best", 1, {"--compare-heuristics=\"best\"", "dtr-eq"});
+  refused(kSmall + " --compare --steps 1 --compare-heuristics forecast,", 1, {"--compare-heuristics=\"\""});
   refused(" --data-dir /nonexistent/fm --steps 1", 1, {"/nonexistent/fm/train-images-idx3-ubyte.gz",
                                                        "apt install dataset-fashion-mnist"});
   refused(kSmall + " --budget 1KiB --steps 1", 1, {"out of memory", "budget"});

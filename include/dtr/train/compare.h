@@ -20,6 +20,7 @@ struct Strategy {
   std::string name;                     // as the table shows it
   std::optional<std::uint64_t> budget;  // DTR's budget (in the runtime's budget mode); nullopt: none
   std::int64_t checkpoint_segments = -1;  // as TrainOptions
+  std::string heuristic;                  // DTR's heuristic; empty: the one of CompareOptions::train's runtime
 };
 
 struct RowResult {
@@ -49,11 +50,15 @@ struct CompareOptions {
   std::int64_t steps = 10;  // steps per row
   std::int64_t static_segments = 0;  // the static checkpointing row's segments (0: round(√N))
   std::vector<double> budget_fractions = {0.5, 0.3};  // DTR rows, of the unbudgeted row's peak
+  // The DTR rows again under each of these heuristics ("DTR (forecast) at 50%"); one equal to the runtime's
+  // own heuristic is skipped.
+  std::vector<std::string> also_heuristics;
   bool evaluate = true;     // test accuracy (measured on the unbudgeted row; see run_compare)
 };
 
 // The rows of --compare, in order: (1) unbudgeted; (2) static checkpointing; (3) DTR at static
-// checkpointing's measured peak; then DTR at each budget fraction of the unbudgeted peak. The peaks and budgets
+// checkpointing's measured peak; then DTR at each budget fraction of the unbudgeted peak; then the DTR rows again
+// under each of CompareOptions::also_heuristics. The peaks and budgets
 // are in the runtime's budget mode: reserved bytes (device) or resident bytes (bytes). A budgeted row that runs
 // out of memory or thrashes is reported as such (completed = false) and the others go on; the unbudgeted row's
 // error (every other row is measured against it) is thrown as it is. The runtime's trace and
