@@ -144,8 +144,8 @@ std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_vie
     heuristic = make_plain_heuristic(name);
   }
   DTR_CHECK(heuristic != nullptr, ConfigError, variable, "=\"", shown_value(name),
-            "\" is not a heuristic; expected dtr, dtr-eq, dtr-local, lru, size, msps, random, random:SEED, forecast, window, "
-            "or any of these but window followed by +window (dtr-eq+window)");
+            "\" is not a heuristic; expected dtr, dtr-eq, dtr-local, lru, size, msps, random, random:SEED, forecast, "
+            "window, or any of these but window followed by +window (dtr-eq+window)");
   return heuristic;
 }
 

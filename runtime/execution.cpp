@@ -1,7 +1,7 @@
 // Running ops: call() records an op as a closure and runs it the first time; run() is one kernel run of a
 // closure, first or recomputation, with its outputs' buffers, scratch memory, measured or modelled cost.
-#include <functional>
 #include <algorithm>
+#include <functional>
 
 #include "dtr/check.h"
 #include "runtime/op_computation.h"

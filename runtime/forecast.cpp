@@ -1,8 +1,8 @@
+// Structural signatures and the program's uses (runtime/forecast.h).
 #include "runtime/forecast.h"
 
 #include <algorithm>
 #include <limits>
-
 
 namespace dtr::detail {
 namespace {

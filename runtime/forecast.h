@@ -1,9 +1,9 @@
 // Forecast next uses (the "forecast" heuristic, docs/heuristics.md): training repeats the same step, so the
 // program's uses of a storage made the same way in the last step forecast the uses of the one made now.
 // "The same way" is a structural signature: the op's name, the output's place and size, and its inputs'
-// signatures (a constant's is its shape and dtype with how many of that shape are alive; an assigned value keeps
-// the signature of the value it replaces, so that a parameter is the same input at every step). Nothing is planned ahead: a storage whose
-// signature has not been seen, or whose forecast ran out, falls back to its staleness in program ops.
+// signatures (a constant's is its shape and dtype with how many of that shape are alive; an assigned value
+// keeps the signature of the value it replaces, so that a parameter is the same input at every step). Nothing
+// is planned ahead: a storage whose signature has not been seen falls back to its staleness.
 // Internal to runtime/; driven by the runtime's thread. Kept only when the heuristic reads forecasts.
 #pragma once
 

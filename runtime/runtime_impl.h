@@ -7,6 +7,7 @@
 //   inplace.cpp            assign(): in-place updates (copy-on-write or pin-dependents)
 //   lineage.cpp            storages, closures and handles as they die: eager eviction, the graveyard
 //   tensor.cpp             the Tensor methods
+//   forecast.cpp           structural signatures and the program's uses, for the forecast heuristic
 //
 // Thread safety: as the runtime (one thread at a time).
 #pragma once

@@ -168,7 +168,8 @@ TEST_F(DtrTrainCli, BadInputIsAClearErrorNamingIt) {
   refused(kSmall + " --checkpoint static:x --steps 1", 2, {"--checkpoint", "static:SEGMENTS"});
   refused(kSmall + " --budget '8 gigs' --steps 1", 1, {"--budget", "8 gigs"});
   refused(kSmall + " --heuristic best --steps 1", 1, {"--heuristic", "dtr-eq"});
-  refused(kSmall + " --compare --steps 1 --compare-heuristics forecast,best", 1, {"--compare-heuristics=\"best\"", "dtr-eq"});
+  refused(kSmall + " --compare --steps 1 --compare-heuristics forecast,best", 1,
+          {"--compare-heuristics=\"best\"", "dtr-eq"});
   refused(kSmall + " --compare --steps 1 --compare-heuristics forecast,", 1, {"--compare-heuristics=\"\""});
   refused(" --data-dir /nonexistent/fm --steps 1", 1, {"/nonexistent/fm/train-images-idx3-ubyte.gz",
                                                        "apt install dataset-fashion-mnist"});
