@@ -43,9 +43,9 @@ class StorageView {
   // A constant has no producer: never evicted nor recomputed, so no score of its is ever asked for.
   virtual bool constant() const { return false; }
   // Program ops (calls and reads, not recomputations) until its next use, as forecast from the last storage
-  // the program made the same way (runtime/forecast.h); +inf where the program holds it and the forecast says
-  // it is not used again; its staleness in ops (recomputations included) where nothing is forecast. Only for a
-  // heuristic whose reads_forecasts() is true (else the runtime keeps no forecasts and this is 1).
+  // the program made the same way (runtime/forecast.h); its staleness in ops (recomputations included) where
+  // nothing is forecast. Only for a heuristic whose reads_forecasts() is true (else the runtime keeps no
+  // forecasts and this is 1).
   virtual double forecast_distance() { return 1.0; }
   // Visits the storages its recomputation reads (its producer's inputs) ...
   virtual void for_each_input(NeighbourVisitor visit) = 0;

@@ -87,9 +87,6 @@ double Forecaster::distance(Storage& s, std::uint64_t ops_clock) const {
     const std::vector<std::uint32_t>& uses = *s.forecast;
     while (s.forecast_cursor < uses.size() && uses[s.forecast_cursor] <= age) s.forecast_cursor += 1;
     if (s.forecast_cursor < uses.size()) return static_cast<double>(uses[s.forecast_cursor] - age);
-    // The program holds it but will not use it again (Belady: the first to go); one it does not hold is here
-    // for recomputations, which its staleness follows.
-    if (s.handles > 0) return std::numeric_limits<double>::infinity();
   }
   return static_cast<double>(ops_clock - std::min(ops_clock, s.last_touch_ops) + 1);
 }

@@ -35,8 +35,8 @@ class Forecaster {
   // `s` dies: its uses become the forecast for the next storage of its signature.
   void destroyed(Storage& s);
   // Program ops until `s`'s forecast next use; where nothing is forecast (no storage of its signature died
-  // yet, or the forecast uses are past: it is kept for recomputations only, whose reads are no program's),
-  // its staleness in ops, recomputations included (`ops_clock`), as h_DTR^eq has it.
+  // yet, or the forecast uses are all past: the program may still read it, and recomputations read it, which
+  // no forecast sees), its staleness in ops, recomputations included (`ops_clock`), as h_DTR^eq has it.
   double distance(Storage& s, std::uint64_t ops_clock) const;
 
  private:
