@@ -41,7 +41,6 @@ void Forecaster::program_read(Storage& s) {
 
 void Forecaster::use(Storage& s) {
   if (s.constant()) return;
-  s.last_program_use = clock_;
   const std::uint64_t age = clock_ - s.born;
   if (s.uses.size() < kMaxUses && age <= std::numeric_limits<std::uint32_t>::max()) {
     s.uses.push_back(static_cast<std::uint32_t>(age));
@@ -58,7 +57,6 @@ void Forecaster::made(Storage& s, std::uint64_t op_hash) {
   }
   s.signature = h;
   s.born = clock_;
-  s.last_program_use = clock_;
   const auto found = last_uses_.find(h);
   if (found != last_uses_.end()) s.forecast = found->second;
 }
@@ -76,7 +74,9 @@ void Forecaster::destroyed(Storage& s) {
     const auto found = live_constants_.find(s.constant_key);
     if (found != live_constants_.end() && --found->second == 0) live_constants_.erase(found);
   }
-  if (s.signature == 0 || s.constant()) return;
+  // No uses forecast nothing (staleness decides either way): an output of an op that failed, or one never
+  // read, does not replace what an earlier storage of its signature taught.
+  if (s.signature == 0 || s.constant() || s.uses.empty()) return;
   if (last_uses_.size() >= kMaxSignatures) last_uses_.clear();
   last_uses_[s.signature] = std::make_shared<const std::vector<std::uint32_t>>(std::move(s.uses));
 }

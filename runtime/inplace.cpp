@@ -20,7 +20,7 @@ void Runtime::Impl::assign(Tensor& target, const OpDef& op, std::span<const Tens
             ", the target has shape ", to_string(h.meta.shape));
   DTR_CHECK(!outputs[0].is_view(), InvalidArgument, "assign: op '", op.name,
             "' makes a view of an input, not a new value");
-  rebind(h, outputs[0].handle_->storage, op.name);
+  rebind(h, outputs[0].handle_->storage, outputs[0].handle_->id, op.name);
 }
 
 void Runtime::Impl::assign(Tensor& target, const Tensor& value) {
@@ -31,11 +31,18 @@ void Runtime::Impl::assign(Tensor& target, const Tensor& value) {
   DTR_CHECK(v.meta == h.meta, ShapeError, "assign: the value has shape ", to_string(v.meta.shape), " and dtype ",
             to_string(v.meta.dtype), ", the target ", to_string(h.meta.shape), " and ", to_string(h.meta.dtype));
   if (v.storage == h.storage) return;
-  rebind(h, v.storage, "assign");
+  // An evicted value comes back first: a constant has no producer to remake it from.
+  const CurrentOp running(*this, "assign");
+  Pins pins(*this);
+  materialize(*v.storage);
+  pins.add(*v.storage);
+  rebind(h, v.storage, v.id, "assign");
 }
 
 // `h` (every copy of it) takes the value `fresh`: the rules of copy-on-write and pin-dependents (docs/runtime.md).
-void Runtime::Impl::rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std::string_view op) {
+// `fresh_id` names the value in a trace.
+void Runtime::Impl::rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std::uint64_t fresh_id,
+                           std::string_view op) {
   std::shared_ptr<Storage> old = h.storage;
   const bool reads_old =
       fresh->producer != nullptr &&
@@ -51,7 +58,7 @@ void Runtime::Impl::rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std:
   // A new parameter value is not worth a lineage back to every old one: it becomes a constant.
   if (old->constant() && !fresh->constant()) (void)make_constant(*fresh);
   if (forecaster) detail::Forecaster::replaces(*fresh, *old);
-  if (trace) trace->copy_from(h.id, fresh->id);
+  if (trace) trace->copy_from(h.id, fresh_id);
   h.storage = fresh;
   fresh->handles += 1;
   h.meta = fresh->meta;

@@ -50,7 +50,9 @@ Storage::~Storage() {
   runtime.destroyed(*this);
 }
 
-double Storage::forecast_distance() { return runtime.forecaster ? runtime.forecaster->distance(*this, runtime.op_clock) : 1.0; }
+double Storage::forecast_distance() {
+  return runtime.forecaster ? runtime.forecaster->distance(*this, runtime.op_clock) : 1.0;
+}
 
 void Storage::for_each_input(heuristics::NeighbourVisitor visit) {
   if (producer == nullptr) return;

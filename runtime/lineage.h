@@ -63,12 +63,11 @@ struct Storage final : heuristics::StorageView {
   std::vector<View> views;
   double view_cost = 0;  // the summed cost of the ops that made views of it (each op once): part of its cost
   // Forecasts (runtime/forecast.h), kept only for a heuristic that reads them: its structural signature (0:
-  // none), the program clock at its birth and at its last program use, the ops clock at its last use, the program uses so far (offsets from
+  // none), the program clock at its birth, the ops clock at its last use, the program uses so far (offsets from
   // its birth), and the uses of the last storage of its signature with how far they have been passed.
   std::uint64_t signature = 0;
   std::uint64_t constant_key = 0;  // a constant's shape and dtype hash, while counted among the live ones
   std::uint64_t born = 0;
-  std::uint64_t last_program_use = 0;
   std::uint64_t last_touch_ops = 0;  // the ops clock (recomputations included) at its last use
   std::vector<std::uint32_t> uses;
   std::shared_ptr<const std::vector<std::uint32_t>> forecast;

@@ -62,8 +62,8 @@ struct Runtime::Impl final : Reclaimer {
   std::unique_ptr<heuristics::Heuristic> heuristic;
   bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
   bool walking_scores = false;  // heuristic->scores_walk_lineage(), read once: timed as search
-  std::unique_ptr<heuristics::EvictionIndex> index;
-  std::unique_ptr<detail::Forecaster> forecaster;  // only for a heuristic that reads forecasts  // the candidates in score order; none: scan `recomputable`
+  std::unique_ptr<heuristics::EvictionIndex> index;  // the candidates in score order; none: scan `recomputable`
+  std::unique_ptr<detail::Forecaster> forecaster;  // only for a heuristic that reads forecasts
   // Where buffers come from: the caching allocator, or (BufferSource::memory_resource) `direct_memory` itself;
   // `memory` is the one in use.
   std::unique_ptr<CachingAllocator> allocator;
@@ -260,7 +260,7 @@ struct Runtime::Impl final : Reclaimer {
 
   void assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
   void assign(Tensor& target, const Tensor& value);
-  void rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std::string_view op);
+  void rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std::uint64_t fresh_id, std::string_view op);
   void pin_dependents(Storage& old, Storage& fresh);
   [[nodiscard]] std::shared_ptr<Closure> make_constant(Storage& s);
 

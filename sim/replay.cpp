@@ -123,7 +123,8 @@ class Replayer {
     switch (in.kind) {
       case Kind::constant:
         bind(in.name, runtime_.constant(TensorMeta{{static_cast<std::int64_t>(in.bytes)}, DType::uint8}));
-        if (options_.keep_constants) constants_.push_back(live_[in.name]);
+        // Kept through a handle of its own: an assign through the name's handle must not move it too.
+        if (options_.keep_constants) constants_.push_back(runtime_.view(live_[in.name], live_[in.name].shape(), 0));
         return;
       case Kind::call: return call(in);
       case Kind::mutate: return mutate(in);

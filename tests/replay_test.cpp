@@ -10,6 +10,10 @@
 #include <sstream>
 #include <string>
 
+#include <unistd.h>
+
+#include "dtr/ops.h"
+#include "dtr/runtime.h"
 #include "dtr/sim.h"
 #include "test_helpers.h"
 #include "test_resources.h"
@@ -279,6 +283,36 @@ TEST(Replay, AnUpdateBoundWithCopyFromReplaysAsTheRunsAssignment) {
   const sim::Trace shared = parse(text);
   EXPECT_EQ(sim::summarize(shared).peak_bytes, 7000u);
   EXPECT_EQ(sim::replay(shared, freed).peak_resident_bytes, 7000u);
+
+  // With constants kept (the default), the first value of W stays to the end though W is rebound to a value
+  // that becomes a constant: 1000 (first W) + 1000 (its update) + 5000 (z). The kept copy once shared W's
+  // handle, and the assignment moved it too: 6000.
+  std::string unshared = text;
+  unshared.erase(unshared.find(R"({"DST":"w_old")"),
+                 std::string(R"({"DST":"w_old","INSTRUCTION":"COPY","SRC":"W"})").size() + 1);
+  EXPECT_EQ(sim::replay(parse(unshared), sim::ReplayOptions{}).peak_resident_bytes, 7000u);
+}
+
+// A run that assigns a computed value (Runtime::assign(target, value)) writes a trace that replays: the
+// COPY_FROM names the value's handle, which may not be its storage's first name (an updated parameter's).
+TEST(Replay, ATraceOfAnAssignedValueNamesItsHandleAndReplays) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("dtr-assign-trace-" + std::to_string(::getpid()) + ".log");
+  {
+    Config config = deterministic_config();
+    config.trace_path = path.string();
+    Runtime rt(config);
+    Tensor p1 = constant(rt, {64}, 1.0f);
+    Tensor p2 = constant(rt, {64}, 2.0f);
+    rt.assign(p1, ops::add(), {p1, p1});  // p1's handle now holds the add's storage, named by the handle
+    rt.assign(p2, p1);                    // the value's handle: p1, not the add's result (released)
+    Tensor y = rt.call1(ops::relu(), {p2});
+  }
+  const sim::Trace trace = sim::read_trace(path.string());
+  std::filesystem::remove(path);
+  sim::ReplayOptions options;
+  options.keep_constants = false;
+  EXPECT_TRUE(sim::replay(trace, options).feasible);
 }
 
 TEST(Replay, NamesThatAreNotLiveAreTraceErrorsWithTheirLine) {

@@ -395,6 +395,15 @@ TEST_P(InPlace, AssigningAComputedValueFollowsTheOpsRules) {
   EXPECT_EQ(y.to_host()[1], -y_before[1]);
   rt.assign(w, w);  // itself: nothing changes
   EXPECT_EQ(w.to_host(), w_alias.to_host());
+  // An evicted value is remade before it becomes a constant (a constant has no producer to remake it from).
+  Tensor remade = rt.call1(ops::relu(), {x});
+  const std::vector<float> remade_values = remade.to_host();
+  ASSERT_TRUE(rt.evict(remade));
+  Tensor target = constant(rt, {4}, 0.0f);
+  rt.assign(target, remade);
+  EXPECT_TRUE(remade.resident());
+  EXPECT_FALSE(rt.evict(target));
+  EXPECT_EQ(target.to_host(), remade_values);
   expect_error<ShapeError>([&] { rt.assign(w, rt.call1(ops::sum(), {w})); },
                            {"assign: the value has shape [] and dtype float32, the target [4] and float32"});
   Tensor v = rt.view(w, {2}, 2);

@@ -92,14 +92,19 @@ std::string model_title(const dtr::train::TrainOptions& o, const dtr::train::Tra
                      data.train.count, o.optimizer);
 }
 
-// --compare-heuristics: "none", or heuristic names separated by commas.
+// --compare-heuristics: "none", or heuristic names separated by commas (spaces around a name ignored; a name
+// given twice counts once).
 std::vector<std::string> compare_heuristics(const std::string& text) {
   std::vector<std::string> names;
   if (text == "none") return names;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
-    names.push_back(dtr::parse_heuristic(text.substr(start, comma - start), "--compare-heuristics"));
+    std::string name = text.substr(start, comma - start);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    name = dtr::parse_heuristic(name, "--compare-heuristics");
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(std::move(name));
     start = comma + 1;
   }
   return names;
@@ -127,7 +132,7 @@ int run_compare(const Flags& f, const dtr::train::TrainOptions& o, const dtr::tr
   c.train = o;
   c.static_segments = o.checkpoint_segments > 0 ? o.checkpoint_segments : 0;
   c.train.checkpoint_segments = -1;
-  c.also_heuristics = compare_heuristics(f.compare_heuristics);
+  c.also_heuristics = compare_heuristics(f.compare_heuristics);  // checked in main() before the data loads
   if (f.epochs) {
     c.steps = *f.epochs * (data.train.count / o.batch);
   } else if (f.steps) {
@@ -303,6 +308,7 @@ int main(int argc, char** argv) {
     if (!f.budget.empty()) base.memory_budget = dtr::parse_memory_budget(f.budget, capacity, "--budget");
     if (!f.heuristic.empty()) base.heuristic = dtr::parse_heuristic(f.heuristic, "--heuristic");
     if (!f.trace.empty()) base.trace_path = f.trace;
+    if (f.compare) (void)compare_heuristics(f.compare_heuristics);  // a bad name fails now, not after loading
     if ((f.compare || f.max_batch) && (!f.save.empty() || !f.load.empty())) {
       throw CLI::ValidationError("--save/--load", "apply to a training run, not to --compare or --max-batch");
     }
