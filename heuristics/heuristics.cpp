@@ -53,17 +53,15 @@ class RandomHeuristic final : public Heuristic {
   std::mt19937_64 rng_;
 };
 
-// Fragmentation-aware: `base`'s scores, and windows of blocks under a device budget (the runtime asks
-// fragmentation_aware()). Every event and listener goes to `base`, which keeps the state.
-class WindowHeuristic final : public Heuristic {
+// A heuristic built on another, `base`, which keeps the state: every query, event and listener goes to it
+// unless the derived class says otherwise.
+class DelegatingHeuristic : public Heuristic {
  public:
-  WindowHeuristic(std::string name, std::unique_ptr<Heuristic> base) : name_(std::move(name)), base_(std::move(base)) {}
-  std::string name() const override { return name_; }
   bool indexable() const override { return base_->indexable(); }
   bool timeless() const override { return base_->timeless(); }
   bool scores_walk_lineage() const override { return base_->scores_walk_lineage(); }
-  bool fragmentation_aware() const override { return true; }
   bool reads_forecasts() const override { return base_->reads_forecasts(); }
+  bool fragmentation_aware() const override { return base_->fragmentation_aware(); }
   ScoreKey key(StorageView& s) override { return base_->key(s); }
   double score(StorageView& s, std::uint64_t now) override { return base_->score(s, now); }
   void on_evict(StorageView& s) override { base_->on_evict(s); }
@@ -73,35 +71,40 @@ class WindowHeuristic final : public Heuristic {
   std::size_t live_slots() const override { return base_->live_slots(); }
   void set_listener(ScoreListener* listener) override { base_->set_listener(listener); }
 
+ protected:
+  explicit DelegatingHeuristic(std::unique_ptr<Heuristic> base) : base_(std::move(base)) {}
+  Heuristic& base() { return *base_; }
+
+ private:
+  std::unique_ptr<Heuristic> base_;
+};
+
+// Fragmentation-aware: `base`'s scores, and windows of blocks under a device budget (the runtime asks
+// fragmentation_aware()).
+class WindowHeuristic final : public DelegatingHeuristic {
+ public:
+  WindowHeuristic(std::string name, std::unique_ptr<Heuristic> base)
+      : DelegatingHeuristic(std::move(base)), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  bool fragmentation_aware() const override { return true; }
+
  private:
   std::string name_;
-  std::unique_ptr<Heuristic> base_;
 };
 
 // h_forecast = (c0 + Σ c0 over e*(t)) / (m·d): h_DTR^eq with staleness replaced by d, the program ops until
 // the storage's forecast next use (StorageView::forecast_distance; its staleness where nothing is forecast):
 // Belady's rule weighed by what eviction costs. Scores move with the clock in both directions (a forecast
-// use comes nearer), so it is scanned, not indexed. Every event goes to h_DTR^eq, which keeps the classes.
-class ForecastHeuristic final : public Heuristic {
+// use comes nearer), so it is scanned, not indexed. h_DTR^eq keeps the classes.
+class ForecastHeuristic final : public DelegatingHeuristic {
  public:
-  ForecastHeuristic() : base_(make_dtr_eq_heuristic()) {}
+  ForecastHeuristic() : DelegatingHeuristic(make_dtr_eq_heuristic()) {}
   std::string name() const override { return "forecast"; }
   bool indexable() const override { return false; }
   bool reads_forecasts() const override { return true; }
-  bool scores_walk_lineage() const override { return base_->scores_walk_lineage(); }
-  ScoreKey key(StorageView& s) override { return base_->key(s); }
   double score(StorageView& s, std::uint64_t /*now*/) override {
-    return base_->key(s).a / std::max(s.forecast_distance(), 1.0);
+    return base().key(s).a / std::max(s.forecast_distance(), 1.0);
   }
-  void on_evict(StorageView& s) override { base_->on_evict(s); }
-  void on_rematerialize(StorageView& s) override { base_->on_rematerialize(s); }
-  void on_destroy(StorageView& s) override { base_->on_destroy(s); }
-  void on_cut(StorageView& s) override { base_->on_cut(s); }
-  std::size_t live_slots() const override { return base_->live_slots(); }
-  void set_listener(ScoreListener* listener) override { base_->set_listener(listener); }
-
- private:
-  std::unique_ptr<Heuristic> base_;
 };
 
 constexpr std::string_view kWindowSuffix = "+window";
