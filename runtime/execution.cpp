@@ -254,6 +254,7 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   if (rematerializing) {
     stats.remat_compute += cost;
     stats.rematerializations += 1;
+    count_recomputation(c.computation->name(), cost);
   } else {
     c.cost = cost;
     stats.base_compute += cost;

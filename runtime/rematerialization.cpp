@@ -2,8 +2,11 @@
 // first, with an explicit stack (a chain of any length recomputes without growing the C stack); op-made views
 // that an eviction undid are made again (design section 4).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtr/check.h"
@@ -66,6 +69,41 @@ void Runtime::Impl::make_view(Storage& s, std::uint32_t view) {
   }
 }
 
+void Runtime::Impl::count_recomputation(std::string_view op, double cost) {
+  auto it = recomputed_ops.find(op);
+  if (it == recomputed_ops.end()) {
+    const std::string_view key = recomputed_ops.size() + 1 < kMaxProfiledOps ? op : kOtherOps;
+    it = recomputed_ops.find(key);
+    if (it == recomputed_ops.end()) it = recomputed_ops.emplace(std::string(key), OpRecomputations{std::string(key)}).first;
+  }
+  it->second.runs += 1;
+  it->second.cost += cost;
+}
+
+std::vector<OpRecomputations> Runtime::Impl::recomputations_by_op() const {
+  std::vector<OpRecomputations> ops;
+  ops.reserve(recomputed_ops.size());
+  for (const auto& [name, entry] : recomputed_ops) ops.push_back(entry);
+  std::stable_sort(ops.begin(), ops.end(), [](const OpRecomputations& a, const OpRecomputations& b) {
+    return a.cost > b.cost;
+  });
+  return ops;
+}
+
+std::string Runtime::Impl::costliest_recomputations(std::size_t count) const {
+  const std::vector<OpRecomputations> ops = recomputations_by_op();
+  double total = 0;
+  for (const OpRecomputations& o : ops) total += o.cost;
+  std::string text;
+  for (std::size_t i = 0; i < ops.size() && i < count; ++i) {
+    if (!text.empty()) text += ", ";
+    const double percent = total > 0 ? std::round(1000.0 * ops[i].cost / total) / 10.0 : 0.0;
+    text += detail::concat(ops[i].op, " ", percent, "% (", ops[i].runs,
+                           ops[i].runs == 1 ? " run)" : " runs)");
+  }
+  return text;
+}
+
 void Runtime::Impl::check_thrashing(std::string_view recomputing) {
   // Without a budget nothing evicts during a recomputation: recomputations come from the program's own
   // Runtime::evict calls, and cannot cascade.
@@ -79,8 +117,8 @@ void Runtime::Impl::check_thrashing(std::string_view recomputing) {
             "x the base compute (overhead ", base > 0 ? (base + spent) / base : 0.0, ", past the thrash limit ",
             *config.thrash_limit, ") under a budget of ",
             config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (",
-            to_string(config.budget_mode), " mode) with heuristic ", config.heuristic,
-            ". Try a larger DTR_MEMORY_BUDGET or another DTR_HEURISTIC (dtr-eq is the default); DTR_THRASH_LIMIT "
+            to_string(config.budget_mode), " mode) with heuristic ", config.heuristic, "; recomputed most: ",
+            costliest_recomputations(3), ". Try a larger DTR_MEMORY_BUDGET or another DTR_HEURISTIC (dtr-eq is the default); DTR_THRASH_LIMIT "
             "raises the limit (off removes it).");
 }
 

@@ -275,6 +275,7 @@ bool Runtime::evict(const Tensor& tensor) {
 void Runtime::set_memory_budget(std::optional<std::uint64_t> bytes) { impl_->set_budget(bytes); }
 
 RuntimeStats Runtime::stats() const { return impl_->current_stats(); }
+std::vector<OpRecomputations> Runtime::recomputations_by_op() const { return impl_->recomputations_by_op(); }
 std::uint64_t Runtime::random_state() const { return impl_->random_calls; }
 void Runtime::set_random_state(std::uint64_t state) { impl_->random_calls = state; }
 const Config& Runtime::config() const { return impl_->config; }

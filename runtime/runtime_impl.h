@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -88,6 +89,13 @@ struct Runtime::Impl final : Reclaimer {
   std::int64_t live_storages = 0;
   RuntimeStats stats;
   double forgiven_remat = 0;  // recomputation before the last Thrashing, which the thrash limit no longer counts
+  // Runtime::recomputations_by_op: per op name (bounded by Runtime::kMaxProfiledOps, then "(other ops)").
+  std::map<std::string, OpRecomputations, std::less<>> recomputed_ops;
+  void count_recomputation(std::string_view op, double cost);
+  // The costliest recomputed ops, for a Thrashing message: "linear 98.7% (3706 runs), ...".
+  std::string costliest_recomputations(std::size_t count) const;
+  std::vector<OpRecomputations> recomputations_by_op() const;
+  static constexpr std::string_view kOtherOps = "(other ops)";
   std::string_view current_op;  // the program's op being run, for error messages (CurrentOp sets it)
   // Storages whose last owner was a dying closure. Released here, one at a time, instead of from inside the
   // closure's destructor, so that dropping the end of a 100 000-op chain does not recurse 100 000 deep.

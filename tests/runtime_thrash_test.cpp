@@ -88,6 +88,11 @@ TEST(RuntimeThrash, TheLimitStopsTheCascadeWithinItsWorkAtTheRecomputationThatPa
       EXPECT_GT(s.remat_compute, (limit - 1) * s.base_compute);
       EXPECT_LE(s.remat_compute, (limit - 1) * s.base_compute + kWidth);
       const std::string message = e.what();
+      // ... and where the recomputation went: the costliest recomputed op first, with its share and runs.
+      const OpRecomputations top = rt.recomputations_by_op().at(0);
+      const std::string most = "; recomputed most: " + top.op + " ";
+      EXPECT_NE(message.find(most), std::string::npos) << most << " in " << message;
+      EXPECT_NE(message.find("(" + std::to_string(top.runs) + " runs)"), std::string::npos) << message;
       for (const char* part : {"thrashing running op 'mul'", "(recomputing '", "past the thrash limit",
                                "under a budget of 12.00 KiB", "bytes mode", "heuristic lru", "DTR_MEMORY_BUDGET",
                                "DTR_HEURISTIC", "DTR_THRASH_LIMIT"}) {

@@ -104,6 +104,20 @@ void print_compare_table(const std::vector<train::RowResult>& rows, const std::s
                 row.losses.empty() ? 0.0 : static_cast<double>(row.losses.back()),
                 row.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * row.test_accuracy).c_str() : "-");
   }
+  bool recomputed = false;
+  for (const train::RowResult& row : rows) {
+    if (row.recomputed_by_op.empty()) continue;
+    if (!recomputed) std::printf("\nWhat DTR recomputed most (share of the row's recomputation, runs):\n");
+    recomputed = true;
+    std::string ops;
+    double total = 0;
+    for (const OpRecomputations& o : row.recomputed_by_op) total += o.cost;
+    for (std::size_t i = 0; i < row.recomputed_by_op.size() && i < 3; ++i) {
+      const OpRecomputations& o = row.recomputed_by_op[i];
+      ops += fmt::format("{}{} {:.1f}% ({})", i > 0 ? ", " : "", o.op, total > 0 ? 100 * o.cost / total : 0.0, o.runs);
+    }
+    std::printf("- %s: %s\n", row.strategy.name.c_str(), ops.c_str());
+  }
   for (const train::RowResult& row : rows) {
     if (!row.completed) std::printf("\n%s stopped: %s\n", row.strategy.name.c_str(), row.failure.c_str());
   }
@@ -184,6 +198,10 @@ std::string compare_json(const std::vector<train::RowResult>& rows, const std::s
     r["rematerializations"] = row.stats.rematerializations;
     r["extra_compute"] = row.extra_compute(rows.front());
     r["search_share"] = row.search_share();
+    r["recomputed_by_op"] = nlohmann::json::array();
+    for (const OpRecomputations& o : row.recomputed_by_op) {
+      r["recomputed_by_op"].push_back({{"op", o.op}, {"runs", o.runs}, {"cost", o.cost}});
+    }
     r["test_accuracy"] = row.test_accuracy >= 0 ? nlohmann::json(row.test_accuracy) : nlohmann::json(nullptr);
     out["rows"].push_back(r);
   }

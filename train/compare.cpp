@@ -71,6 +71,7 @@ RowResult run_row(const CompareOptions& options, const Strategy& strategy, const
   }
   if (trainer == nullptr) return row;
   row.stats = trainer->runtime().stats();
+  row.recomputed_by_op = trainer->runtime().recomputations_by_op();
   if (row.completed) {
     row.parameters_hash = hash_parameters(trainer->model());
     if (evaluate) row.test_accuracy = trainer->evaluate(data.test);

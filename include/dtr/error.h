@@ -54,7 +54,8 @@ class TraceError : public InvalidArgument {
 // Recomputation passed the thrash limit (Config::thrash_limit, DTR_THRASH_LIMIT): the budget is so tight that
 // evicted tensors keep recomputing each other. Thrown from inside rematerialization, as soon as the limit is
 // passed; the runtime stays usable (release tensors, raise the budget, run the next op). The message names the
-// op being run and the one being recomputed, the budget, the overhead reached and what to try.
+// op being run and the one being recomputed, the budget, the overhead reached, the ops whose recomputation cost
+// most so far (Runtime::recomputations_by_op) and what to try.
 class Thrashing : public Error {
  public:
   using Error::Error;

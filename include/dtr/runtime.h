@@ -48,6 +48,14 @@ struct RuntimeFootprint {
   std::uint64_t segments = 0;           // the caching allocator's segments (0 without one)
 };
 
+// What recomputing one op (by name: an op of the table or a computation) has cost so far: how many times a
+// recomputation ran it, and the summed cost (the cost model's unit, as RuntimeStats::remat_compute).
+struct OpRecomputations {
+  std::string op;
+  std::uint64_t runs = 0;
+  double cost = 0;
+};
+
 // The runtime's counters under the name the API documents (dtr::Stats).
 using Stats = RuntimeStats;
 
@@ -123,6 +131,11 @@ class Runtime {
   void set_random_state(std::uint64_t state);
 
   RuntimeStats stats() const;
+  // Where the recomputation went: one entry per op that was recomputed, costliest first (ties by name). At
+  // most kMaxProfiledOps names are kept; the rest are summed under "(other ops)". Empty until something is
+  // recomputed.
+  std::vector<OpRecomputations> recomputations_by_op() const;
+  static constexpr std::size_t kMaxProfiledOps = 1024;
   const Config& config() const;
   CachingAllocator& allocator();
   // Sum of the bytes of the storages in memory now.

@@ -107,6 +107,24 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
   const nlohmann::json out = last_json_line(j.output);
   EXPECT_TRUE(out["losses_bitwise_equal"].get<bool>());
   EXPECT_EQ(out["rows"].size(), 5U);
+  // Each row says where its recomputation went: per op, runs adding up to the row's rematerializations (costs
+  // counted, not timed, so that the same rows recompute on a slow machine).
+  const std::string counted = "DTR_COST_MODEL=flops " + std::string(DTR_TRAIN_PATH) + kSmall + " --compare --steps 2";
+  const Outcome profiled = run_command(counted + " --json --compare-heuristics none");
+  ASSERT_EQ(exit_code(profiled), 0) << profiled.output;
+  bool any = false;
+  const nlohmann::json profile = last_json_line(profiled.output);
+  for (const nlohmann::json& row : profile["rows"]) {
+    std::uint64_t runs = 0;
+    for (const nlohmann::json& op : row["recomputed_by_op"]) runs += op["runs"].get<std::uint64_t>();
+    EXPECT_EQ(runs, row["rematerializations"].get<std::uint64_t>()) << row.dump();
+    any = any || runs > 0;
+  }
+  EXPECT_TRUE(any) << "no row recomputed anything: the check above tests nothing\n" << profiled.output;
+  const Outcome listed = run_command(counted + " --compare-heuristics none");
+  ASSERT_EQ(exit_code(listed), 0) << listed.output;
+  EXPECT_NE(listed.output.find("What DTR recomputed most"), std::string::npos) << listed.output;
+  EXPECT_NE(listed.output.find("- DTR at 30%: linear "), std::string::npos) << listed.output;
   // Two more heuristics: their DTR rows follow, the runtime's own (dtr-eq) is not repeated.
   const Outcome more = train(kSmall + " --compare --steps 2 --json --compare-heuristics lru,dtr-eq,dtr");
   ASSERT_EQ(exit_code(more), 0) << more.output;

@@ -30,6 +30,7 @@ struct RowResult {
   std::vector<float> losses;  // per step
   std::vector<double> step_seconds;
   RuntimeStats stats;
+  std::vector<OpRecomputations> recomputed_by_op;  // where its recomputation went (Runtime::recomputations_by_op)
   double test_accuracy = -1;  // -1: not measured
   std::uint64_t parameters_hash = 0;  // FNV-1a of the final parameters' and buffers' bits
 
