@@ -74,7 +74,9 @@ void Runtime::Impl::count_recomputation(std::string_view op, double cost) {
   if (it == recomputed_ops.end()) {
     const std::string_view key = recomputed_ops.size() + 1 < kMaxProfiledOps ? op : kOtherOps;
     it = recomputed_ops.find(key);
-    if (it == recomputed_ops.end()) it = recomputed_ops.emplace(std::string(key), OpRecomputations{std::string(key)}).first;
+    if (it == recomputed_ops.end()) {
+      it = recomputed_ops.emplace(std::string(key), OpRecomputations{std::string(key)}).first;
+    }
   }
   it->second.runs += 1;
   it->second.cost += cost;
@@ -118,7 +120,8 @@ void Runtime::Impl::check_thrashing(std::string_view recomputing) {
             *config.thrash_limit, ") under a budget of ",
             config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (",
             to_string(config.budget_mode), " mode) with heuristic ", config.heuristic, "; recomputed most: ",
-            costliest_recomputations(3), ". Try a larger DTR_MEMORY_BUDGET or another DTR_HEURISTIC (dtr-eq is the default); DTR_THRASH_LIMIT "
+            costliest_recomputations(3),
+            ". Try a larger DTR_MEMORY_BUDGET or another DTR_HEURISTIC (dtr-eq is the default); DTR_THRASH_LIMIT "
             "raises the limit (off removes it).");
 }
 
