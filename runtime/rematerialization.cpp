@@ -73,10 +73,7 @@ void Runtime::Impl::count_recomputation(std::string_view op, double cost) {
   auto it = recomputed_ops.find(op);
   if (it == recomputed_ops.end()) {
     const std::string_view key = recomputed_ops.size() + 1 < kMaxProfiledOps ? op : kOtherOps;
-    it = recomputed_ops.find(key);
-    if (it == recomputed_ops.end()) {
-      it = recomputed_ops.emplace(std::string(key), OpRecomputations{std::string(key)}).first;
-    }
+    it = recomputed_ops.try_emplace(std::string(key)).first;
   }
   it->second.runs += 1;
   it->second.cost += cost;
@@ -85,25 +82,11 @@ void Runtime::Impl::count_recomputation(std::string_view op, double cost) {
 std::vector<OpRecomputations> Runtime::Impl::recomputations_by_op() const {
   std::vector<OpRecomputations> ops;
   ops.reserve(recomputed_ops.size());
-  for (const auto& [name, entry] : recomputed_ops) ops.push_back(entry);
+  for (const auto& [name, entry] : recomputed_ops) ops.push_back({name, entry.runs, entry.cost});
   std::stable_sort(ops.begin(), ops.end(), [](const OpRecomputations& a, const OpRecomputations& b) {
     return a.cost > b.cost;
   });
   return ops;
-}
-
-std::string Runtime::Impl::costliest_recomputations(std::size_t count) const {
-  const std::vector<OpRecomputations> ops = recomputations_by_op();
-  double total = 0;
-  for (const OpRecomputations& o : ops) total += o.cost;
-  std::string text;
-  for (std::size_t i = 0; i < ops.size() && i < count; ++i) {
-    if (!text.empty()) text += ", ";
-    const double percent = total > 0 ? std::round(1000.0 * ops[i].cost / total) / 10.0 : 0.0;
-    text += detail::concat(ops[i].op, " ", percent, "% (", ops[i].runs,
-                           ops[i].runs == 1 ? " run)" : " runs)");
-  }
-  return text;
 }
 
 void Runtime::Impl::check_thrashing(std::string_view recomputing) {
@@ -120,7 +103,7 @@ void Runtime::Impl::check_thrashing(std::string_view recomputing) {
             *config.thrash_limit, ") under a budget of ",
             config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (",
             to_string(config.budget_mode), " mode) with heuristic ", config.heuristic, "; recomputed most: ",
-            costliest_recomputations(3),
+            describe_recomputations(recomputations_by_op(), 3),
             ". Try a larger DTR_MEMORY_BUDGET or another DTR_HEURISTIC (dtr-eq is the default); DTR_THRASH_LIMIT "
             "raises the limit (off removes it).");
 }
@@ -275,5 +258,17 @@ void Runtime::Impl::materialize(Storage& target) {
 }
 
 void Runtime::Impl::acquire_inputs(Closure& c, Pins& pins) { walk_with_retry(*this, c, nullptr, &pins); }
+
+std::string describe_recomputations(std::span<const OpRecomputations> ops, std::size_t count) {
+  double total = 0;
+  for (const OpRecomputations& o : ops) total += o.cost;
+  std::string text;
+  for (std::size_t i = 0; i < ops.size() && i < count; ++i) {
+    if (!text.empty()) text += ", ";
+    const double percent = total > 0 ? std::round(1000.0 * ops[i].cost / total) / 10.0 : 0.0;
+    text += detail::concat(ops[i].op, " ", percent, "% (", ops[i].runs, ops[i].runs == 1 ? " run)" : " runs)");
+  }
+  return text;
+}
 
 }  // namespace dtr

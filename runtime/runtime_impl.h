@@ -90,10 +90,12 @@ struct Runtime::Impl final : Reclaimer {
   RuntimeStats stats;
   double forgiven_remat = 0;  // recomputation before the last Thrashing, which the thrash limit no longer counts
   // Runtime::recomputations_by_op: per op name (bounded by Runtime::kMaxProfiledOps, then "(other ops)").
-  std::map<std::string, OpRecomputations, std::less<>> recomputed_ops;
+  struct RecomputedOp {
+    std::uint64_t runs = 0;
+    double cost = 0;
+  };
+  std::map<std::string, RecomputedOp, std::less<>> recomputed_ops;
   void count_recomputation(std::string_view op, double cost);
-  // The costliest recomputed ops, for a Thrashing message: "linear 98.7% (3706 runs), ...".
-  std::string costliest_recomputations(std::size_t count) const;
   std::vector<OpRecomputations> recomputations_by_op() const;
   static constexpr std::string_view kOtherOps = "(other ops)";
   std::string_view current_op;  // the program's op being run, for error messages (CurrentOp sets it)

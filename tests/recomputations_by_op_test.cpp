@@ -108,5 +108,15 @@ TEST(RecomputationsByOp, PastItsBoundTheRestAreSummedUnderOtherOps) {
   EXPECT_EQ(other, names - (Runtime::kMaxProfiledOps - 1));
 }
 
+// One line for messages: the first `count` entries, each with its share of the whole profile's cost.
+TEST(RecomputationsByOp, DescribedWithTheirSharesOfTheWholeProfile) {
+  const std::vector<OpRecomputations> ops{{"linear", 30, 600.0}, {"bmm", 1, 300.0}, {"add", 7, 100.0}};
+  EXPECT_EQ(describe_recomputations(ops, 2), "linear 60% (30 runs), bmm 30% (1 run)");
+  EXPECT_EQ(describe_recomputations(ops, 9), "linear 60% (30 runs), bmm 30% (1 run), add 10% (7 runs)");
+  EXPECT_EQ(describe_recomputations({}, 3), "");
+  const std::vector<OpRecomputations> free_ops{{"view", 2, 0.0}};
+  EXPECT_EQ(describe_recomputations(free_ops, 1), "view 0% (2 runs)");
+}
+
 }  // namespace
 }  // namespace dtr::test

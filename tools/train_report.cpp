@@ -107,16 +107,9 @@ void print_compare_table(const std::vector<train::RowResult>& rows, const std::s
   bool recomputed = false;
   for (const train::RowResult& row : rows) {
     if (row.recomputed_by_op.empty()) continue;
-    if (!recomputed) std::printf("\nWhat DTR recomputed most (share of the row's recomputation, runs):\n");
+    if (!recomputed) std::printf("\nWhat DTR recomputed most (share of the row's recomputation):\n");
     recomputed = true;
-    std::string ops;
-    double total = 0;
-    for (const OpRecomputations& o : row.recomputed_by_op) total += o.cost;
-    for (std::size_t i = 0; i < row.recomputed_by_op.size() && i < 3; ++i) {
-      const OpRecomputations& o = row.recomputed_by_op[i];
-      ops += fmt::format("{}{} {:.1f}% ({})", i > 0 ? ", " : "", o.op, total > 0 ? 100 * o.cost / total : 0.0, o.runs);
-    }
-    std::printf("- %s: %s\n", row.strategy.name.c_str(), ops.c_str());
+    std::printf("- %s: %s\n", row.strategy.name.c_str(), describe_recomputations(row.recomputed_by_op, 3).c_str());
   }
   for (const train::RowResult& row : rows) {
     if (!row.completed) std::printf("\n%s stopped: %s\n", row.strategy.name.c_str(), row.failure.c_str());
