@@ -37,6 +37,10 @@ SmallVector<const void*, 4> input_buffers(const Closure& c) {
 
 }  // namespace
 
+TensorMetas Computation::run_first(const KernelArgs& /*args*/) {
+  DTR_THROW(InvalidArgument, "op '", name(), "' cannot size its outputs by running: call it with their shapes");
+}
+
 Runtime::Impl::Results Runtime::Impl::call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
   DTR_CHECK(op.infer && op.cpu_kernel, InvalidArgument, "op '", op.name, "' has no shape rule or CPU kernel");
   backend->check_supported(op);
@@ -77,9 +81,18 @@ Runtime::Impl::Results Runtime::Impl::call(std::shared_ptr<Computation> computat
   return record(make<detail::SharedClosure>(std::move(computation)), inputs, out_meta, {});
 }
 
+Runtime::Impl::Results Runtime::Impl::call_unsized(std::shared_ptr<Computation> computation,
+                                                   std::span<const Tensor> inputs) {
+  DTR_CHECK(computation != nullptr, InvalidArgument, "call: the computation is null");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    input_handle(inputs[i], computation->name(), i);
+  }
+  return record(make<detail::SharedClosure>(std::move(computation)), inputs, {}, {}, nullptr, /*sized=*/false);
+}
+
 Runtime::Impl::Results Runtime::Impl::record(std::shared_ptr<Closure> closure, std::span<const Tensor> inputs,
-                                             const TensorMetas& out_meta, const OutputViews& views,
-                                             const detail::OpComputation* check) {
+                                             TensorMetas out_meta, const OutputViews& views,
+                                             const detail::OpComputation* check, bool sized) {
   Computation& computation = *closure->computation;
   DTR_CHECK(kernel_memory || !computation.touches_memory(), InvalidArgument, "op '", computation.name(),
             "' runs a kernel, but this runtime's memory (", memory_name(),
@@ -96,6 +109,20 @@ Runtime::Impl::Results Runtime::Impl::record(std::shared_ptr<Closure> closure, s
   Pins input_pins(*this);
   acquire_inputs(*closure, input_pins);
   if (check != nullptr && kernel_memory) check_values(*closure, *check);
+  std::uint64_t first_run_ns = 0;
+  if (!sized) {
+    const SmallVector<const void*, 4> in_buffers = input_buffers(*closure);
+    const std::uint64_t started = detail::steady_ns();
+    out_meta = computation.run_first(KernelArgs{closure->input_meta, in_buffers, {}, {}, kNoAttrs, 0});
+    first_run_ns = detail::steady_ns() - started;
+    for (const TensorMeta& m : out_meta) {
+      try {
+        (void)m.nbytes();
+      } catch (const ShapeError& e) {
+        DTR_THROW(ShapeError, "op '", computation.name(), "': output ", e.what());
+      }
+    }
+  }
   SmallVector<std::shared_ptr<Storage>, 2> outputs;  // per output; nullptr for a view
   for (std::size_t i = 0; i < out_meta.size(); ++i) {
     if (!views.empty() && views[i]) {
@@ -111,7 +138,7 @@ Runtime::Impl::Results Runtime::Impl::record(std::shared_ptr<Closure> closure, s
     if (forecaster) forecaster->made(*s, std::hash<std::string_view>{}(computation.name()));
     outputs.push_back(std::move(s));
   }
-  run(*closure, /*rematerializing=*/false);
+  run(*closure, /*rematerializing=*/false, nullptr, first_run_ns);
   closure->register_dependent();
   Results result;
   for (std::size_t i = 0; i < out_meta.size(); ++i) {
@@ -218,7 +245,7 @@ class UndoRestores {
 
 }  // namespace
 
-void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* requested) {
+void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* requested, std::uint64_t first_run_ns) {
   // Declared before the pins, so destroyed after them: the pins release scratch storages too, and a failed
   // recomputation's outputs are released once unpinned.
   UndoRestores undo(*this);
@@ -249,7 +276,7 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   const std::uint64_t started = detail::steady_ns();
   c.computation->run(args);
   if (measured) backend->synchronize();
-  const double cost = cost_of(c, known, detail::steady_ns() - started);
+  const double cost = cost_of(c, known, detail::steady_ns() - started + first_run_ns);
   compute_clock += cost;
   if (rematerializing) {
     stats.remat_compute += cost;

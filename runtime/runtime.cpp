@@ -221,6 +221,9 @@ Tensor Runtime::constant(TensorMeta meta, std::span<const double> values) {
 Tensor Runtime::constant(TensorMeta meta, std::span<const std::int64_t> values) {
   return impl_->constant(std::move(meta), values);
 }
+Tensor Runtime::constant(TensorMeta meta, std::span<const std::uint8_t> values) {
+  return impl_->constant(std::move(meta), values);
+}
 Tensor Runtime::constant(TensorMeta meta) { return impl_->constant(std::move(meta)); }
 
 void Runtime::materialize(const Tensor& tensor) {
@@ -244,6 +247,11 @@ Tensor Runtime::call1(const OpDef& op, std::span<const Tensor> inputs, const Att
 std::vector<Tensor> Runtime::call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs,
                                   std::span<const TensorMeta> outputs) {
   Impl::Results results = impl_->call(std::move(computation), inputs, outputs);
+  return std::vector<Tensor>(std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
+}
+
+std::vector<Tensor> Runtime::call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs) {
+  Impl::Results results = impl_->call_unsized(std::move(computation), inputs);
   return std::vector<Tensor>(std::make_move_iterator(results.begin()), std::make_move_iterator(results.end()));
 }
 

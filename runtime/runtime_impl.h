@@ -220,15 +220,19 @@ struct Runtime::Impl final : Reclaimer {
   // A computation from another source, with its outputs' shapes.
   Results call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs,
                std::span<const TensorMeta> outputs);
+  // A computation from another source that sizes its outputs by running (Computation::run_first).
+  Results call_unsized(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs);
   // Records `closure` (its computation set, nothing else) over `inputs` and runs it the first time: inputs made
   // ready and pinned, their values checked by `check` (an op with OpDef::check_values), outputs created (views
-  // of inputs where `views` says), run, traced.
-  Results record(std::shared_ptr<Closure> closure, std::span<const Tensor> inputs, const TensorMetas& out_meta,
-                 const OutputViews& views, const detail::OpComputation* check = nullptr);
+  // of inputs where `views` says), run, traced. `sized` false: the outputs' shapes come from
+  // Computation::run_first, called once the inputs are resident (`out_meta` is then empty).
+  Results record(std::shared_ptr<Closure> closure, std::span<const Tensor> inputs, TensorMetas out_meta,
+                 const OutputViews& views, const detail::OpComputation* check = nullptr, bool sized = true);
   // Runs `c` with its inputs resident and pinned: gives evicted (or first-time) outputs buffers, dead outputs
   // scratch memory, and records the cost. `requested` is the output the caller needs (the first when it is a
   // new call): the others become candidates before it, as in the DTR authors' runtime.
-  void run(Closure& c, bool rematerializing, const Storage* requested = nullptr);
+  // `first_run_ns`: time run_first already spent on this first run, added to a measured cost.
+  void run(Closure& c, bool rematerializing, const Storage* requested = nullptr, std::uint64_t first_run_ns = 0);
   // The cost of one run of `c`: `known` (Computation::known_cost) when set, else the cost model's.
   double cost_of(const Closure& c, std::optional<double> known, std::uint64_t elapsed_ns) const;
   // A storage nobody holds, for the length of one kernel run: an output no tensor wants any more, or the

@@ -33,7 +33,8 @@ import sys
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCE_DIRS = ["common", "allocator", "heuristics", "kernels", "runtime", "nn", "sim", "train", "tools", "include"]
+SOURCE_DIRS = ["common", "allocator", "heuristics", "kernels", "runtime", "nn", "sim", "train", "tools", "include",
+               "dtr_torch"]
 SOURCE_EXTS = (".cpp", ".h", ".cu", ".cuh")
 SKIP_DIRS = {"tests", "bench", "fuzz", "build"}
 TEST_DIR = "tests"

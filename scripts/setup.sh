@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dtr builds with, when any is missing. Idempotent: does nothing when all are
-# there; --bench adds PyTorch for bench/torch/. The CUDA toolkit is optional (DTR_WITH_CUDA=AUTO): it is used
-# when found, never installed here.
+# there. The CUDA toolkit is optional (DTR_WITH_CUDA=AUTO): it is used when found, never installed here.
 set -euo pipefail
 
 packages=(
@@ -14,11 +13,12 @@ packages=(
   zlib1g-dev
   gnuplot-nox
   dataset-fashion-mnist  # the data dtr-train trains on (/usr/share/datasets/fashion-mnist)
+  # dtr-torch (-DDTR_WITH_TORCH=AUTO): libtorch to build against, Debian's PyTorch for its Python tests;
+  # without the pthread OpenBLAS, torch's BLAS is 40x slower.
+  libtorch-dev python3-torch libopenblas0-pthread
 )
-# --bench: also what the PyTorch anchors in bench/torch/ run with (never needed by the build or the tests).
-if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch libopenblas0-pthread)  # without the pthread OpenBLAS, torch's BLAS is 40x slower
-elif [ $# -gt 0 ]; then
+# --bench: accepted for older instructions; PyTorch, which bench/torch/ runs with, is installed anyway now.
+if [ $# -gt 0 ] && [ "$1" != "--bench" ]; then
   echo "usage: scripts/setup.sh [--bench]" >&2
   exit 2
 fi

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <utility>
 
 #include "test_helpers.h"
 #include "test_resources.h"
@@ -246,6 +247,89 @@ TEST(ClosureSources, BadCallsAreClearErrors) {
   const Tensor s = simulated.constant(TensorMeta{{4}});
   expect_error<InvalidArgument>([&] { simulated.call(affine_tanh(1, 0), one(s), outs); },
                                 {"op 'affine_tanh' runs a kernel", "simulated"});
+}
+
+// A source that learns its outputs' shapes by running (PyTorch's dispatcher): "keep the positive elements",
+// whose output length depends on the values. run_first runs it into its own memory; run() writes the kept
+// result the first time and runs it again for a recomputation.
+class KeepPositive final : public Computation {
+ public:
+  std::string_view name() const override { return "keep_positive"; }
+  TensorMetas run_first(const KernelArgs& args) override {
+    EXPECT_TRUE(args.outputs.empty());
+    kept_ = select(args);
+    pending_ = true;
+    first_runs += 1;
+    return {TensorMeta{{static_cast<std::int64_t>(kept_.size())}}};
+  }
+  void run(const KernelArgs& args) override {
+    const std::vector<float> values = pending_ ? std::exchange(kept_, {}) : select(args);
+    pending_ = false;
+    ASSERT_EQ(static_cast<std::int64_t>(values.size()), args.output_meta[0].numel());
+    std::memcpy(args.outputs[0], values.data(), values.size() * sizeof(float));
+    runs += 1;
+  }
+  int first_runs = 0;
+  int runs = 0;
+
+ private:
+  static std::vector<float> select(const KernelArgs& args) {
+    std::vector<float> out;
+    for (std::int64_t i = 0; i < args.input_meta[0].numel(); ++i) {
+      if (args.input<float>(0)[i] > 0) out.push_back(args.input<float>(0)[i]);
+    }
+    return out;
+  }
+  std::vector<float> kept_;
+  bool pending_ = false;  // run_first's result not written yet
+};
+
+// A computation with no outputs: it only reads its input (a copy out of the runtime, a comparison).
+class Sum final : public Computation {
+ public:
+  std::string_view name() const override { return "sum_to_host"; }
+  TensorMetas run_first(const KernelArgs& args) override {
+    total = 0;
+    for (std::int64_t i = 0; i < args.input_meta[0].numel(); ++i) total += args.input<float>(0)[i];
+    return {};
+  }
+  void run(const KernelArgs&) override {}
+  float total = 0;
+};
+
+TEST(ClosureSources, AComputationCanSizeItsOutputsByRunning) {
+  Config config;
+  config.budget_mode = BudgetMode::bytes;
+  config.thrash_limit = std::nullopt;
+  Runtime rt(config);
+  const Tensor x = rt.constant(TensorMeta{{6}}, std::vector<float>{1, -2, 3, -4, 5, 6});
+  auto keep = std::make_shared<KeepPositive>();
+  const Tensor y = rt.call(keep, one(x)).front();
+  EXPECT_EQ(y.shape(), (Shape{4}));
+  EXPECT_EQ(y.to_host(), (std::vector<float>{1, 3, 5, 6}));
+  EXPECT_EQ(keep->first_runs, 1);
+  EXPECT_EQ(keep->runs, 1);
+  EXPECT_FALSE(y.is_constant());
+  EXPECT_TRUE(x.is_constant());
+  // Evicted, it is recomputed by run() alone.
+  ASSERT_TRUE(rt.evict(y));
+  EXPECT_EQ(y.to_host(), (std::vector<float>{1, 3, 5, 6}));
+  EXPECT_EQ(keep->first_runs, 1);
+  EXPECT_EQ(keep->runs, 2);
+  EXPECT_EQ(rt.stats().rematerializations, 1u);
+  // No outputs: it reads a recomputed input, and nothing of it stays.
+  ASSERT_TRUE(rt.evict(y));
+  auto sum = std::make_shared<Sum>();
+  EXPECT_TRUE(rt.call(sum, one(y)).empty());
+  EXPECT_FLOAT_EQ(sum->total, 15);
+  EXPECT_EQ(rt.footprint().storages, 2u);
+  // A computation that cannot size its outputs says so.
+  expect_error<InvalidArgument>([&] { rt.call(affine_tanh(1, 0), one(x)); },
+                                {"op 'affine_tanh' cannot size its outputs by running"});
+  // Bytes of any dtype come in as uint8 constants.
+  const std::vector<std::uint8_t> bytes{1, 2, 3};
+  const Tensor b = rt.constant(TensorMeta{{3}, DType::uint8}, bytes);
+  EXPECT_EQ(b.to_host_as<std::uint8_t>(), bytes);
 }
 
 TEST(ClosureSources, AComputationThatThrowsLeavesTheRuntimeUsable) {

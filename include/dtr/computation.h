@@ -33,6 +33,13 @@ class Computation {
   virtual std::optional<double> known_cost(std::span<const TensorMeta> /*inputs*/) const { return std::nullopt; }
   // Floating-point operations, for DTR_COST_MODEL=flops (at least 1 is used).
   virtual double flops(std::span<const TensorMeta> /*inputs*/) const { return 1.0; }
+  // For a source that cannot tell its outputs' shapes without running the op (PyTorch's dispatcher): called
+  // once, by Runtime::call without output shapes, with the inputs resident (args.outputs empty, no
+  // workspace). It runs the op into memory of its own, keeps the results and returns their shapes; the runtime
+  // then allocates the outputs under the budget and calls run(), whose first call writes the kept results and
+  // whose later calls (recomputations) run the op again. The kept results are outside the budget for that
+  // moment. Default: dtr::InvalidArgument (the computation must be called with its output shapes).
+  virtual TensorMetas run_first(const KernelArgs& args);
   // False for a computation that touches no buffer (a replay with logged costs): only such computations run
   // over simulated memory.
   virtual bool touches_memory() const { return true; }

@@ -84,6 +84,7 @@ class Runtime {
   Tensor constant(TensorMeta meta, std::span<const float> values);
   Tensor constant(TensorMeta meta, std::span<const double> values);
   Tensor constant(TensorMeta meta, std::span<const std::int64_t> values);
+  Tensor constant(TensorMeta meta, std::span<const std::uint8_t> values);
   // A constant of any dtype whose contents do not matter: zeros in host memory, untouched in simulated memory.
   Tensor constant(TensorMeta meta);
   // Makes `tensor` resident (recomputing it if it was evicted) without reading it.
@@ -101,6 +102,11 @@ class Runtime {
   // input that is undefined or another runtime's.
   std::vector<Tensor> call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs,
                            std::span<const TensorMeta> outputs);
+  // The same for a computation that learns its outputs' shapes by running (Computation::run_first): the
+  // inputs are made resident, run_first runs the op and sizes the outputs, the runtime allocates them and
+  // run() writes them. Its measured cost is both calls' time. A computation may have no outputs at all (it
+  // only reads its inputs).
+  std::vector<Tensor> call(std::shared_ptr<Computation> computation, std::span<const Tensor> inputs);
 
   // In-place update, copy-on-write: `target` (every copy of its handle) takes the value op(inputs), which
   // must have target's shape; the old value stays, unchanged, for as long as earlier results need it for

@@ -37,6 +37,9 @@ class Tensor {
   std::vector<T> to_host_as() const;
   // Whether it is a view of part or all of another tensor's storage (Runtime::view).
   bool is_view() const;
+  // Whether it is a constant: a value with no producer (Runtime::constant, or a value assigned to a constant),
+  // never evicted.
+  bool is_constant() const;
   // Whether the values are in memory now (false once evicted, until they are recomputed).
   bool resident() const;
   // The bytes of the storage it is (a view: the storage it is part of).

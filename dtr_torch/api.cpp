@@ -1,0 +1,139 @@
+// dtr-torch's public functions, its registration with the dispatcher, and the same functions as the
+// operators torch.ops.dtr.* for Python (python/dtr_torch).
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "dtr/config.h"
+#include "dtr/check.h"
+#include "dtr/error.h"
+#include "dtr/memory_resource.h"
+#include "dtr/torch.h"
+#include "dtr_torch/dispatch.h"
+#include "dtr_torch/wrapped_tensor.h"
+
+namespace dtr::torch {
+
+using detail::AliasGroup;
+using detail::Layout;
+using detail::wrapped;
+
+namespace {
+
+// Reads a value into plain memory: a computation with no outputs that copies its input out on its one run.
+class ReadOut final : public Computation {
+ public:
+  explicit ReadOut(Layout layout) : layout_(std::move(layout)) {}
+  std::string_view name() const override { return "dtr::decheckpoint"; }
+  TensorMetas run_first(const KernelArgs& args) override {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const at::Tensor source = detail::view_over(const_cast<void*>(args.inputs[0]), layout_);
+    result_ = at::empty_strided(layout_.sizes, layout_.strides, at::TensorOptions().dtype(layout_.dtype));
+    result_.copy_(source);
+    return {};
+  }
+  void run(const KernelArgs&) override {}
+  at::Tensor result() const { return result_; }
+
+ private:
+  Layout layout_;
+  at::Tensor result_;
+};
+
+struct Registrations {
+  std::vector<c10::RegistrationHandleRAII> handles;
+};
+
+void intercepted(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) { detail::intercept(op, stack); }
+
+// One kernel per aten op without a CompositeImplicitAutograd kernel: a backend fallback alone is outranked
+// by CompositeExplicitAutograd kernels and would see few ops.
+Registrations register_all() {
+  Registrations r;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    auto op = dispatcher.findOp(name);
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+    if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    if (name.name.rfind("dtr::", 0) == 0) continue;
+    r.handles.push_back(dispatcher.registerImpl(name, c10::DispatchKey::PrivateUse1,
+                                                c10::KernelFunction::makeFromBoxedFunction<&intercepted>(),
+                                                c10::nullopt, nullptr, "dtr-torch"));
+  }
+  return r;
+}
+
+Registrations& registrations() {
+  static Registrations r = register_all();
+  return r;
+}
+
+// At load: the library's static initializers run after libtorch's, which registered the aten ops.
+const bool registered = (registrations(), true);
+
+}  // namespace
+
+std::shared_ptr<Runtime> default_runtime() {
+  static std::mutex mutex;
+  static std::shared_ptr<Runtime> instance;
+  std::lock_guard lock(mutex);
+  if (instance == nullptr) {
+    std::unique_ptr<MemoryResource> memory = make_host_resource();
+    Config config = Config::from_env(memory->capacity());
+    config.device = Device{};
+    instance = std::make_shared<Runtime>(std::move(config), std::move(memory));
+  }
+  return instance;
+}
+
+at::Tensor checkpoint(const at::Tensor& tensor, const std::shared_ptr<Runtime>& runtime) {
+  DTR_CHECK(tensor.defined(), InvalidArgument, "dtr::torch::checkpoint: the tensor is undefined");
+  if (wrapped(tensor) != nullptr) return tensor;
+  DTR_CHECK(runtime != nullptr, InvalidArgument, "dtr::torch::checkpoint: the runtime is null");
+  DTR_CHECK(tensor.device().is_cpu() && tensor.layout() == c10::kStrided, InvalidArgument,
+            "dtr::torch::checkpoint: only strided CPU tensors can be wrapped; this one is ", tensor.toString(),
+            " on ", tensor.device().str());
+  auto group = std::make_shared<AliasGroup>(AliasGroup{runtime, detail::constant_of(tensor, *runtime)});
+  at::Tensor result = detail::make_wrapped(std::move(group), detail::layout_of(tensor));
+  if (tensor.requires_grad()) result.set_requires_grad(true);
+  return result;
+}
+
+at::Tensor decheckpoint(const at::Tensor& tensor) {
+  detail::WrappedTensorImpl* w = wrapped(tensor);
+  if (w == nullptr) return tensor;
+  auto read = std::make_shared<ReadOut>(w->layout());
+  const Tensor value = w->group()->value;
+  w->group()->runtime->call(read, std::span<const Tensor>(&value, 1));
+  return read->result();
+}
+
+bool is_checkpointed(const at::Tensor& tensor) { return wrapped(tensor) != nullptr; }
+
+std::shared_ptr<Runtime> runtime_of(const at::Tensor& tensor) {
+  detail::WrappedTensorImpl* w = wrapped(tensor);
+  return w != nullptr ? w->group()->runtime : nullptr;
+}
+
+void set_budget(std::optional<std::uint64_t> bytes, Runtime& runtime) { runtime.set_memory_budget(bytes); }
+
+RuntimeStats stats(const Runtime& runtime) { return runtime.stats(); }
+
+std::size_t intercepted_operator_count() { return registrations().handles.size(); }
+
+}  // namespace dtr::torch
+
+// For Python: torch.ops.dtr.checkpoint(t), ... on the default runtime.
+TORCH_LIBRARY(dtr, m) {
+  m.def("checkpoint(Tensor t) -> Tensor", [](const at::Tensor& t) { return dtr::torch::checkpoint(t); });
+  m.def("decheckpoint(Tensor t) -> Tensor", [](const at::Tensor& t) { return dtr::torch::decheckpoint(t); });
+  m.def("is_checkpointed(Tensor t) -> bool", [](const at::Tensor& t) { return dtr::torch::is_checkpointed(t); });
+  m.def("set_budget(int bytes) -> ()", [](std::int64_t bytes) {
+    dtr::torch::set_budget(bytes > 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(bytes)) : std::nullopt);
+  });
+  m.def("stats() -> str", []() { return dtr::to_json(dtr::torch::stats()); });
+}

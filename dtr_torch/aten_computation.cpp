@@ -1,0 +1,247 @@
+#include "dtr_torch/aten_computation.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/core/Generator.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "dtr/check.h"
+#include "dtr/error.h"
+
+namespace dtr::torch::detail {
+
+namespace {
+
+// Random ops without a Generator argument: they draw from the default generator.
+constexpr std::string_view kRandomWithoutGenerator[] = {"aten::native_dropout", "aten::rand_like", "aten::randn_like",
+                                                         "aten::randint_like", "aten::randperm"};
+
+TensorMeta bytes_meta(std::size_t bytes) { return TensorMeta{Shape{static_cast<std::int64_t>(bytes)}, DType::uint8}; }
+
+// The bytes an output holds: a result's elements from its first on, or a written tensor's whole storage.
+struct OutputBytes {
+  at::Tensor owner;
+  const void* data = nullptr;
+  std::size_t size = 0;
+};
+
+// A fresh copy of a list argument whose items the op reads, so that filling it never touches the saved one.
+c10::IValue fresh_list(const c10::IValue& saved) {
+  if (saved.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& t : saved.toTensorList()) list.push_back(t);
+    return list;
+  }
+  c10::List<c10::optional<at::Tensor>> list;
+  for (const c10::IValue& item : saved.toListRef()) {
+    list.push_back(item.isNone() ? c10::optional<at::Tensor>() : c10::optional<at::Tensor>(item.toTensor()));
+  }
+  return list;
+}
+
+void set_slot(std::vector<c10::IValue>& stack, const ArgSlot& slot, at::Tensor t) {
+  if (slot.item < 0) {
+    stack[slot.arg] = std::move(t);
+  } else if (stack[slot.arg].isTensorList()) {
+    auto list = stack[slot.arg].toTensorList();
+    list.set(static_cast<std::size_t>(slot.item), std::move(t));
+  } else {
+    auto list = stack[slot.arg].toOptionalTensorList();
+    list.set(static_cast<std::size_t>(slot.item), c10::optional<at::Tensor>(std::move(t)));
+  }
+}
+
+at::Generator generator_of(const std::vector<c10::IValue>& args, const c10::FunctionSchema& schema) {
+  for (std::size_t i = 0; i < schema.arguments().size() && i < args.size(); ++i) {
+    if (args[i].isGenerator()) return args[i].toGenerator();
+  }
+  (void)schema;
+  return at::detail::getDefaultCPUGenerator();
+}
+
+}  // namespace
+
+bool is_random(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& a : schema.arguments()) {
+    const c10::TypePtr& type = a.type();
+    if (type->kind() == c10::TypeKind::GeneratorType) return true;
+    if (auto optional = type->cast<c10::OptionalType>();
+        optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType) {
+      return true;
+    }
+  }
+  for (std::string_view name : kRandomWithoutGenerator) {
+    if (schema.name() == name) return true;
+  }
+  return false;
+}
+
+AtenComputation::AtenComputation(const c10::OperatorHandle& op, std::vector<c10::IValue> args,
+                                 std::vector<ArgSlot> slots, std::vector<Layout> inputs, std::vector<bool> written)
+    : op_(op),
+      name_(op.schema().name() + (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name())),
+      args_(std::move(args)),
+      slots_(std::move(slots)),
+      inputs_(std::move(inputs)),
+      written_(std::move(written)) {
+  if (is_random(op_.schema())) {
+    generator_ = generator_of(args_, op_.schema());
+    std::lock_guard<std::mutex> lock(generator_->mutex());
+    random_state_ = generator_->get_state();
+  }
+}
+
+void AtenComputation::execute(std::span<const void* const> inputs, std::vector<at::Tensor>& owners,
+                              bool first) {
+  // Inputs are plain CPU tensors over the runtime's buffers: the op runs on the CPU kernels, below autograd.
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  std::vector<c10::IValue> stack = args_;
+  for (std::size_t a = 0; a < stack.size(); ++a) {
+    if (stack[a].isTensorList() || (stack[a].isList() && !stack[a].isIntList() && !stack[a].isDoubleList() &&
+                                    !stack[a].isBoolList())) {
+      stack[a] = fresh_list(stack[a]);
+    }
+  }
+  std::vector<at::Tensor> written_tensors(inputs_.size());
+  for (std::size_t i = 0; i < inputs_.size(); ++i) {
+    at::Tensor t;
+    if (written_[i]) {
+      // Copy-on-write: the op updates a resizable copy of the whole group, seen through the input's layout.
+      const std::size_t bytes = group_bytes_[i];
+      at::Tensor copy = at::empty({static_cast<std::int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
+      if (bytes > 0) std::memcpy(copy.data_ptr(), inputs[i], bytes);
+      t = at::empty({0}, at::TensorOptions().dtype(inputs_[i].dtype));
+      t.set_(copy.storage(), inputs_[i].offset, inputs_[i].sizes, inputs_[i].strides);
+      written_tensors[i] = t;
+    } else {
+      t = view_over(const_cast<void*>(inputs[i]), inputs_[i]);
+    }
+    set_slot(stack, slots_[i], std::move(t));
+  }
+
+  if (random_state_ && !first) {
+    // Replay the draws of the first run, then leave the generator where the program has it. The generator's
+    // lock is held only around its state: the op's kernel takes it too.
+    at::Tensor now;
+    {
+      std::lock_guard<std::mutex> lock(generator_->mutex());
+      now = generator_->get_state();
+      generator_->set_state(*random_state_);
+    }
+    auto restore = [&] {
+      std::lock_guard<std::mutex> lock(generator_->mutex());
+      generator_->set_state(now);
+    };
+    try {
+      op_.callBoxed(&stack);
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
+  } else {
+    op_.callBoxed(&stack);
+  }
+
+  const auto& schema_returns = op_.schema().returns();
+  owners.clear();
+  std::vector<Layout> layouts;
+  std::vector<std::int64_t> result_outputs;
+  auto take = [&](const at::Tensor& r) {
+    if (!r.defined()) {
+      result_outputs.push_back(-1);
+      return;
+    }
+    result_outputs.push_back(static_cast<std::int64_t>(owners.size()));
+    owners.push_back(r);
+    layouts.push_back(layout_of(r));
+  };
+  std::vector<std::size_t> list_lengths(stack.size(), 0);
+  for (std::size_t k = 0; k < stack.size(); ++k) {
+    const c10::AliasInfo* alias = k < schema_returns.size() ? schema_returns[k].alias_info() : nullptr;
+    if (alias != nullptr && alias->isWrite()) continue;  // the written input itself
+    const c10::IValue& v = stack[k];
+    if (v.isTensor()) {
+      take(v.toTensor());
+    } else if (v.isNone() && k < schema_returns.size() && schema_returns[k].type()->cast<c10::OptionalType>()) {
+      take(at::Tensor());  // an optional tensor result, absent
+    } else if (v.isTensorList()) {
+      list_lengths[k] = v.toTensorList().size();
+      for (const at::Tensor& t : v.toTensorList()) take(t);
+    }
+  }
+  for (std::size_t i = 0; i < inputs_.size(); ++i) {
+    if (!written_[i]) continue;
+    const at::Tensor& t = written_tensors[i];
+    owners.push_back(t);
+    layouts.push_back(Layout{t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.dtype()});
+  }
+  if (first) {
+    returns_.clear();
+    for (const c10::IValue& v : stack) returns_.push_back(v.isTensor() || v.isList() ? c10::IValue() : v);
+    output_layouts_ = std::move(layouts);
+    result_outputs_ = std::move(result_outputs);
+    list_lengths_ = std::move(list_lengths);
+    return;
+  }
+  DTR_CHECK(layouts.size() == output_layouts_.size(), InvalidArgument, "dtr-torch: op '", name_, "' gave ",
+            layouts.size(), " results when recomputed, ", output_layouts_.size(), " the first time");
+  for (std::size_t j = 0; j < layouts.size(); ++j) {
+    DTR_CHECK(layouts[j].sizes == output_layouts_[j].sizes && layouts[j].strides == output_layouts_[j].strides &&
+                  layouts[j].offset == output_layouts_[j].offset,
+              InvalidArgument, "dtr-torch: op '", name_, "' laid out result ", j,
+              " differently when recomputed than the first time");
+  }
+}
+
+namespace {
+
+OutputBytes bytes_of(const at::Tensor& owner, const Layout& layout, bool whole_storage) {
+  if (whole_storage) return OutputBytes{owner, owner.storage().data(), owner.storage().nbytes()};
+  return OutputBytes{owner, owner.data_ptr(), extent_bytes(Layout{layout.sizes, layout.strides, 0, layout.dtype})};
+}
+
+}  // namespace
+
+TensorMetas AtenComputation::run_first(const KernelArgs& args) {
+  group_bytes_.clear();
+  for (const TensorMeta& m : args.input_meta) group_bytes_.push_back(m.nbytes());
+  execute(args.inputs, kept_, /*first=*/true);
+  first_pending_ = true;
+  TensorMetas metas;
+  const std::size_t results = kept_.size() - written_count();
+  for (std::size_t j = 0; j < kept_.size(); ++j) {
+    metas.push_back(bytes_meta(bytes_of(kept_[j], output_layouts_[j], j >= results).size));
+  }
+  return metas;
+}
+
+void AtenComputation::run(const KernelArgs& args) {
+  std::vector<at::Tensor> fresh;
+  std::vector<at::Tensor>* source = &kept_;
+  if (!first_pending_) {
+    group_bytes_.clear();
+    for (const TensorMeta& m : args.input_meta) group_bytes_.push_back(m.nbytes());
+    execute(args.inputs, fresh, /*first=*/false);
+    source = &fresh;
+  }
+  const std::size_t results = source->size() - written_count();
+  for (std::size_t j = 0; j < source->size(); ++j) {
+    const OutputBytes out = bytes_of((*source)[j], output_layouts_[j], j >= results);
+    DTR_CHECK(out.size == args.output_meta[j].nbytes(), InvalidArgument, "dtr-torch: op '", name_, "' result ", j,
+              " has ", out.size, " bytes when recomputed, ", args.output_meta[j].nbytes(), " the first time");
+    if (out.size > 0) std::memcpy(args.outputs[j], out.data, out.size);
+  }
+  kept_.clear();
+  first_pending_ = false;
+}
+
+std::size_t AtenComputation::written_count() const {
+  std::size_t n = 0;
+  for (bool w : written_) n += w ? 1 : 0;
+  return n;
+}
+
+}  // namespace dtr::torch::detail

@@ -1,0 +1,47 @@
+// dtr-torch: DTR for PyTorch programs, as a libtorch plug-in (no fork). A tensor wrapped by checkpoint() lives
+// in a dtr::Runtime: every aten op on it is recorded as a closure (op + boxed arguments) and run; under the
+// runtime's budget its value may be evicted and is recomputed from that closure when an op needs it again.
+// Results are bitwise those of plain PyTorch on the CPU (the same kernels on the same inputs). docs/torch.md.
+//
+// Part of the optional dtr_torch library (-DDTR_WITH_TORCH); the core library never includes it.
+// Thread safety: a runtime is used by one thread at a time; wrapped tensors of one runtime must not be used
+// from two threads at once.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "dtr/runtime.h"
+
+namespace dtr::torch {
+
+// The runtime that checkpoint() uses when given none: built on first use from the DTR_* variables
+// (Config::from_env; a percentage budget is of host memory). Shared: every wrapped tensor keeps its runtime
+// alive. A malformed variable throws dtr::ConfigError (and the next call tries again).
+std::shared_ptr<Runtime> default_runtime();
+
+// A wrapped copy of `tensor` (a CPU tensor of any dtype and layout) in `runtime`: a constant (never evicted),
+// with the same sizes, strides, dtype and requires_grad. A wrapped tensor is returned as is.
+// dtr::InvalidArgument for an undefined, non-CPU or non-strided tensor.
+at::Tensor checkpoint(const at::Tensor& tensor, const std::shared_ptr<Runtime>& runtime = default_runtime());
+// A plain CPU tensor with the value of `tensor` (recomputed if it was evicted); a plain tensor is returned as
+// is. The copy keeps sizes and strides; it does not require gradients.
+at::Tensor decheckpoint(const at::Tensor& tensor);
+// Whether `tensor` is a dtr-torch wrapper.
+bool is_checkpointed(const at::Tensor& tensor);
+// The runtime a wrapped tensor lives in; nullptr for a plain tensor.
+std::shared_ptr<Runtime> runtime_of(const at::Tensor& tensor);
+
+// Sets the budget of `runtime` in bytes (nullopt: none); Runtime::set_memory_budget's rules.
+void set_budget(std::optional<std::uint64_t> bytes, Runtime& runtime = *default_runtime());
+// The counters of `runtime` (dtr::RuntimeStats).
+RuntimeStats stats(const Runtime& runtime = *default_runtime());
+
+// The number of aten operators dtr-torch intercepts (those without a CompositeImplicitAutograd kernel: the
+// others decompose into these before they reach it). Registration happens when the library is loaded.
+std::size_t intercepted_operator_count();
+
+}  // namespace dtr::torch

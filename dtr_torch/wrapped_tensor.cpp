@@ -1,0 +1,84 @@
+#include "dtr_torch/wrapped_tensor.h"
+
+#include <ATen/ATen.h>
+
+#include "dtr/error.h"
+
+namespace dtr::torch::detail {
+
+namespace {
+
+// Below autograd, as a backend: PrivateUse1. The device stays the CPU, so the autograd engine, factory ops
+// and type checks treat a wrapper as the CPU tensor it stands for.
+c10::DispatchKeySet wrapper_keys() { return c10::DispatchKeySet(c10::DispatchKey::PrivateUse1); }
+
+}  // namespace
+
+WrappedTensorImpl::WrappedTensorImpl(std::shared_ptr<AliasGroup> group, const Layout& layout)
+    : c10::TensorImpl(wrapper_keys(), layout.dtype, c10::Device(c10::kCPU)), group_(std::move(group)) {
+  set_layout(layout);
+}
+
+Layout WrappedTensorImpl::layout() const {
+  return Layout{sizes().vec(), strides().vec(), storage_offset(), dtype()};
+}
+
+void WrappedTensorImpl::set_layout(const Layout& layout) {
+  set_sizes_and_strides(layout.sizes, layout.strides, layout.offset);
+  data_type_ = layout.dtype;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> WrappedTensorImpl::shallow_copy_and_detach(
+    const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<WrappedTensorImpl>(group_, layout());
+  impl->set_version_counter(version_counter);
+  impl->set_allow_tensor_metadata_change(allow_tensor_metadata_change);
+  return impl;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> WrappedTensorImpl::shallow_copy_and_detach(
+    c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<WrappedTensorImpl>(group_, layout());
+  impl->set_version_counter(std::move(version_counter));
+  impl->set_allow_tensor_metadata_change(allow_tensor_metadata_change);
+  return impl;
+}
+
+void WrappedTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  auto* other = dynamic_cast<WrappedTensorImpl*>(impl.get());
+  TORCH_CHECK(other != nullptr,
+              "dtr-torch: a wrapped tensor's data can only be set to another wrapped tensor; wrap it first "
+              "(dtr::torch::checkpoint)");
+  group_ = other->group_;
+  set_layout(other->layout());
+}
+
+WrappedTensorImpl* wrapped(const at::Tensor& t) {
+  if (!t.defined() || !t.key_set().has(c10::DispatchKey::PrivateUse1)) return nullptr;
+  return dynamic_cast<WrappedTensorImpl*>(t.unsafeGetTensorImpl());
+}
+
+at::Tensor make_wrapped(std::shared_ptr<AliasGroup> group, const Layout& layout) {
+  return at::detail::make_tensor<WrappedTensorImpl>(std::move(group), layout);
+}
+
+Layout layout_of(const at::Tensor& t) {
+  return Layout{t.sizes().vec(), t.strides().vec(), 0, t.dtype()};
+}
+
+std::size_t extent_bytes(const Layout& layout) {
+  std::int64_t last = layout.offset;
+  for (std::size_t d = 0; d < layout.sizes.size(); ++d) {
+    if (layout.sizes[d] == 0) return 0;
+    last += (layout.sizes[d] - 1) * layout.strides[d];
+  }
+  return static_cast<std::size_t>(last + 1) * layout.dtype.itemsize();
+}
+
+at::Tensor view_over(void* bytes, const Layout& layout) {
+  auto* first = static_cast<char*>(bytes) + layout.offset * static_cast<std::int64_t>(layout.dtype.itemsize());
+  return at::from_blob(first, layout.sizes, layout.strides,
+                       at::TensorOptions().dtype(layout.dtype).device(c10::kCPU));
+}
+
+}  // namespace dtr::torch::detail

@@ -1,0 +1,73 @@
+"""dtr-torch for Python: Dynamic Tensor Rematerialization for PyTorch programs (docs/torch.md).
+
+Loads the dtr_torch library (the path in DTR_TORCH_LIBRARY, or given to load()) into PyTorch; its operators
+are then torch.ops.dtr.*. Every tensor wrapped by checkpoint() lives in dtr's default runtime, configured by
+the DTR_* variables (DTR_MEMORY_BUDGET, DTR_HEURISTIC, ...): under its budget, values are evicted and
+recomputed, and results stay bitwise those of plain PyTorch.
+"""
+import json
+import os
+
+import torch
+
+_loaded = None
+
+
+def load(path=None):
+    """Loads the dtr_torch library once (path, else $DTR_TORCH_LIBRARY)."""
+    global _loaded
+    path = path or os.environ.get("DTR_TORCH_LIBRARY")
+    if _loaded is not None:
+        return _loaded
+    if not path:
+        raise RuntimeError("dtr_torch: set DTR_TORCH_LIBRARY to the built libdtr_torch.so, or call "
+                           "dtr_torch.load(path)")
+    if not os.path.exists(path):
+        raise RuntimeError(f"dtr_torch: DTR_TORCH_LIBRARY={path!r}: no such file")
+    torch.ops.load_library(path)
+    _loaded = path
+    return path
+
+
+def checkpoint(tensor):
+    """A wrapped copy of a CPU tensor (a constant of dtr's runtime); ops on it are recorded and may be
+    evicted and recomputed. Keeps requires_grad; the result is a leaf."""
+    load()
+    return torch.ops.dtr.checkpoint(tensor)
+
+
+def decheckpoint(tensor):
+    """A plain tensor with the wrapped tensor's value (a plain tensor is returned as is)."""
+    load()
+    return torch.ops.dtr.decheckpoint(tensor)
+
+
+def is_checkpointed(tensor):
+    load()
+    return torch.ops.dtr.is_checkpointed(tensor)
+
+
+def checkpoint_module(module):
+    """Wraps every parameter and buffer of `module` in place (parameters stay nn.Parameter). Build the
+    optimizer after this call: it must hold the wrapped parameters."""
+    load()
+    for m in module.modules():
+        for name, p in list(m._parameters.items()):
+            if p is not None and not is_checkpointed(p):
+                m._parameters[name] = torch.nn.Parameter(checkpoint(p.detach()), requires_grad=p.requires_grad)
+        for name, b in list(m._buffers.items()):
+            if b is not None and not is_checkpointed(b):
+                m._buffers[name] = checkpoint(b)
+    return module
+
+
+def set_budget(nbytes):
+    """Sets the default runtime's budget in bytes (None or 0: none)."""
+    load()
+    torch.ops.dtr.set_budget(int(nbytes or 0))
+
+
+def stats():
+    """The default runtime's counters (dtr::RuntimeStats) as a dict."""
+    load()
+    return json.loads(torch.ops.dtr.stats())

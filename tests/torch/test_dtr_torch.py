@@ -1,0 +1,93 @@
+"""dtr-torch from Python, against plain PyTorch: the same training, bitwise (run by Debian's /usr/bin/python3;
+ctest sets DTR_TORCH_LIBRARY and PYTHONPATH)."""
+import unittest
+
+import torch
+
+import dtr_torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.blocks = torch.nn.Sequential(*[torch.nn.Sequential(
+            torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU()) for _ in range(4)])
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.pool = torch.nn.AvgPool2d(4)
+        self.fc1 = torch.nn.Linear(8 * 4 * 4, 32)
+        self.drop = torch.nn.Dropout(0.2)
+        self.fc2 = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.blocks(torch.relu(self.bn(self.conv(x))))
+        x = self.pool(torch.relu(self.conv2(x)))
+        x = torch.flatten(x, 1)
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+def train(wrapped, optimizer_name, steps=20):
+    torch.manual_seed(5)
+    model = Net()
+    if wrapped:
+        dtr_torch.checkpoint_module(model)
+    if optimizer_name == "adam":
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for _ in range(steps):
+        x = torch.randn(32, 1, 16, 16)
+        y = torch.randint(0, 10, (32,))
+        if wrapped:
+            x, y = dtr_torch.checkpoint(x), dtr_torch.checkpoint(y)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(dtr_torch.decheckpoint(loss.detach()).item())
+    state = {k: dtr_torch.decheckpoint(v.detach()).clone() for k, v in model.state_dict().items()}
+    return losses, state
+
+
+class TrainingTest(unittest.TestCase):
+    def check(self, optimizer_name):
+        plain_losses, plain_state = train(False, optimizer_name)
+        dtr_torch.set_budget(None)
+        before = dtr_torch.stats()
+        losses, state = train(True, optimizer_name)
+        self.assertEqual(plain_losses, losses)
+        for k in plain_state:
+            self.assertTrue(torch.equal(plain_state[k], state[k]), k)
+        peak = dtr_torch.stats()["peak_resident_bytes"]
+        self.assertGreater(peak, 0)
+        for ratio in (0.5, 0.4):
+            dtr_torch.set_budget(int(peak * ratio))
+            start = dtr_torch.stats()
+            losses, state = train(True, optimizer_name)
+            dtr_torch.set_budget(None)
+            end = dtr_torch.stats()
+            self.assertEqual(plain_losses, losses, f"losses at {ratio}")
+            for k in plain_state:
+                self.assertTrue(torch.equal(plain_state[k], state[k]), f"{k} at {ratio}")
+            self.assertGreater(end["rematerializations"], start["rematerializations"], f"at {ratio}")
+        del before
+
+    def test_sgd_momentum(self):
+        self.check("sgd")
+
+    def test_adam(self):
+        self.check("adam")
+
+
+class WrapperTest(unittest.TestCase):
+    def test_wrapped_tensors_print_and_convert(self):
+        t = dtr_torch.checkpoint(torch.arange(6.0).reshape(2, 3))
+        self.assertTrue(dtr_torch.is_checkpointed(t))
+        self.assertEqual((t * 2).sum().item(), 30.0)
+        self.assertEqual(dtr_torch.decheckpoint(t).tolist(), [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
+
+
+if __name__ == "__main__":
+    unittest.main()
