@@ -31,9 +31,8 @@ class ReadOut final : public Computation {
   std::string_view name() const override { return "dtr::decheckpoint"; }
   TensorMetas run_first(const KernelArgs& args) override {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const at::Tensor source = detail::view_over(const_cast<void*>(args.inputs[0]), layout_);
-    result_ = at::empty_strided(layout_.sizes, layout_.strides, at::TensorOptions().dtype(layout_.dtype));
-    result_.copy_(source);
+    // The same strides where they describe a dense tensor; contiguous where they overlap (an expanded view).
+    result_ = detail::view_over(const_cast<void*>(args.inputs[0]), layout_).clone(at::MemoryFormat::Preserve);
     return {};
   }
   void run(const KernelArgs&) override {}
@@ -94,11 +93,16 @@ at::Tensor checkpoint(const at::Tensor& tensor, const std::shared_ptr<Runtime>& 
   DTR_CHECK(tensor.defined(), InvalidArgument, "dtr::torch::checkpoint: the tensor is undefined");
   if (wrapped(tensor) != nullptr) return tensor;
   DTR_CHECK(runtime != nullptr, InvalidArgument, "dtr::torch::checkpoint: the runtime is null");
+  DTR_CHECK(runtime->config().device.kind == DeviceKind::cpu, InvalidArgument,
+            "dtr::torch::checkpoint: the runtime runs on ", runtime->config().device.to_string(),
+            "; dtr-torch wraps CPU tensors in a CPU runtime");
   DTR_CHECK(tensor.device().is_cpu() && tensor.layout() == c10::kStrided, InvalidArgument,
             "dtr::torch::checkpoint: only strided CPU tensors can be wrapped; this one is ", tensor.toString(),
             " on ", tensor.device().str());
-  auto group = std::make_shared<AliasGroup>(AliasGroup{runtime, detail::constant_of(tensor, *runtime)});
-  at::Tensor result = detail::make_wrapped(std::move(group), detail::layout_of(tensor));
+  // A lazy conjugate or negative view is made real: the wrapper holds values, not a flag on them.
+  const at::Tensor values = tensor.is_conj() || tensor.is_neg() ? tensor.resolve_conj().resolve_neg() : tensor;
+  auto group = std::make_shared<AliasGroup>(AliasGroup{runtime, detail::constant_of(values, *runtime)});
+  at::Tensor result = detail::make_wrapped(std::move(group), detail::layout_of(values));
   if (tensor.requires_grad()) result.set_requires_grad(true);
   return result;
 }
@@ -136,4 +140,5 @@ TORCH_LIBRARY(dtr, m) {
     dtr::torch::set_budget(bytes > 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(bytes)) : std::nullopt);
   });
   m.def("stats() -> str", []() { return dtr::to_json(dtr::torch::stats()); });
+  m.def("reset_peak_stats() -> ()", []() { dtr::torch::default_runtime()->reset_peak_stats(); });
 }

@@ -27,9 +27,9 @@ struct OutputBytes {
   std::size_t size = 0;
 };
 
-// A fresh copy of a list argument whose items the op reads, so that filling it never touches the saved one.
-c10::IValue fresh_list(const c10::IValue& saved) {
-  if (saved.isTensorList()) {
+// A fresh copy of a tensor-list argument, so that filling it never touches the saved one.
+c10::IValue fresh_list(const c10::IValue& saved, ListKind kind) {
+  if (kind == ListKind::tensors) {
     c10::List<at::Tensor> list;
     for (const at::Tensor& t : saved.toTensorList()) list.push_back(t);
     return list;
@@ -61,7 +61,27 @@ at::Generator generator_of(const std::vector<c10::IValue>& args, const c10::Func
   return at::detail::getDefaultCPUGenerator();
 }
 
+// A result as the runtime keeps it: a strided CPU tensor whose bits are its values (a lazy conjugate or
+// negative view is made real first).
+at::Tensor plain_result(const at::Tensor& r, std::string_view op) {
+  TORCH_CHECK(r.device().is_cpu() && r.layout() == c10::kStrided, "dtr-torch: ", op, " returned a ",
+              r.device().str(), " tensor; decheckpoint its arguments before moving them off the CPU");
+  return r.is_conj() || r.is_neg() ? r.resolve_conj().resolve_neg() : r;
+}
+
 }  // namespace
+
+ListKind list_kind(const c10::Argument& argument) {
+  const auto list = argument.type()->cast<c10::ListType>();
+  if (!list) return ListKind::none;
+  const c10::TypePtr& element = list->getElementType();
+  if (element->kind() == c10::TypeKind::TensorType) return ListKind::tensors;
+  const auto optional = element->cast<c10::OptionalType>();
+  if (optional && optional->getElementType()->kind() == c10::TypeKind::TensorType) {
+    return ListKind::optional_tensors;
+  }
+  return ListKind::none;
+}
 
 bool is_random(const c10::FunctionSchema& schema) {
   for (const c10::Argument& a : schema.arguments()) {
@@ -79,13 +99,16 @@ bool is_random(const c10::FunctionSchema& schema) {
 }
 
 AtenComputation::AtenComputation(const c10::OperatorHandle& op, std::vector<c10::IValue> args,
-                                 std::vector<ArgSlot> slots, std::vector<Layout> inputs, std::vector<bool> written)
+                                 std::vector<ArgSlot> slots, std::vector<Layout> inputs, std::vector<bool> written,
+                                 std::vector<FreshArg> fresh)
     : op_(op),
       name_(op.schema().name() + (op.schema().overload_name().empty() ? "" : "." + op.schema().overload_name())),
       args_(std::move(args)),
       slots_(std::move(slots)),
       inputs_(std::move(inputs)),
-      written_(std::move(written)) {
+      written_(std::move(written)),
+      fresh_(std::move(fresh)),
+      thread_state_() {
   if (is_random(op_.schema())) {
     generator_ = generator_of(args_, op_.schema());
     std::lock_guard<std::mutex> lock(generator_->mutex());
@@ -96,13 +119,16 @@ AtenComputation::AtenComputation(const c10::OperatorHandle& op, std::vector<c10:
 void AtenComputation::execute(std::span<const void* const> inputs, std::vector<at::Tensor>& owners,
                               bool first) {
   // Inputs are plain CPU tensors over the runtime's buffers: the op runs on the CPU kernels, below autograd.
+  // A recomputation runs under the thread state of the first run (grad mode, excluded dispatch keys, autocast),
+  // whatever the thread is doing when the value is needed again.
+  std::optional<at::ThreadLocalStateGuard> as_first;
+  if (!first) as_first.emplace(thread_state_);
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   std::vector<c10::IValue> stack = args_;
-  for (std::size_t a = 0; a < stack.size(); ++a) {
-    if (stack[a].isTensorList() || (stack[a].isList() && !stack[a].isIntList() && !stack[a].isDoubleList() &&
-                                    !stack[a].isBoolList())) {
-      stack[a] = fresh_list(stack[a]);
-    }
+  const auto& arguments = op_.schema().arguments();
+  for (std::size_t a = 0; a < stack.size() && a < arguments.size(); ++a) {
+    const ListKind kind = list_kind(arguments[a]);
+    if (kind != ListKind::none && !stack[a].isNone()) stack[a] = fresh_list(stack[a], kind);
   }
   std::vector<at::Tensor> written_tensors(inputs_.size());
   for (std::size_t i = 0; i < inputs_.size(); ++i) {
@@ -119,6 +145,15 @@ void AtenComputation::execute(std::span<const void* const> inputs, std::vector<a
       t = view_over(const_cast<void*>(inputs[i]), inputs_[i]);
     }
     set_slot(stack, slots_[i], std::move(t));
+  }
+  std::vector<at::Tensor> fresh_tensors;
+  for (const FreshArg& f : fresh_) {
+    // Every element is written: uninitialised bytes never reach a result.
+    at::Tensor bytes = at::empty({static_cast<std::int64_t>(f.bytes)}, at::TensorOptions().dtype(at::kByte));
+    at::Tensor t = at::empty({0}, at::TensorOptions().dtype(f.layout.dtype));
+    t.set_(bytes.storage(), f.layout.offset, f.layout.sizes, f.layout.strides);
+    fresh_tensors.push_back(t);
+    set_slot(stack, f.slot, std::move(t));
   }
 
   if (random_state_ && !first) {
@@ -155,8 +190,8 @@ void AtenComputation::execute(std::span<const void* const> inputs, std::vector<a
       return;
     }
     result_outputs.push_back(static_cast<std::int64_t>(owners.size()));
-    owners.push_back(r);
-    layouts.push_back(layout_of(r));
+    owners.push_back(plain_result(r, name_));
+    layouts.push_back(layout_of(owners.back()));
   };
   std::vector<std::size_t> list_lengths(stack.size(), 0);
   for (std::size_t k = 0; k < stack.size(); ++k) {
@@ -178,6 +213,10 @@ void AtenComputation::execute(std::span<const void* const> inputs, std::vector<a
     owners.push_back(t);
     layouts.push_back(Layout{t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.dtype()});
   }
+  for (const at::Tensor& t : fresh_tensors) {
+    owners.push_back(t);
+    layouts.push_back(Layout{t.sizes().vec(), t.strides().vec(), t.storage_offset(), t.dtype()});
+  }
   if (first) {
     returns_.clear();
     for (const c10::IValue& v : stack) returns_.push_back(v.isTensor() || v.isList() ? c10::IValue() : v);
@@ -190,7 +229,7 @@ void AtenComputation::execute(std::span<const void* const> inputs, std::vector<a
             layouts.size(), " results when recomputed, ", output_layouts_.size(), " the first time");
   for (std::size_t j = 0; j < layouts.size(); ++j) {
     DTR_CHECK(layouts[j].sizes == output_layouts_[j].sizes && layouts[j].strides == output_layouts_[j].strides &&
-                  layouts[j].offset == output_layouts_[j].offset,
+                  layouts[j].offset == output_layouts_[j].offset && layouts[j].dtype == output_layouts_[j].dtype,
               InvalidArgument, "dtr-torch: op '", name_, "' laid out result ", j,
               " differently when recomputed than the first time");
   }
@@ -241,7 +280,7 @@ void AtenComputation::run(const KernelArgs& args) {
 std::size_t AtenComputation::written_count() const {
   std::size_t n = 0;
   for (bool w : written_) n += w ? 1 : 0;
-  return n;
+  return n + fresh_.size();
 }
 
 }  // namespace dtr::torch::detail

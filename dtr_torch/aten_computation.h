@@ -8,6 +8,7 @@
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/stack.h>
 
 #include <optional>
@@ -19,17 +20,31 @@
 
 namespace dtr::torch::detail {
 
+// What a schema argument (or return) holds: a tensor list, a list of optional tensors, or neither. Decided by
+// the declared type, not the value's tag: an empty Scalar[] and an empty Tensor?[] look alike.
+enum class ListKind { none, tensors, optional_tensors };
+ListKind list_kind(const c10::Argument& argument);
+
 // Where a tensor argument sits in the boxed arguments: args[arg], or item `item` of a tensor list there.
 struct ArgSlot {
   std::size_t arg = 0;
   std::int64_t item = -1;
 };
 
+// A tensor the op writes all of without reading it (zero_, bernoulli_, an out= argument) and that fills its
+// whole alias group: it gets fresh bytes, not a copy of its old value, which the closure then never reads.
+struct FreshArg {
+  ArgSlot slot;
+  Layout layout;
+  std::size_t bytes = 0;  // its group's
+};
+
 class AtenComputation final : public Computation {
  public:
-  // One input per entry of `inputs` (its slot and layout); `written[i]`: the op writes input i.
+  // One input per entry of `inputs` (its slot and layout); `written[i]`: the op writes input i. `fresh`: the
+  // written tensors it does not read.
   AtenComputation(const c10::OperatorHandle& op, std::vector<c10::IValue> args, std::vector<ArgSlot> slots,
-                  std::vector<Layout> inputs, std::vector<bool> written);
+                  std::vector<Layout> inputs, std::vector<bool> written, std::vector<FreshArg> fresh = {});
 
   std::string_view name() const override { return name_; }
   TensorMetas run_first(const KernelArgs& args) override;
@@ -38,7 +53,7 @@ class AtenComputation final : public Computation {
   // After the first run: the op's returns, tensors undefined (the caller wraps the outputs in their place).
   const std::vector<c10::IValue>& returns() const { return returns_; }
   // The layout of each output the runtime holds: the op's tensor results first (in return order, undefined
-  // ones skipped), then each written input's new value (in input order).
+  // ones skipped), then each written input's new value (in input order), then each fresh argument's.
   const std::vector<Layout>& output_layouts() const { return output_layouts_; }
   // For each tensor result in return order: its output index, or -1 for an undefined tensor.
   const std::vector<std::int64_t>& result_outputs() const { return result_outputs_; }
@@ -56,9 +71,11 @@ class AtenComputation final : public Computation {
   std::vector<ArgSlot> slots_;
   std::vector<Layout> inputs_;
   std::vector<bool> written_;
+  std::vector<FreshArg> fresh_;
   std::vector<std::size_t> group_bytes_;  // each input's whole buffer (a written input's copy takes it all)
   std::optional<at::Tensor> random_state_;  // the generator's state before the first run (random ops)
   std::optional<at::Generator> generator_;  // the generator a random op drew from
+  at::ThreadLocalState thread_state_;        // grad mode, dispatch keys, autocast... as the op first ran
   std::vector<c10::IValue> returns_;
   std::vector<Layout> output_layouts_;
   std::vector<std::int64_t> result_outputs_;

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -24,18 +25,13 @@ TensorMeta bytes_meta(std::size_t bytes) { return TensorMeta{Shape{static_cast<s
 
 // Calls fn(slot, tensor) for every tensor argument (tensor lists' items included, undefined ones skipped).
 template <typename Fn>
-void for_each_tensor(const std::vector<c10::IValue>& args, Fn&& fn) {
+void for_each_tensor(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args, Fn&& fn) {
   for (std::size_t a = 0; a < args.size(); ++a) {
     const c10::IValue& v = args[a];
+    const ListKind kind = a < schema.arguments().size() ? list_kind(schema.arguments()[a]) : ListKind::none;
     if (v.isTensor()) {
       if (v.toTensor().defined()) fn(ArgSlot{a, -1}, v.toTensor());
-    } else if (v.isTensorList()) {
-      const auto list = v.toTensorList();
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        const at::Tensor t = list.get(i);
-        if (t.defined()) fn(ArgSlot{a, static_cast<std::int64_t>(i)}, t);
-      }
-    } else if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
+    } else if (kind != ListKind::none && !v.isNone()) {
       const auto list = v.toListRef();
       for (std::size_t i = 0; i < list.size(); ++i) {
         if (list[i].isTensor() && list[i].toTensor().defined()) {
@@ -48,12 +44,42 @@ void for_each_tensor(const std::vector<c10::IValue>& args, Fn&& fn) {
 
 bool writes(const c10::Argument& a) { return a.alias_info() != nullptr && a.alias_info()->isWrite(); }
 
+// Ops that write every element of their first argument without reading it.
+constexpr std::string_view kOverwriters[] = {
+    "aten::zero_",     "aten::fill_",      "aten::normal_",     "aten::uniform_",    "aten::bernoulli_",
+    "aten::random_",   "aten::exponential_", "aten::geometric_", "aten::cauchy_",     "aten::log_normal_",
+    "aten::copy_"};
+
+// Whether the op writes all of argument `arg` without reading it: an out= argument, or the self of an
+// overwriting op.
+bool overwrites(const c10::FunctionSchema& schema, std::size_t arg) {
+  if (schema.arguments()[arg].is_out()) return true;
+  if (arg != 0) return false;
+  for (std::string_view name : kOverwriters) {
+    if (schema.name() == name) return true;
+  }
+  return false;
+}
+
+// Whether `layout` covers every byte of a group of `bytes` bytes, each element once.
+bool covers(const Layout& layout, std::size_t bytes) {
+  std::int64_t numel = 1;
+  for (std::int64_t size : layout.sizes) numel *= size;
+  return layout.offset == 0 && extent_bytes(layout) == bytes &&
+         static_cast<std::size_t>(numel) * layout.dtype.itemsize() == bytes;
+}
+
 // Arguments an op writes although its schema does not say so (PyTorch 1.13): native_batch_norm updates its
-// running statistics (arguments 3 and 4) in place when training (argument 5). Treated as written, they are
-// copied on write like any in-place update, so that a recomputation never updates them again.
+// running statistics (arguments 3 and 4) when training (argument 5); rrelu_with_noise draws its slopes into
+// `noise` (argument 1) when training (argument 4). Treated as written, they are copied on write like any
+// in-place update, so a recomputation never writes them again, nor into a value others read.
 bool writes_unannotated(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args, std::size_t arg) {
-  if (schema.name() != "aten::native_batch_norm" || schema.overload_name() != "") return false;
-  return (arg == 3 || arg == 4) && args.size() > 5 && args[5].isBool() && args[5].toBool();
+  auto training = [&](std::size_t i) { return args.size() > i && args[i].isBool() && args[i].toBool(); };
+  if (schema.name() == "aten::native_batch_norm" && schema.overload_name().empty()) {
+    return (arg == 3 || arg == 4) && training(5);
+  }
+  if (schema.name() == "aten::rrelu_with_noise" && schema.overload_name().empty()) return arg == 1 && training(4);
+  return false;
 }
 
 // The argument a return aliases: the one with the same alias set (`self` for add_, `out` for add.out).
@@ -68,7 +94,7 @@ std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& schema, c
 
 std::shared_ptr<Runtime> runtime_of_args(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
   std::shared_ptr<Runtime> runtime;
-  for_each_tensor(args, [&](const ArgSlot&, const at::Tensor& t) {
+  for_each_tensor(schema, args, [&](const ArgSlot&, const at::Tensor& t) {
     WrappedTensorImpl* w = wrapped(t);
     if (w == nullptr) return;
     if (runtime == nullptr) runtime = w->group()->runtime;
@@ -87,7 +113,7 @@ std::optional<std::vector<c10::IValue>> try_view(const c10::OperatorHandle& op, 
   std::vector<c10::IValue> meta_args = args;
   std::vector<std::pair<c10::StorageImpl*, std::shared_ptr<AliasGroup>>> storages;
   bool ok = true;
-  for_each_tensor(args, [&](const ArgSlot& slot, const at::Tensor& t) {
+  for_each_tensor(schema, args, [&](const ArgSlot& slot, const at::Tensor& t) {
     WrappedTensorImpl* w = wrapped(t);
     if (w == nullptr || slot.item >= 0) {
       ok = false;
@@ -108,6 +134,7 @@ std::optional<std::vector<c10::IValue>> try_view(const c10::OperatorHandle& op, 
   }
   std::vector<c10::IValue> results;
   auto wrap = [&](const at::Tensor& m) -> std::optional<at::Tensor> {
+    if (m.is_conj() || m.is_neg()) return std::nullopt;  // a lazy conjugate: made real by the general path
     for (const auto& [impl, group] : storages) {
       if (m.storage().unsafeGetStorageImpl() == impl) {
         return make_wrapped(group, Layout{m.sizes().vec(), m.strides().vec(), m.storage_offset(), m.dtype()});
@@ -132,23 +159,26 @@ std::optional<std::vector<c10::IValue>> try_view(const c10::OperatorHandle& op, 
       results.push_back(v);
     }
   }
-  (void)schema;
   return results;
 }
 
 // An op that writes a plain tensor (an optimizer's step on plain parameters with wrapped gradients): it runs
 // now, on plain copies of the wrapped arguments, and is not recorded.
 void run_plain(const c10::OperatorHandle& op, std::vector<c10::IValue> args, ::torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  for_each_tensor(schema, args, [&](const ArgSlot& slot, const at::Tensor& t) {
+    if (wrapped(t) == nullptr) return;
+    TORCH_CHECK(slot.item < 0, "dtr-torch: ", schema.name(),
+                " writes a plain tensor and reads a list of wrapped ones; decheckpoint them first");
+    // Its update would land in a temporary copy and be lost.
+    TORCH_CHECK(!writes(schema.arguments()[slot.arg]), "dtr-torch: ", schema.name(),
+                " writes both a plain tensor and a wrapped one; wrap the plain one (dtr::torch::checkpoint) or "
+                "decheckpoint the wrapped one first");
+  });
   std::vector<c10::IValue> plain = args;
   for (auto& v : plain) {
     if (v.isTensor() && wrapped(v.toTensor())) v = decheckpoint(v.toTensor());
   }
-  for_each_tensor(args, [&](const ArgSlot& slot, const at::Tensor& t) {
-    if (slot.item >= 0 && wrapped(t)) {
-      TORCH_CHECK(false, "dtr-torch: ", op.schema().name(),
-                  " writes a plain tensor and reads a list of wrapped ones; decheckpoint them first");
-    }
-  });
   {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     op.callBoxed(&plain);
@@ -234,9 +264,13 @@ class Mirrors {
     std::size_t nbytes;
     std::shared_ptr<AliasGroup> group;
   };
+  // Drops the mirrors of storages that died, and those of runtimes nothing but mirrors holds any more.
   void sweep() {
+    std::unordered_map<const Runtime*, long> held_here;
+    for (const auto& [key, entry] : entries_) held_here[key.runtime] += 1;
     for (auto it = entries_.begin(); it != entries_.end();) {
-      it = it->second.storage.expired() ? entries_.erase(it) : std::next(it);
+      const bool runtime_unused = it->second.group->runtime.use_count() <= held_here[it->first.runtime];
+      it = it->second.storage.expired() || runtime_unused ? entries_.erase(it) : std::next(it);
     }
   }
   std::mutex mutex_;
@@ -263,6 +297,9 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   bool any_alias = false;
   for (const c10::Argument& r : schema.returns()) any_alias = any_alias || r.alias_info() != nullptr;
   std::shared_ptr<Runtime> runtime = runtime_of_args(schema, args);
+  // set_ makes a tensor an alias of another storage: an alias group cannot be rebound so yet.
+  TORCH_CHECK(schema.name() != "aten::set_", "dtr-torch: set_ on a wrapped tensor is not supported; "
+              "decheckpoint it, or make a new tensor instead");
 
   if (any_alias && !any_write) {
     if (auto results = try_view(op, args)) {
@@ -277,10 +314,22 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   std::vector<Layout> layouts;
   std::vector<bool> written;
   std::vector<WrappedTensorImpl*> targets;  // per input: the wrapper an in-place op writes, else nullptr
+  std::vector<FreshArg> fresh;
+  std::vector<WrappedTensorImpl*> fresh_targets;
   bool writes_plain = false;
-  for_each_tensor(args, [&](const ArgSlot& slot, const at::Tensor& t) {
+  for_each_tensor(schema, args, [&](const ArgSlot& slot, const at::Tensor& t) {
     const bool write = writes(schema.arguments()[slot.arg]) || writes_unannotated(schema, args, slot.arg);
     WrappedTensorImpl* w = wrapped(t);
+    if (write && w != nullptr && slot.item < 0 && overwrites(schema, slot.arg)) {
+      const Layout layout = w->layout();
+      const std::size_t bytes = w->group()->value.storage_bytes();
+      // A view is fully written, but the rest of its group is not: that needs the old value.
+      if (covers(layout, bytes)) {
+        fresh.push_back(FreshArg{slot, layout, bytes});
+        fresh_targets.push_back(w);
+        return;
+      }
+    }
     if (w == nullptr) {
       if (write) writes_plain = true;
       // A Python number made a tensor stays in the arguments as it is (type promotion tells it apart).
@@ -301,20 +350,30 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
     run_plain(op, std::move(args), stack);
     return;
   }
+  // Each written tensor gets its own copy of its group: two in one group would each lose the other's update.
+  std::vector<WrappedTensorImpl*> updated;  // in the computation's output order, after its results
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (written[i]) updated.push_back(targets[i]);
+  }
+  updated.insert(updated.end(), fresh_targets.begin(), fresh_targets.end());
+  for (std::size_t i = 0; i < updated.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      TORCH_CHECK(updated[i]->group() != updated[j]->group(), "dtr-torch: ", schema.name(),
+                  " writes two tensors that share a storage (views of one tensor, or one tensor twice); "
+                  "this is not supported yet: write them in separate ops");
+    }
+  }
 
   // The closure keeps the arguments without their tensors: it reads the runtime's values, not wrappers.
   std::vector<c10::IValue> saved = args;
-  for (const ArgSlot& slot : slots) {
-    if (slot.item < 0) {
-      saved[slot.arg] = at::Tensor();
-    }
-  }
-  for (auto& v : saved) {
-    if (v.isTensorList()) {
+  for (std::size_t a = 0; a < saved.size(); ++a) {
+    c10::IValue& v = saved[a];
+    const ListKind kind = a < schema.arguments().size() ? list_kind(schema.arguments()[a]) : ListKind::none;
+    if (kind == ListKind::tensors && !v.isNone()) {
       c10::List<at::Tensor> empty;
-      for (std::size_t i = 0; i < v.toTensorList().size(); ++i) empty.push_back(at::Tensor());
+      for (std::size_t i = 0; i < v.toListRef().size(); ++i) empty.push_back(at::Tensor());
       v = empty;
-    } else if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
+    } else if (kind == ListKind::optional_tensors && !v.isNone()) {
       c10::List<c10::optional<at::Tensor>> empty;
       for (const c10::IValue& item : v.toListRef()) {
         empty.push_back(item.isNone() ? c10::optional<at::Tensor>() : c10::optional<at::Tensor>(at::Tensor()));
@@ -322,27 +381,29 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
       v = empty;
     }
   }
-  auto computation = std::make_shared<AtenComputation>(op, std::move(saved), slots, layouts, written);
+  for (const ArgSlot& slot : slots) {
+    if (slot.item < 0) saved[slot.arg] = at::Tensor();
+  }
+  for (const FreshArg& f : fresh) saved[f.slot.arg] = at::Tensor();  // a wrapper here would hold its own lineage
+  auto computation = std::make_shared<AtenComputation>(op, std::move(saved), slots, layouts, written, std::move(fresh));
   std::vector<Tensor> outputs = runtime->call(computation, inputs);
 
-  // In-place updates: each written wrapper's group takes its new value. Values updated with gradients off (an
-  // optimizer's step) and constants stay constants: they are state, not activations.
-  const std::size_t results = outputs.size() - static_cast<std::size_t>(std::count(written.begin(), written.end(), true));
-  std::size_t next_written = results;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!written[i]) continue;
-    WrappedTensorImpl* target = targets[i];
-    Tensor value = outputs[next_written];
-    AliasGroup& group = *target->group();
-    const bool state = group.value.is_constant() || !c10::GradMode::is_enabled();
-    if (state) {
-      Tensor constant = group.value.is_constant() ? group.value : runtime->constant(value.meta());
-      runtime->assign(constant, value);
-      value = constant;
+  // In-place updates: each written wrapper's group takes its new value. State updated in place (an optimizer's step: gradients off, outside backward; or a constant updated)
+  // becomes a constant: it is not worth a lineage back through every step. Every new value is made ready
+  // before any group takes it, so an error leaves the op unapplied, not half applied.
+  const std::size_t results = outputs.size() - updated.size();
+  const bool in_backward = ::torch::autograd::get_current_graph_task_exec_info() != nullptr;
+  std::vector<Tensor> values;
+  for (std::size_t k = 0; k < updated.size(); ++k) {
+    Tensor value = outputs[results + k];
+    if (updated[k]->group()->value.is_constant() || (!c10::GradMode::is_enabled() && !in_backward)) {
+      runtime->make_constant(value);
     }
-    group.value = value;
-    target->set_layout(computation->output_layouts()[next_written]);
-    ++next_written;
+    values.push_back(std::move(value));
+  }
+  for (std::size_t k = 0; k < updated.size(); ++k) {
+    updated[k]->group()->value = std::move(values[k]);
+    updated[k]->set_layout(computation->output_layouts()[results + k]);
   }
 
   // Returns: the op's own values, tensors replaced by wrappers over the outputs; a written argument's alias

@@ -90,6 +90,17 @@ void Runtime::Impl::pin_dependents(Storage& old, Storage& fresh) {
 
 // Drops `s`'s producer, which it returns (releasing it may free the closure's inputs): `s` is never evicted
 // again and is freed when nothing references it.
+void Runtime::Impl::make_constant(const Tensor& value) {
+  const TensorHandle& v = handle_of(value, "make_constant: the value");
+  DTR_CHECK(!value.is_view(), InvalidArgument, "make_constant: the value is a view; make the tensor it views a constant");
+  if (v.storage->constant()) return;
+  const CurrentOp running(*this, "make_constant");
+  Pins pins(*this);
+  materialize(*v.storage);
+  pins.add(*v.storage);
+  (void)make_constant(*v.storage);
+}
+
 std::shared_ptr<Closure> Runtime::Impl::make_constant(Storage& s) {
   heuristic_upkeep([&] { heuristic->on_cut(s); });
   remove_resident(s);

@@ -282,6 +282,13 @@ bool Runtime::evict(const Tensor& tensor) {
 
 void Runtime::set_memory_budget(std::optional<std::uint64_t> bytes) { impl_->set_budget(bytes); }
 
+void Runtime::make_constant(const Tensor& value) { impl_->make_constant(value); }
+
+void Runtime::reset_peak_stats() {
+  impl_->stats.peak_resident_bytes = impl_->resident_bytes;
+  if (impl_->allocator) impl_->allocator->reset_peak_stats();
+}
+
 RuntimeStats Runtime::stats() const { return impl_->current_stats(); }
 std::vector<OpRecomputations> Runtime::recomputations_by_op() const { return impl_->recomputations_by_op(); }
 std::uint64_t Runtime::random_state() const { return impl_->random_calls; }

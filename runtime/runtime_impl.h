@@ -277,6 +277,8 @@ struct Runtime::Impl final : Reclaimer {
   void rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std::uint64_t fresh_id, std::string_view op);
   void pin_dependents(Storage& old, Storage& fresh);
   [[nodiscard]] std::shared_ptr<Closure> make_constant(Storage& s);
+  // Runtime::make_constant.
+  void make_constant(const Tensor& value);
 
   // ---- lineage lifetime (lineage.cpp) ----
 

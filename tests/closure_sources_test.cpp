@@ -332,6 +332,44 @@ TEST(ClosureSources, AComputationCanSizeItsOutputsByRunning) {
   EXPECT_EQ(b.to_host_as<std::uint8_t>(), bytes);
 }
 
+TEST(ClosureSources, AComputedValueCanBecomeAConstant) {
+  Config config;
+  config.thrash_limit = std::nullopt;
+  Runtime rt(config);
+  const TensorMeta out{{8}};
+  const Tensor x = rt.constant(TensorMeta{{8}}, std::vector<float>(8, 0.25f));
+  auto op = affine_tanh(2, 0);
+  const Tensor y = rt.call(op, one(x), std::span<const TensorMeta>(&out, 1)).front();
+  ASSERT_TRUE(rt.evict(y));
+  rt.make_constant(y);  // recomputed first: a constant has no producer to remake it from
+  EXPECT_EQ(op->runs, 2);
+  EXPECT_TRUE(y.is_constant());
+  EXPECT_TRUE(y.resident());
+  EXPECT_FALSE(rt.evict(y));
+  EXPECT_FLOAT_EQ(y.to_host()[3], std::tanh(0.5f));
+  rt.make_constant(y);  // already one: nothing to do
+  EXPECT_EQ(op->runs, 2);
+  expect_error<InvalidArgument>([&] { rt.make_constant(Tensor()); }, {"make_constant: the value"});
+  const Tensor view = rt.view(y, Shape{4}, 4);
+  expect_error<InvalidArgument>([&] { rt.make_constant(view); }, {"make_constant: the value is a view"});
+}
+
+TEST(ClosureSources, PeaksStartOverFromWhatIsHeldNow) {
+  Runtime rt;
+  const TensorMeta out{{1024}};
+  Tensor big = rt.constant(TensorMeta{{1024}}, std::vector<float>(1024, 1.0f));
+  const Tensor small = rt.constant(TensorMeta{{16}}, std::vector<float>(16, 1.0f));
+  EXPECT_EQ(rt.stats().peak_resident_bytes, 1040u * 4);
+  big = Tensor();
+  EXPECT_EQ(rt.stats().peak_resident_bytes, 1040u * 4);  // a high-water mark
+  const std::uint64_t reserved = rt.allocator().stats().reserved_bytes.current;
+  rt.reset_peak_stats();
+  EXPECT_EQ(rt.stats().peak_resident_bytes, 16u * 4);
+  EXPECT_EQ(rt.stats().peak_reserved_bytes, reserved);
+  const Tensor y = rt.call(affine_tanh(1, 0), one(small), std::span<const TensorMeta>(&out, 1)).front();
+  EXPECT_EQ(rt.stats().peak_resident_bytes, 1040u * 4);
+}
+
 TEST(ClosureSources, AComputationThatThrowsLeavesTheRuntimeUsable) {
   Config config;
   config.budget_mode = BudgetMode::bytes;

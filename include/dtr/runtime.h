@@ -121,6 +121,12 @@ class Runtime {
   // either is a view or undefined, dtr::ShapeError if their shapes or dtypes differ.
   void assign(Tensor& target, const Tensor& value);
 
+  // Makes `value`'s storage a constant (recomputing it first if it was evicted): never evicted again, its
+  // lineage cut (closures that read it keep it; nothing recomputes it). For state a program updates in place
+  // from values it computed (an optimizer's step, gradient accumulation), which is not worth a lineage back
+  // to every old value. dtr::InvalidArgument for an undefined tensor or a view.
+  void make_constant(const Tensor& value);
+
   // A contiguous view of `base`: `shape` over its elements from `offset` on (a reshape, or a run of rows).
   // Views share their storage: no copy, no kernel; they see a rematerialized storage like any handle.
   // Throws dtr::ShapeError if the view does not fit inside `base`.
@@ -142,6 +148,9 @@ class Runtime {
   void set_random_state(std::uint64_t state);
 
   RuntimeStats stats() const;
+  // Starts the peaks of stats() over from what is held now (peak_resident_bytes, and the allocator's reserved
+  // peak): the peak of one phase of a program, as torch.cuda.reset_peak_memory_stats does.
+  void reset_peak_stats();
   // Where the recomputation went: one entry per op that was recomputed, costliest first (ties by name). At
   // most kMaxProfiledOps names are kept; the rest are summed under "(other ops)". Empty until something is
   // recomputed.

@@ -51,13 +51,18 @@ def checkpoint_module(module):
     """Wraps every parameter and buffer of `module` in place (parameters stay nn.Parameter). Build the
     optimizer after this call: it must hold the wrapped parameters."""
     load()
+    done = {}  # a tensor shared by several modules (tied weights) stays shared
     for m in module.modules():
         for name, p in list(m._parameters.items()):
             if p is not None and not is_checkpointed(p):
-                m._parameters[name] = torch.nn.Parameter(checkpoint(p.detach()), requires_grad=p.requires_grad)
+                if id(p) not in done:
+                    done[id(p)] = (p, torch.nn.Parameter(checkpoint(p.detach()), requires_grad=p.requires_grad))
+                m._parameters[name] = done[id(p)][1]
         for name, b in list(m._buffers.items()):
             if b is not None and not is_checkpointed(b):
-                m._buffers[name] = checkpoint(b)
+                if id(b) not in done:
+                    done[id(b)] = (b, checkpoint(b))
+                m._buffers[name] = done[id(b)][1]
     return module
 
 
@@ -71,3 +76,10 @@ def stats():
     """The default runtime's counters (dtr::RuntimeStats) as a dict."""
     load()
     return json.loads(torch.ops.dtr.stats())
+
+
+def reset_peak_stats():
+    """Starts the default runtime's peaks (peak_resident_bytes, peak_reserved_bytes) over from what it holds
+    now, as torch.cuda.reset_peak_memory_stats does."""
+    load()
+    torch.ops.dtr.reset_peak_stats()

@@ -1,6 +1,7 @@
 // dtr-torch against plain libtorch: the same program on wrapped tensors, with and without a budget, must give
 // bitwise the same values (the same CPU kernels on the same bits), and its closures must replay exactly.
 #include <gtest/gtest.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <memory>
@@ -19,7 +20,9 @@ std::shared_ptr<dtr::Runtime> bytes_runtime(std::optional<std::uint64_t> budget 
   dtr::Config config;
   config.budget_mode = dtr::BudgetMode::bytes;
   config.memory_budget = budget;
-  // Measured costs of microsecond ops are mostly noise: exactness, not the thrash limit, is under test here.
+  // Costs by bytes moved, not timings: the same eviction decisions on every run, so the budgets tested stay
+  // the budgets that train. Exactness, not the thrash limit, is under test here.
+  config.cost_model = dtr::CostModel::bytes;
   config.thrash_limit = std::nullopt;
   return std::make_shared<dtr::Runtime>(config);
 }
@@ -135,7 +138,8 @@ TEST(DtrTorch, ATrainingLoopKeepsNothingFromStepToStep) {
     // A fresh transposed view of each weight every step: mirrors of dead views must not pile up.
     const at::Tensor x = checkpoint(torch::randn({64, 32}), runtime);
     optimizer.zero_grad();
-    torch::relu(layer->forward(x)).sum().backward();
+    // Dropout: an overwriting op (bernoulli_) on a fresh tensor, whose closure once held its own wrapper.
+    torch::dropout(torch::relu(layer->forward(x)), 0.2, true).sum().backward();
     optimizer.step();
     resident.push_back(runtime->resident_bytes());
   }
@@ -201,6 +205,97 @@ TEST(DtrTorch, BadUseIsAClearError) {
   const at::Tensor plain = torch::ones({2});
   EXPECT_EQ(dtr::torch::runtime_of(plain), nullptr);
   EXPECT_TRUE(decheckpoint(plain).is_same(plain));
+}
+
+// Evicts every value `runtime` can evict now (a budget one byte over its constants), then lifts the budget.
+void evict_everything(dtr::Runtime& runtime, std::uint64_t constants) {
+  dtr::torch::set_budget(constants + 1, runtime);
+  dtr::torch::set_budget(std::nullopt, runtime);
+}
+
+TEST(DtrTorch, OpsThatWriteArgumentsTheirSchemaDoesNotNameStayExact) {
+  // rrelu_with_noise draws its slopes into `noise` although its 1.13 schema does not say it writes it.
+  auto runtime = bytes_runtime();
+  torch::manual_seed(5);
+  const at::Tensor x = torch::randn({64}, torch::requires_grad());
+  torch::manual_seed(6);
+  const at::Tensor expected = torch::rrelu(x, 0.1, 0.3, /*training=*/true);
+  expected.sum().backward();
+  const at::Tensor wx = checkpoint(x.detach(), runtime).requires_grad_(true);
+  torch::manual_seed(6);
+  const at::Tensor actual = torch::rrelu(wx, 0.1, 0.3, true);
+  evict_everything(*runtime, 2 * 64 * 4);
+  actual.sum().backward();
+  expect_bitwise(expected, actual, "rrelu");
+  expect_bitwise(x.grad(), wx.grad(), "rrelu's gradient");
+}
+
+TEST(DtrTorch, ARecomputationRunsUnderTheThreadStateOfItsFirstRun) {
+  auto runtime = bytes_runtime();
+  torch::manual_seed(8);
+  const at::Tensor a = torch::randn({8, 8});
+  const at::Tensor b = torch::randn({8, 8});
+  const at::Tensor actual = torch::mm(checkpoint(a, runtime), checkpoint(b, runtime));
+  evict_everything(*runtime, 2 * 64 * 4);
+  {
+    // Touched inside autocast, recorded outside it: the replay must not run in bfloat16.
+    at::autocast::set_cpu_enabled(true);
+    const at::Tensor read = decheckpoint(actual);
+    at::autocast::set_cpu_enabled(false);
+    EXPECT_TRUE(at::equal(read, torch::mm(a, b)));
+  }
+  EXPECT_GT(runtime->stats().rematerializations, 0u);
+}
+
+TEST(DtrTorch, WhatItCannotDoYetIsAClearErrorNotAWrongAnswer) {
+  auto runtime = bytes_runtime();
+  auto expect_message = [](auto&& f, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "expected an error naming: " << part;
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  // Two written tensors of one storage.
+  at::Tensor buf = checkpoint(torch::zeros({4}), runtime);
+  expect_message([&] { torch::_foreach_add_(std::vector<at::Tensor>{buf.slice(0, 0, 2), buf.slice(0, 2, 4)}, 1); },
+                 "writes two tensors that share a storage");
+  expect_message([&] { torch::_foreach_add_(std::vector<at::Tensor>{buf, buf}, 1); }, "share a storage");
+  // A plain output and a wrapped one written by one op.
+  at::Tensor values = torch::zeros({3});
+  at::Tensor indices = checkpoint(torch::zeros({3}, torch::kLong), runtime);
+  expect_message([&] { torch::max_out(values, indices, checkpoint(torch::ones({2, 3}), runtime), 0); },
+                 "writes both a plain tensor and a wrapped one");
+  // Rebinding a wrapper to another storage.
+  at::Tensor other = checkpoint(torch::ones({4}), runtime);
+  expect_message([&] { buf.set_(other); }, "set_ on a wrapped tensor is not supported");
+  // Leaving the CPU.
+  expect_message([&] { (void)buf.to(torch::kMeta); }, "decheckpoint its arguments before moving them off the CPU");
+}
+
+TEST(DtrTorch, ListsConjugatesAndOverlappingViewsKeepTheirMeaning) {
+  auto runtime = bytes_runtime();
+  // A Scalar[] argument beside tensor lists (Adam's foreach step): not mistaken for a tensor list.
+  std::vector<at::Tensor> plain{torch::ones({3}), torch::full({2}, 2.0)};
+  std::vector<at::Tensor> wrapped_list{checkpoint(plain[0].clone(), runtime), checkpoint(plain[1].clone(), runtime)};
+  const std::vector<at::Tensor> t1{torch::full({3}, 3.0), torch::full({2}, 5.0)};
+  const std::vector<at::Tensor> t2{torch::full({3}, 2.0), torch::full({2}, 4.0)};
+  const std::vector<at::Scalar> scalars{0.5, -1.0};
+  torch::_foreach_addcdiv_(plain, t1, t2, scalars);
+  torch::_foreach_addcdiv_(wrapped_list, t1, t2, scalars);
+  for (std::size_t i = 0; i < plain.size(); ++i) expect_bitwise(plain[i], wrapped_list[i], "foreach " + std::to_string(i));
+  // A lazy conjugate keeps meaning the conjugate.
+  const at::Tensor z = torch::complex(torch::arange(3, torch::kFloat32), torch::ones({3}));
+  expect_bitwise(z.conj().resolve_conj(), checkpoint(z, runtime).conj(), "conj of a wrapper");
+  expect_bitwise(z.conj().resolve_conj(), checkpoint(z.conj(), runtime), "wrapped conj");
+  // An expanded view reads back (its strides overlap).
+  const at::Tensor row = checkpoint(torch::arange(3, torch::kFloat32), runtime);
+  expect_bitwise(torch::arange(3, torch::kFloat32).expand({2, 3}), row.expand({2, 3}), "expanded");
+  // An out= argument that must grow, and a constant written so.
+  at::Tensor out = checkpoint(torch::empty({0}), runtime);
+  torch::add_out(out, row, row);
+  expect_bitwise(torch::arange(3, torch::kFloat32) * 2, out, "add_out into an empty constant");
 }
 
 // A small classifier trained with SGD (momentum) or Adam on wrapped inputs; its parameters stay plain (a C++
@@ -275,9 +370,9 @@ TEST(DtrTorch, TrainingMatchesPlainLibtorchBitwiseUnderBudgets) {
     expect_same_curve(plain, train(unbudgeted, 20, adam), optimizer + " unbudgeted");
     const std::uint64_t peak = unbudgeted->stats().peak_resident_bytes;
     ASSERT_GT(peak, 0u);
-    // At 0.5 this MLP runs out of memory in nested recomputations under every heuristic: backward's fresh
-    // gradients are evicted before they are read (docs/heuristics.md, "Where they all fail"; issue 18).
-    for (double ratio : {0.7, 0.6}) {
+    // At 0.4 this MLP runs out of memory in nested recomputations: backward's fresh gradients are evicted
+    // before they are read (docs/heuristics.md, "Where they all fail"; issue 18).
+    for (double ratio : {0.6, 0.5}) {
       auto runtime = bytes_runtime(static_cast<std::uint64_t>(ratio * static_cast<double>(peak)));
       Curve curve;
       try {
