@@ -14,6 +14,7 @@
 #include "dtr/memory_resource.h"
 #include "dtr/torch.h"
 #include "dtr_torch/dispatch.h"
+#include "dtr_torch/torch_memory.h"
 #include "dtr_torch/wrapped_tensor.h"
 
 namespace dtr::torch {
@@ -76,16 +77,18 @@ const bool registered = (registrations(), true);
 
 }  // namespace
 
+std::shared_ptr<Runtime> make_runtime(Config config) {
+  config.device = Device{};
+  config.buffers = BufferSource::memory_resource;
+  config.budget_mode = BudgetMode::bytes;
+  return std::make_shared<Runtime>(std::move(config), detail::make_torch_memory());
+}
+
 std::shared_ptr<Runtime> default_runtime() {
   static std::mutex mutex;
   static std::shared_ptr<Runtime> instance;
   std::lock_guard lock(mutex);
-  if (instance == nullptr) {
-    std::unique_ptr<MemoryResource> memory = make_host_resource();
-    Config config = Config::from_env(memory->capacity());
-    config.device = Device{};
-    instance = std::make_shared<Runtime>(std::move(config), std::move(memory));
-  }
+  if (instance == nullptr) instance = make_runtime(Config::from_env(detail::make_torch_memory()->capacity()));
   return instance;
 }
 

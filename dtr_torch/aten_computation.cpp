@@ -4,11 +4,13 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/Generator.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
 #include "dtr/check.h"
 #include "dtr/error.h"
+#include "dtr_torch/torch_memory.h"
 
 namespace dtr::torch::detail {
 
@@ -251,8 +253,17 @@ TensorMetas AtenComputation::run_first(const KernelArgs& args) {
   first_pending_ = true;
   TensorMetas metas;
   const std::size_t results = kept_.size() - written_count();
+  std::vector<const void*> offered;
   for (std::size_t j = 0; j < kept_.size(); ++j) {
-    metas.push_back(bytes_meta(bytes_of(kept_[j], output_layouts_[j], j >= results).size));
+    const OutputBytes out = bytes_of(kept_[j], output_layouts_[j], j >= results);
+    metas.push_back(bytes_meta(out.size));
+    // A runtime over PyTorch's allocator adopts the result as it is: no copy. Only memory PyTorch allocated
+    // for it: not an input's buffer (from_blob, no allocator) a kernel returned, nor one offered already.
+    const c10::Storage& storage = out.owner.storage();
+    if (storage.allocator() != nullptr && std::find(offered.begin(), offered.end(), storage.data()) == offered.end()) {
+      offered.push_back(storage.data());
+      offer_result(out.owner, out.data, out.size);
+    }
   }
   return metas;
 }
@@ -271,7 +282,7 @@ void AtenComputation::run(const KernelArgs& args) {
     const OutputBytes out = bytes_of((*source)[j], output_layouts_[j], j >= results);
     DTR_CHECK(out.size == args.output_meta[j].nbytes(), InvalidArgument, "dtr-torch: op '", name_, "' result ", j,
               " has ", out.size, " bytes when recomputed, ", args.output_meta[j].nbytes(), " the first time");
-    if (out.size > 0) std::memcpy(args.outputs[j], out.data, out.size);
+    if (out.size > 0 && out.data != args.outputs[j]) std::memcpy(args.outputs[j], out.data, out.size);
   }
   kept_.clear();
   first_pending_ = false;

@@ -16,6 +16,7 @@
 #include "dtr/torch.h"
 #include "dtr_torch/aten_computation.h"
 #include "dtr_torch/dispatch.h"
+#include "dtr_torch/torch_memory.h"
 
 namespace dtr::torch::detail {
 
@@ -386,7 +387,14 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   }
   for (const FreshArg& f : fresh) saved[f.slot.arg] = at::Tensor();  // a wrapper here would hold its own lineage
   auto computation = std::make_shared<AtenComputation>(op, std::move(saved), slots, layouts, written, std::move(fresh));
-  std::vector<Tensor> outputs = runtime->call(computation, inputs);
+  std::vector<Tensor> outputs;
+  try {
+    outputs = runtime->call(computation, inputs);
+  } catch (...) {
+    clear_offers();
+    throw;
+  }
+  clear_offers();
 
   // In-place updates: each written wrapper's group takes its new value. State updated in place (an optimizer's step: gradients off, outside backward; or a constant updated)
   // becomes a constant: it is not worth a lineage back through every step. Every new value is made ready

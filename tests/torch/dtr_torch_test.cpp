@@ -24,7 +24,7 @@ std::shared_ptr<dtr::Runtime> bytes_runtime(std::optional<std::uint64_t> budget 
   // the budgets that train. Exactness, not the thrash limit, is under test here.
   config.cost_model = dtr::CostModel::bytes;
   config.thrash_limit = std::nullopt;
-  return std::make_shared<dtr::Runtime>(config);
+  return dtr::torch::make_runtime(config);
 }
 
 void expect_bitwise(const at::Tensor& expected, const at::Tensor& actual, const std::string& what) {

@@ -14,11 +14,17 @@
 #include <memory>
 #include <optional>
 
+#include "dtr/config.h"
 #include "dtr/runtime.h"
 
 namespace dtr::torch {
 
-// The runtime that checkpoint() uses when given none: built on first use from the DTR_* variables
+// A runtime for wrapped tensors: `config`, with its buffers from PyTorch's CPU allocator, where an op's
+// results are adopted as they are, not copied (Config::buffers = memory_resource), and so its budget counted
+// in resident bytes (BudgetMode::bytes), whatever `config` says of those two; the device is the CPU.
+std::shared_ptr<Runtime> make_runtime(Config config = {});
+
+// The runtime that checkpoint() uses when given none: make_runtime of the DTR_* variables, built on first use
 // (Config::from_env; a percentage budget is of host memory). Shared: every wrapped tensor keeps its runtime
 // alive. A malformed variable throws dtr::ConfigError (and the next call tries again).
 std::shared_ptr<Runtime> default_runtime();
