@@ -38,6 +38,22 @@ TEST(DtrTorch, InterceptsTheOpsWithoutCompositeImplicitKernels) {
   EXPECT_GT(dtr::torch::intercepted_operator_count(), 2000u);
 }
 
+TEST(DtrTorch, ARuntimeForWrappersTakesPyTorchsMemoryAndCountsBytes) {
+  dtr::Config config;
+  config.budget_mode = dtr::BudgetMode::device;
+  auto runtime = dtr::torch::make_runtime(config);
+  EXPECT_EQ(runtime->config().budget_mode, dtr::BudgetMode::bytes);
+  EXPECT_EQ(runtime->config().buffers, dtr::BufferSource::memory_resource);
+  // Results adopted or copied, every buffer goes back: nothing resident once the tensors are gone.
+  {
+    const at::Tensor x = checkpoint(torch::randn({32, 32}), runtime);
+    const auto [values, indices] = torch::sort(torch::relu(x) + 1, 1);
+    expect_bitwise(std::get<0>(torch::sort(torch::relu(decheckpoint(x)) + 1, 1)), values, "sorted");
+    EXPECT_GT(runtime->resident_bytes(), 0u);
+  }
+  EXPECT_EQ(runtime->resident_bytes(), 0u);
+}
+
 TEST(DtrTorch, WrapsAndUnwrapsAnyStridedTensor) {
   auto runtime = bytes_runtime();
   const at::Tensor t = torch::arange(12, torch::kFloat32).reshape({3, 4}).t();  // not contiguous
