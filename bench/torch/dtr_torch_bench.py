@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """dtr-torch against plain PyTorch on this machine, in one process: per-op overhead and training steps.
 
-    DTR_TORCH_LIBRARY=build/release/dtr_torch/libdtr_torch.so PYTHONPATH=python DTR_BUDGET_MODE=bytes \\
+    DTR_TORCH_LIBRARY=build/release/dtr_torch/libdtr_torch.so PYTHONPATH=python DTR_THRASH_LIMIT=off \\
         /usr/bin/python3 bench/torch/dtr_torch_bench.py [--model resnet] [--batch 128] [--steps 5] [--threads 2]
         [--ratios 0.5,0.3] [--repeats 3]
 
