@@ -50,6 +50,12 @@ struct Registrations {
 
 void intercepted(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) { detail::intercept(op, stack); }
 
+}  // namespace
+
+void intercepted_by_fallback(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) { detail::intercept(op, stack); }
+
+namespace {
+
 // One kernel per aten op without a CompositeImplicitAutograd kernel: a backend fallback alone is outranked
 // by CompositeExplicitAutograd kernels and would see few ops.
 Registrations register_all() {
@@ -133,6 +139,15 @@ RuntimeStats stats(const Runtime& runtime) { return runtime.stats(); }
 std::size_t intercepted_operator_count() { return registrations().handles.size(); }
 
 }  // namespace dtr::torch
+
+// Ops registered after dtr-torch was loaded (extensions, tests) reach it through the backend fallback, unless
+// a composite kernel of theirs outranks it.
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dtr::torch::intercepted_by_fallback>());
+}
+// Their autograd key falls through to it, as AutogradCPU's does for CPU tensors (libtorch 1.13 leaves
+// AutogradPrivateUse1 without a fallback).
+TORCH_LIBRARY_IMPL(_, AutogradPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 // For Python: torch.ops.dtr.checkpoint(t), ... on the default runtime.
 TORCH_LIBRARY(dtr, m) {

@@ -260,10 +260,10 @@ TensorMetas AtenComputation::run_first(const KernelArgs& args) {
     // A runtime over PyTorch's allocator adopts the result as it is: no copy. Only memory PyTorch allocated
     // for it: not an input's buffer (from_blob, no allocator) a kernel returned, nor one offered already.
     const c10::Storage& storage = out.owner.storage();
-    if (storage.allocator() != nullptr && std::find(offered.begin(), offered.end(), storage.data()) == offered.end()) {
-      offered.push_back(storage.data());
-      offer_result(out.owner, out.data, out.size);
-    }
+    const bool adoptable =
+        storage.allocator() != nullptr && std::find(offered.begin(), offered.end(), storage.data()) == offered.end();
+    if (adoptable) offered.push_back(storage.data());
+    offer_result(out.owner, adoptable ? out.data : nullptr, out.size);  // one offer per output, in order
   }
   return metas;
 }

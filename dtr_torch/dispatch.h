@@ -7,6 +7,11 @@
 
 #include "dtr/runtime.h"
 
+namespace dtr::torch {
+// The backend fallback's kernel: intercept() for ops registered after dtr-torch was loaded.
+void intercepted_by_fallback(const c10::OperatorHandle& op, ::torch::jit::Stack* stack);
+}  // namespace dtr::torch
+
 namespace dtr::torch::detail {
 
 // Runs `op` on the arguments on `stack` (at least one a wrapper) and leaves its returns there.

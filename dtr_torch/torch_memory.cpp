@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "dtr/check.h"
@@ -34,10 +35,16 @@ class TorchMemory final : public MemoryResource {
   void* do_allocate(std::size_t bytes, std::size_t /*alignment*/) override {
     Held held;
     void* ptr = nullptr;
-    if (!offers.empty() && offers.front().bytes == bytes) {
-      held.owner = std::move(offers.front().owner);
-      ptr = offers.front().data;
+    // Offers are positional: the first allocation after an op's first run is its first output's, and so on.
+    // A result that cannot be adopted holds its place with a null offer, so no output takes another's buffer.
+    std::optional<Offer> offer;
+    if (!offers.empty()) {
+      offer = std::move(offers.front());
       offers.pop_front();
+    }
+    if (offer && offer->data != nullptr && offer->bytes == bytes) {
+      held.owner = std::move(offer->owner);
+      ptr = offer->data;
     } else {
       held.fresh = c10::GetCPUAllocator()->allocate(bytes);  // throws c10::Error when the system has no more
       ptr = held.fresh.get();
@@ -72,7 +79,6 @@ class TorchMemory final : public MemoryResource {
 std::unique_ptr<MemoryResource> make_torch_memory() { return std::make_unique<TorchMemory>(); }
 
 void offer_result(const at::Tensor& owner, const void* data, std::size_t bytes) {
-  if (bytes == 0) return;  // the runtime asks for one byte then: nothing to adopt
   offers.push_back(Offer{owner, const_cast<void*>(data), bytes});
 }
 

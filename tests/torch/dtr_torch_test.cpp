@@ -54,6 +54,24 @@ TEST(DtrTorch, ARuntimeForWrappersTakesPyTorchsMemoryAndCountsBytes) {
   EXPECT_EQ(runtime->resident_bytes(), 0u);
 }
 
+// An op registered after dtr-torch (it reaches it through the backend fallback) whose first result is its
+// input itself and whose second is new memory of the same size: the runtime must adopt the second as the
+// second output. Offers taken by size, not by place, once gave the first output the second's buffer.
+at::Tensor twice(const at::Tensor& x) { return x * 2; }
+std::tuple<at::Tensor, at::Tensor> same_and_twice(const at::Tensor& x) { return {x, twice(x)}; }
+TORCH_LIBRARY(dtr_test, m) { m.def("same_and_twice(Tensor x) -> (Tensor, Tensor)"); }
+TORCH_LIBRARY_IMPL(dtr_test, CPU, m) { m.impl("same_and_twice", &same_and_twice); }
+
+TEST(DtrTorch, EachOutputKeepsItsOwnBufferWhenOnlySomeCanBeAdopted) {
+  auto runtime = bytes_runtime();
+  const at::Tensor x = torch::arange(8, torch::kFloat32);
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("dtr_test::same_and_twice", "")
+                      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&)>();
+  const auto [same, doubled] = op.call(checkpoint(x, runtime));
+  expect_bitwise(x, same, "the input returned");
+  expect_bitwise(x * 2, doubled, "the new result");
+}
+
 TEST(DtrTorch, WrapsAndUnwrapsAnyStridedTensor) {
   auto runtime = bytes_runtime();
   const at::Tensor t = torch::arange(12, torch::kFloat32).reshape({3, 4}).t();  // not contiguous
