@@ -20,7 +20,6 @@ namespace {
 constexpr std::string_view kRandomWithoutGenerator[] = {"aten::native_dropout", "aten::rand_like", "aten::randn_like",
                                                          "aten::randint_like", "aten::randperm"};
 
-TensorMeta bytes_meta(std::size_t bytes) { return TensorMeta{Shape{static_cast<std::int64_t>(bytes)}, DType::uint8}; }
 
 // The bytes an output holds: a result's elements from its first on, or a written tensor's whole storage.
 struct OutputBytes {

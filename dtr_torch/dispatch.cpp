@@ -21,7 +21,6 @@ namespace dtr::torch::detail {
 
 namespace {
 
-TensorMeta bytes_meta(std::size_t bytes) { return TensorMeta{Shape{static_cast<std::int64_t>(bytes)}, DType::uint8}; }
 
 // Calls fn(slot, tensor) for every tensor argument (tensor lists' items included, undefined ones skipped).
 template <typename Fn>
@@ -189,10 +188,7 @@ void run_plain(const c10::OperatorHandle& op, std::vector<c10::IValue> args, ::t
 }  // namespace
 
 Tensor constant_of(const at::Tensor& plain, Runtime& runtime) {
-  const Layout layout = layout_of(plain);
-  const std::size_t bytes = extent_bytes(layout);
-  const auto* data = static_cast<const std::uint8_t*>(plain.data_ptr());
-  return runtime.constant(bytes_meta(bytes), std::span<const std::uint8_t>(data, bytes));
+  return constant_bytes(runtime, plain.data_ptr(), extent_bytes(layout_of(plain)));
 }
 
 

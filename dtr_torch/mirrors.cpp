@@ -14,7 +14,6 @@ namespace dtr::torch::detail {
 
 namespace {
 
-TensorMeta bytes_meta(std::size_t bytes) { return TensorMeta{Shape{static_cast<std::int64_t>(bytes)}, DType::uint8}; }
 
 // Whether a runtime value holds the same bytes as a plain storage: a computation with no outputs.
 class SameBytes final : public Computation {
@@ -57,9 +56,7 @@ class Mirrors {
       }
       entries_.erase(it);
     }
-    const auto* data = static_cast<const std::uint8_t*>(storage.data());
-    auto group = std::make_shared<AliasGroup>(
-        AliasGroup{runtime, runtime->constant(bytes_meta(storage.nbytes()), std::span<const std::uint8_t>(data, storage.nbytes()))});
+    auto group = std::make_shared<AliasGroup>(AliasGroup{runtime, constant_bytes(*runtime, storage.data(), storage.nbytes())});
     Tensor value = group->value;
     entries_.emplace(key, Entry{storage.getWeakStorageImpl(),
                                 storage.data(), storage.nbytes(), std::move(group)});

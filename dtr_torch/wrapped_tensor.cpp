@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <span>
+
 #include "dtr/error.h"
 
 namespace dtr::torch::detail {
@@ -73,6 +75,12 @@ std::size_t extent_bytes(const Layout& layout) {
     last += (layout.sizes[d] - 1) * layout.strides[d];
   }
   return static_cast<std::size_t>(last + 1) * layout.dtype.itemsize();
+}
+
+TensorMeta bytes_meta(std::size_t bytes) { return TensorMeta{Shape{static_cast<std::int64_t>(bytes)}, DType::uint8}; }
+
+Tensor constant_bytes(Runtime& runtime, const void* data, std::size_t bytes) {
+  return runtime.constant(bytes_meta(bytes), std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(data), bytes));
 }
 
 at::Tensor view_over(void* bytes, const Layout& layout) {

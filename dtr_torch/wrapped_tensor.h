@@ -56,6 +56,10 @@ at::Tensor make_wrapped(std::shared_ptr<AliasGroup> group, const Layout& layout)
 Layout layout_of(const at::Tensor& t);
 // Bytes from the first element to one past the last element `layout` reaches (0 when empty).
 std::size_t extent_bytes(const Layout& layout);
+// The runtime's view of any storage: its bytes, as uint8 [bytes].
+TensorMeta bytes_meta(std::size_t bytes);
+// A constant in `runtime` holding `bytes` bytes copied from `data`.
+Tensor constant_bytes(Runtime& runtime, const void* data, std::size_t bytes);
 // A CPU tensor with `layout` over `bytes` (the group's bytes), not owning them.
 at::Tensor view_over(void* bytes, const Layout& layout);
 
