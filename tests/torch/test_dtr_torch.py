@@ -34,6 +34,21 @@ class Net(torch.nn.Module):
         return self.fc2(self.drop(torch.relu(self.fc1(x))))
 
 
+def train_steps(model, optimizer, batches, wrapped):
+    """Trains `model` one step per batch (inputs and labels wrapped when `wrapped`); returns the losses and the
+    state dict, plain."""
+    losses = []
+    for x, y in batches:
+        if wrapped:
+            x, y = dtr_torch.checkpoint(x), dtr_torch.checkpoint(y)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(dtr_torch.decheckpoint(loss.detach()).item())
+    return losses, {k: dtr_torch.decheckpoint(v.detach()).clone() for k, v in model.state_dict().items()}
+
+
 def train(wrapped, optimizer_name, steps=20):
     torch.manual_seed(5)
     model = Net()
@@ -43,19 +58,9 @@ def train(wrapped, optimizer_name, steps=20):
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = []
-    for _ in range(steps):
-        x = torch.randn(32, 1, 16, 16)
-        y = torch.randint(0, 10, (32,))
-        if wrapped:
-            x, y = dtr_torch.checkpoint(x), dtr_torch.checkpoint(y)
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(dtr_torch.decheckpoint(loss.detach()).item())
-    state = {k: dtr_torch.decheckpoint(v.detach()).clone() for k, v in model.state_dict().items()}
-    return losses, state
+    # Drawn as the steps go, between the steps' own random draws (dropout).
+    batches = ((torch.randn(32, 1, 16, 16), torch.randint(0, 10, (32,))) for _ in range(steps))
+    return train_steps(model, optimizer, batches, wrapped)
 
 
 class TrainingTest(unittest.TestCase):
@@ -103,16 +108,7 @@ class ZooTest(unittest.TestCase):
             if wrapped:
                 dtr_torch.checkpoint_module(model)
             optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-            losses = []
-            for x, y in batches:
-                if wrapped:
-                    x, y = dtr_torch.checkpoint(x), dtr_torch.checkpoint(y)
-                optimizer.zero_grad()
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-                loss.backward()
-                optimizer.step()
-                losses.append(dtr_torch.decheckpoint(loss.detach()).item())
-            return losses, {k: dtr_torch.decheckpoint(v.detach()).clone() for k, v in model.state_dict().items()}
+            return train_steps(model, optimizer, batches, wrapped)
 
         plain_losses, plain_state = train(False)
         dtr_torch.set_budget(None)
