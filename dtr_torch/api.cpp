@@ -159,4 +159,5 @@ TORCH_LIBRARY(dtr, m) {
   });
   m.def("stats() -> str", []() { return dtr::to_json(dtr::torch::stats()); });
   m.def("reset_peak_stats() -> ()", []() { dtr::torch::default_runtime()->reset_peak_stats(); });
+  m.def("set_evict_after_every_op(bool on) -> ()", [](bool on) { dtr::torch::set_evict_after_every_op(on); });
 }

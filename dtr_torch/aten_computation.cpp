@@ -65,8 +65,10 @@ at::Generator generator_of(const std::vector<c10::IValue>& args, const c10::Func
 // A result as the runtime keeps it: a strided CPU tensor whose bits are its values (a lazy conjugate or
 // negative view is made real first).
 at::Tensor plain_result(const at::Tensor& r, std::string_view op) {
-  TORCH_CHECK(r.device().is_cpu() && r.layout() == c10::kStrided, "dtr-torch: ", op, " returned a ",
-              r.device().str(), " tensor; decheckpoint its arguments before moving them off the CPU");
+  TORCH_CHECK(r.device().is_cpu(), "dtr-torch: ", op, " returned a ", r.device().str(),
+              " tensor; decheckpoint its arguments before moving them off the CPU");
+  TORCH_CHECK(r.layout() == c10::kStrided, "dtr-torch: ", op, " returned a ", r.layout(),
+              " tensor; dtr-torch keeps strided tensors only: decheckpoint its arguments first");
   return r.is_conj() || r.is_neg() ? r.resolve_conj().resolve_neg() : r;
 }
 

@@ -8,14 +8,54 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 
 #include "dtr/check.h"
 #include "dtr/error.h"
 #include "dtr/torch.h"
 #include "dtr_torch/aten_computation.h"
+#include "dtr_torch/collectives.h"
 #include "dtr_torch/dispatch.h"
 #include "dtr_torch/mirrors.h"
 #include "dtr_torch/torch_memory.h"
+
+namespace dtr::torch {
+
+namespace {
+
+// The runtimes in stress mode (set_evict_after_every_op); `count` spares every op the lock when there are none.
+struct EvictingRuntimes {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<Runtime>> runtimes;
+  std::atomic<std::size_t> count{0};
+};
+
+EvictingRuntimes& evicting_runtimes() {
+  static EvictingRuntimes instance;
+  return instance;
+}
+
+}  // namespace
+
+void set_evict_after_every_op(bool on, const std::shared_ptr<Runtime>& runtime) {
+  DTR_CHECK(runtime != nullptr, InvalidArgument, "dtr::torch::set_evict_after_every_op: the runtime is null");
+  EvictingRuntimes& e = evicting_runtimes();
+  std::lock_guard lock(e.mutex);
+  std::erase_if(e.runtimes, [&](const std::weak_ptr<Runtime>& r) { return r.expired() || r.lock() == runtime; });
+  if (on) e.runtimes.push_back(runtime);
+  e.count = e.runtimes.size();
+}
+
+bool evicts_after_every_op(const Runtime& runtime) {
+  EvictingRuntimes& e = evicting_runtimes();
+  if (e.count == 0) return false;
+  std::lock_guard lock(e.mutex);
+  return std::any_of(e.runtimes.begin(), e.runtimes.end(),
+                     [&](const std::weak_ptr<Runtime>& r) { return r.lock().get() == &runtime; });
+}
+
+}  // namespace dtr::torch
 
 namespace dtr::torch::detail {
 
@@ -197,6 +237,10 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   const std::size_t n = schema.arguments().size();
   std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
   ::torch::jit::drop(*stack, n);
+  if (is_collective(schema)) {
+    run_collective(op, std::move(args), stack);
+    return;
+  }
 
   bool any_write = false;
   for (std::size_t a = 0; a < schema.arguments().size(); ++a) {
@@ -216,15 +260,36 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
     }
   }
 
-  // Inputs: wrapped tensors read their group's value; plain ones are copied in as constants.
+  // Plain tensors the op writes. An op that updates plain state beside fresh results (BatchNorm's running
+  // statistics in a C++ module, whose buffers stay plain) is recorded as any other: the state is updated on
+  // a copy, copied back into the plain tensor once, and the results stay evictable (run eagerly, they were
+  // plain, and mirrored as constants when read). Any other write to a plain tensor (in place on it, an out=
+  // argument, a list, beside a written wrapper) runs eagerly on plain copies of the wrapped arguments.
+  bool writes_plain = false;
+  bool records_plain_state = !any_alias;
+  for_each_tensor(schema, args, [&](const ArgSlot& slot, const at::Tensor& t) {
+    if (!writes(schema.arguments()[slot.arg]) && !writes_unannotated(schema, args, slot.arg)) return;
+    if (wrapped(t) != nullptr) {
+      records_plain_state = false;
+      return;
+    }
+    writes_plain = true;
+    if (slot.item >= 0 || schema.arguments()[slot.arg].is_out()) records_plain_state = false;
+  });
+  if (writes_plain && !records_plain_state) {
+    run_plain(op, std::move(args), stack);
+    return;
+  }
+
+  // Inputs: wrapped tensors read their group's value; plain ones their mirror (a constant of their bytes).
   std::vector<Tensor> inputs;
   std::vector<ArgSlot> slots;
   std::vector<Layout> layouts;
   std::vector<bool> written;
   std::vector<WrappedTensorImpl*> targets;  // per input: the wrapper an in-place op writes, else nullptr
+  std::vector<at::Tensor> plain_targets;    // per input: the plain tensor it writes, else undefined
   std::vector<FreshArg> fresh;
   std::vector<WrappedTensorImpl*> fresh_targets;
-  bool writes_plain = false;
   for_each_tensor(schema, args, [&](const ArgSlot& slot, const at::Tensor& t) {
     const bool write = writes(schema.arguments()[slot.arg]) || writes_unannotated(schema, args, slot.arg);
     WrappedTensorImpl* w = wrapped(t);
@@ -239,9 +304,8 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
       }
     }
     if (w == nullptr) {
-      if (write) writes_plain = true;
       // A Python number made a tensor stays in the arguments as it is (type promotion tells it apart).
-      if (writes_plain || t.unsafeGetTensorImpl()->is_wrapped_number()) return;
+      if (!write && t.unsafeGetTensorImpl()->is_wrapped_number()) return;
       TORCH_CHECK(t.device().is_cpu() && t.layout() == c10::kStrided, "dtr-torch: ", schema.name(),
                   " mixes wrapped tensors with a ", t.device().str(), " tensor; only CPU tensors can be mixed in");
       inputs.push_back(mirror_of(t, runtime));
@@ -251,22 +315,28 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
       layouts.push_back(w->layout());
     }
     slots.push_back(slot);
-    written.push_back(write && w != nullptr);
+    written.push_back(write);
     targets.push_back(write ? w : nullptr);
+    plain_targets.push_back(write && w == nullptr ? t : at::Tensor());
   });
-  if (writes_plain) {
-    run_plain(op, std::move(args), stack);
-    return;
-  }
   // Each written tensor gets its own copy of its group: two in one group would each lose the other's update.
   std::vector<WrappedTensorImpl*> updated;  // in the computation's output order, after its results
+  std::vector<at::Tensor> updated_plain;    // the same places: the plain tensor written there, if any
   for (std::size_t i = 0; i < targets.size(); ++i) {
-    if (written[i]) updated.push_back(targets[i]);
+    if (written[i]) {
+      updated.push_back(targets[i]);
+      updated_plain.push_back(plain_targets[i]);
+    }
   }
   updated.insert(updated.end(), fresh_targets.begin(), fresh_targets.end());
+  updated_plain.resize(updated.size());
   for (std::size_t i = 0; i < updated.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
-      TORCH_CHECK(updated[i]->group() != updated[j]->group(), "dtr-torch: ", schema.name(),
+      const bool shared = updated[i] != nullptr && updated[j] != nullptr
+                              ? updated[i]->group() == updated[j]->group()
+                              : updated_plain[i].defined() && updated_plain[j].defined() &&
+                                    updated_plain[i].is_alias_of(updated_plain[j]);
+      TORCH_CHECK(!shared, "dtr-torch: ", schema.name(),
                   " writes two tensors that share a storage (views of one tensor, or one tensor twice); "
                   "this is not supported yet: write them in separate ops");
     }
@@ -303,20 +373,36 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   }
   clear_offers();
 
-  // In-place updates: each written wrapper's group takes its new value. State updated in place (an optimizer's step: gradients off, outside backward; or a constant updated)
-  // becomes a constant: it is not worth a lineage back through every step. Every new value is made ready
-  // before any group takes it, so an error leaves the op unapplied, not half applied.
+  // In-place updates: each written wrapper's group takes its new value. State becomes a constant: it is not
+  // worth a lineage back through every step. State is a constant updated (a parameter), or a value updated
+  // in place with gradients off outside backward for the second time (an optimizer's buffers, from their
+  // second update). A first such update keeps its lineage: a reentrant torch.utils.checkpoint runs its
+  // segment under no_grad, and an in-place activation there (ReLU(inplace=True)) must stay evictable.
+  // Every new value is made ready before any group takes it, so an error leaves the op unapplied.
   const std::size_t results = outputs.size() - updated.size();
-  const bool in_backward = ::torch::autograd::get_current_graph_task_exec_info() != nullptr;
+  const bool state_update = !c10::GradMode::is_enabled() && ::torch::autograd::get_current_graph_task_exec_info() == nullptr;
   std::vector<Tensor> values;
+  std::vector<at::Tensor> plain_values;  // a written plain tensor's new bytes, read out of the runtime
   for (std::size_t k = 0; k < updated.size(); ++k) {
     Tensor value = outputs[results + k];
-    if (updated[k]->group()->value.is_constant() || (!c10::GradMode::is_enabled() && !in_backward)) {
-      runtime->make_constant(value);
+    if (updated[k] == nullptr) {
+      auto group = std::make_shared<AliasGroup>(AliasGroup{runtime, value});
+      plain_values.push_back(decheckpoint(make_wrapped(std::move(group), computation->output_layouts()[results + k])));
+      values.emplace_back();
+      continue;
     }
+    plain_values.emplace_back();
+    const AliasGroup& group = *updated[k]->group();
+    if (group.value.is_constant() || (state_update && group.updated_without_grad)) runtime->make_constant(value);
     values.push_back(std::move(value));
   }
   for (std::size_t k = 0; k < updated.size(); ++k) {
+    if (updated[k] == nullptr) {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      updated_plain[k].copy_(plain_values[k]);  // as the kernel would have: in place, the version kept
+      continue;
+    }
+    updated[k]->group()->updated_without_grad = updated[k]->group()->updated_without_grad || state_update;
     updated[k]->group()->value = std::move(values[k]);
     updated[k]->set_layout(computation->output_layouts()[results + k]);
   }
@@ -354,6 +440,7 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
       stack->push_back(v);
     }
   }
+  if (evicts_after_every_op(*runtime)) runtime->evict_all();
 }
 
 }  // namespace dtr::torch::detail

@@ -18,6 +18,9 @@ namespace dtr::torch::detail {
 struct AliasGroup {
   std::shared_ptr<Runtime> runtime;
   Tensor value;
+  // Written in place with gradients off outside backward before (dispatch.cpp: the second such update makes
+  // the value a constant).
+  bool updated_without_grad = false;
 };
 
 // Where a strided tensor's elements are in its group's bytes.

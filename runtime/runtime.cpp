@@ -280,6 +280,15 @@ bool Runtime::evict(const Tensor& tensor) {
   return true;
 }
 
+std::size_t Runtime::evict_all() {
+  std::vector<Storage*> victims;
+  for (Storage* s : impl_->recomputable) {
+    if (Impl::candidate(*s)) victims.push_back(s);
+  }
+  for (Storage* s : victims) impl_->evict(*s);
+  return victims.size();
+}
+
 void Runtime::set_memory_budget(std::optional<std::uint64_t> bytes) { impl_->set_budget(bytes); }
 
 void Runtime::make_constant(const Tensor& value) { impl_->make_constant(value); }

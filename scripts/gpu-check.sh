@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device checks on a lent GPU machine (the `device` tool; docs/results/gpu.md), from binaries built here:
 #
-#   scripts/gpu-check.sh bundle    (here) packs build/onednn's test and tool binaries and libdtr into
+#   scripts/gpu-check.sh bundle    (here) packs build/release (or $DTR_GPU_BUILD)'s test and tool binaries and libdtr into
 #                                  build/gpu/dtr.tar.gz, and the Debian libraries they need that the GPU
 #                                  machine lacks (oneDNN, OpenBLAS, spdlog, fmt, ...) into build/gpu/syslibs.tar.gz
 #   scripts/gpu-check.sh tests     (there) every test binary on the GPU (dtr-tests in 12 shards), then
@@ -15,12 +15,12 @@
 set -u
 mode="${1:-}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-B="$root/build/onednn"
+B="$root/${DTR_GPU_BUILD:-build/release}"  # the build to carry (CUDA on); DTR_GPU_BUILD names another
 
 if [ "$mode" = bundle ]; then
   set -e
   mkdir -p "$root/build/gpu"
-  cd "$root/build/onednn"
+  cd "$B"
   tar -czf "$root/build/gpu/dtr.tar.gz" tests/dtr-tests tests/dtr-nn-tests tests/dtr-train-tests \
     tests/dtr-c-api-env tests/dtr-exit-probe tools/dtr-train tools/dtr-sim tools/dtr-trace-gen libdtr.so*
   staging="$(mktemp -d)"

@@ -354,6 +354,24 @@ TEST(ClosureSources, AComputedValueCanBecomeAConstant) {
   expect_error<InvalidArgument>([&] { rt.make_constant(view); }, {"make_constant: the value is a view"});
 }
 
+TEST(ClosureSources, EvictAllEvictsEveryCandidateAndNothingElse) {
+  Config config;
+  config.thrash_limit = std::nullopt;
+  Runtime rt(config);
+  const TensorMeta meta{{8}};
+  const std::vector<std::shared_ptr<Lambda>> ops = {affine_tanh(2, 0), affine_tanh(3, 1)};
+  std::vector<Tensor> chain = {rt.constant(meta, std::vector<float>(8, 0.25f))};
+  for (const auto& op : ops) chain.push_back(rt.call(op, one(chain.back()), std::span<const TensorMeta>(&meta, 1)).front());
+  EXPECT_EQ(rt.evict_all(), 2u);
+  EXPECT_TRUE(chain[0].resident());  // a constant stays
+  EXPECT_FALSE(chain[1].resident());
+  EXPECT_FALSE(chain[2].resident());
+  EXPECT_EQ(rt.stats().evictions, 0u);  // counted there are the heuristic's choices only
+  EXPECT_EQ(rt.evict_all(), 0u);        // nothing left to evict
+  EXPECT_FLOAT_EQ(chain[2].to_host()[0], std::tanh(3.0f * std::tanh(0.5f) + 1.0f));  // back by recomputation
+  for (const auto& op : ops) EXPECT_EQ(op->runs, 2);
+}
+
 TEST(ClosureSources, PeaksStartOverFromWhatIsHeldNow) {
   Runtime rt;
   const TensorMeta out{{1024}};

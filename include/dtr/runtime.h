@@ -135,6 +135,9 @@ class Runtime {
   // Evicts `tensor`'s storage now if it can be (resident, not pinned, not a constant); returns whether it did.
   // The heuristic decides on its own under a budget; this is for tests and for programs that know better.
   bool evict(const Tensor& tensor);
+  // Evicts every storage that can be evicted now; returns how many it evicted. For stress tests (dtr-torch
+  // evicts after every op with it: each value then comes back by recomputation) and programs that know better.
+  std::size_t evict_all();
 
   // Changes the budget (nullopt: none), in the runtime's budget mode. A smaller budget evicts what it must at
   // once; when what cannot be evicted (pinned, constants) does not fit, throws dtr::OutOfMemory and keeps the

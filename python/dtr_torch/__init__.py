@@ -5,6 +5,7 @@ are then torch.ops.dtr.*. Every tensor wrapped by checkpoint() lives in dtr's de
 the DTR_* variables (DTR_MEMORY_BUDGET, DTR_HEURISTIC, ...): under its budget, values are evicted and
 recomputed, and results stay bitwise those of plain PyTorch.
 """
+import contextlib
 import json
 import os
 
@@ -25,6 +26,8 @@ def load(path=None):
     if not os.path.exists(path):
         raise RuntimeError(f"dtr_torch: DTR_TORCH_LIBRARY={path!r}: no such file")
     torch.ops.load_library(path)
+    from . import _boundary
+    _boundary.install()  # printing, tolist, numpy, torch.save, deepcopy of wrappers
     _loaded = path
     return path
 
@@ -83,3 +86,29 @@ def reset_peak_stats():
     now, as torch.cuda.reset_peak_memory_stats does."""
     load()
     torch.ops.dtr.reset_peak_stats()
+
+
+def evict_after_every_op(on=True):
+    """Stress mode, for tests: after every op, the default runtime evicts every value it can, so every value
+    read again comes back by recomputation. Slow."""
+    load()
+    torch.ops.dtr.set_evict_after_every_op(bool(on))
+
+
+def wrap_factories(on=True):
+    """Turns on (or off) the mode where torch's creation functions (torch.zeros, torch.randn, torch.tensor,
+    torch.from_numpy, ...) return checkpointed tensors: for programs that cannot be edited. Returns whether
+    it was on. See docs/torch.md for what it covers."""
+    load()
+    from . import _factories
+    return _factories.enable(on)
+
+
+@contextlib.contextmanager
+def wrapping_factories():
+    """wrap_factories() for the length of a with block."""
+    was = wrap_factories(True)
+    try:
+        yield
+    finally:
+        wrap_factories(was)

@@ -306,6 +306,11 @@ TEST(DtrTorch, WhatItCannotDoYetIsAClearErrorNotAWrongAnswer) {
   expect_message([&] { buf.set_(other); }, "set_ on a wrapped tensor is not supported");
   // Leaving the CPU.
   expect_message([&] { (void)buf.to(torch::kMeta); }, "decheckpoint its arguments before moving them off the CPU");
+  expect_message([&] { (void)buf.to_sparse(); }, "returned a Sparse tensor; dtr-torch keeps strided tensors only");
+  // Its bytes: libtorch's own check, not a crash. (storage() stays libtorch's empty Storage: DDP's Reducer
+  // asks every gradient for it; Python's t.storage() is refused by the dtr_torch package.)
+  expect_message([&] { (void)buf.data_ptr(); }, "doesn't have storage");
+  EXPECT_FALSE(buf.has_storage());
 }
 
 TEST(DtrTorch, ListsConjugatesAndOverlappingViewsKeepTheirMeaning) {
@@ -335,6 +340,7 @@ TEST(DtrTorch, ListsConjugatesAndOverlappingViewsKeepTheirMeaning) {
 // A small classifier trained with SGD (momentum) or Adam on wrapped inputs; its parameters stay plain (a C++
 // module's members cannot be swapped for wrappers), mirrored in the runtime.
 struct Mlp : torch::nn::Module {
+  static at::Tensor make_input() { return torch::randn({1024, 32}); }
   Mlp() {
     input = register_module("input", torch::nn::Linear(32, 64));
     for (int i = 0; i < 5; ++i) hidden.push_back(register_module("hidden" + std::to_string(i), torch::nn::Linear(64, 64)));
@@ -357,34 +363,6 @@ struct Curve {
   std::vector<at::Tensor> parameters;
 };
 
-Curve train(const std::shared_ptr<dtr::Runtime>& runtime, int steps, bool adam) {
-  torch::manual_seed(11);
-  auto model = std::make_shared<Mlp>();
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
-  if (adam) {
-    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
-  } else {
-    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(),
-                                                    torch::optim::SGDOptions(0.05).momentum(0.9));
-  }
-  Curve curve;
-  for (int step = 0; step < steps; ++step) {
-    at::Tensor x = torch::randn({1024, 32});
-    at::Tensor y = torch::randint(0, 10, {1024});
-    if (runtime) {
-      x = checkpoint(x, runtime);
-      y = checkpoint(y, runtime);
-    }
-    optimizer->zero_grad();
-    at::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
-    loss.backward();
-    optimizer->step();
-    curve.losses.push_back(decheckpoint(loss).item<float>());
-  }
-  for (const auto& p : model->parameters()) curve.parameters.push_back(decheckpoint(p).clone());
-  return curve;
-}
-
 void expect_same_curve(const Curve& expected, const Curve& actual, const std::string& what) {
   ASSERT_EQ(expected.losses.size(), actual.losses.size());
   for (std::size_t i = 0; i < expected.losses.size(); ++i) {
@@ -396,12 +374,45 @@ void expect_same_curve(const Curve& expected, const Curve& actual, const std::st
   }
 }
 
+// Trains a fresh Model for `steps` steps on batches of Model::make_input() with 10 classes, wrapped in
+// `runtime` (none: plain), the runtime evicting everything after every op when `evict_every_op`.
+template <typename Model>
+Curve train_model(const std::shared_ptr<dtr::Runtime>& runtime, int steps, bool adam, bool evict_every_op = false) {
+  torch::manual_seed(11);
+  auto model = std::make_shared<Model>();
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (adam) {
+    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
+  } else {
+    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  }
+  if (runtime) dtr::torch::set_evict_after_every_op(evict_every_op, runtime);
+  Curve curve;
+  for (int step = 0; step < steps; ++step) {
+    at::Tensor x = Model::make_input();
+    at::Tensor y = torch::randint(0, 10, {x.size(0)});
+    if (runtime) {
+      x = checkpoint(x, runtime);
+      y = checkpoint(y, runtime);
+    }
+    optimizer->zero_grad();
+    at::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+    loss.backward();
+    optimizer->step();
+    curve.losses.push_back(decheckpoint(loss).item<float>());
+  }
+  if (runtime) dtr::torch::set_evict_after_every_op(false, runtime);
+  for (const auto& p : model->parameters()) curve.parameters.push_back(decheckpoint(p).clone());
+  for (const auto& b : model->buffers()) curve.parameters.push_back(decheckpoint(b).clone());  // running stats
+  return curve;
+}
+
 TEST(DtrTorch, TrainingMatchesPlainLibtorchBitwiseUnderBudgets) {
   for (bool adam : {false, true}) {
     const std::string optimizer = adam ? "adam" : "sgd-momentum";
-    const Curve plain = train(nullptr, 20, adam);
+    const Curve plain = train_model<Mlp>(nullptr, 20, adam);
     auto unbudgeted = bytes_runtime();
-    expect_same_curve(plain, train(unbudgeted, 20, adam), optimizer + " unbudgeted");
+    expect_same_curve(plain, train_model<Mlp>(unbudgeted, 20, adam), optimizer + " unbudgeted");
     const std::uint64_t peak = unbudgeted->stats().peak_resident_bytes;
     ASSERT_GT(peak, 0u);
     // At 0.4 this MLP runs out of memory in nested recomputations: backward's fresh gradients are evicted
@@ -410,7 +421,7 @@ TEST(DtrTorch, TrainingMatchesPlainLibtorchBitwiseUnderBudgets) {
       auto runtime = bytes_runtime(static_cast<std::uint64_t>(ratio * static_cast<double>(peak)));
       Curve curve;
       try {
-        curve = train(runtime, 20, adam);
+        curve = train_model<Mlp>(runtime, 20, adam);
       } catch (const std::exception& e) {
         FAIL() << optimizer << " at " << ratio << " of " << peak << " bytes: " << e.what();
       }
@@ -419,6 +430,124 @@ TEST(DtrTorch, TrainingMatchesPlainLibtorchBitwiseUnderBudgets) {
       EXPECT_GT(runtime->stats().rematerializations, 0u) << optimizer << " at " << ratio;
     }
   }
+}
+
+// A torchvision-style ResNet (BasicBlocks with BatchNorm, a strided block with a 1x1 projection, in-place
+// residual adds) and a Transformer encoder over image rows, in plain libtorch.
+struct BasicBlock : torch::nn::Module {
+  BasicBlock(int in, int out, int stride) {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(out));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
+    bn2 = register_module("bn2", torch::nn::BatchNorm2d(out));
+    if (stride != 1 || in != out) {
+      project = register_module("project", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+      project_bn = register_module("project_bn", torch::nn::BatchNorm2d(out));
+    }
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor out = bn2->forward(conv2->forward(torch::relu(bn1->forward(conv1->forward(x)))));
+    out += project ? project_bn->forward(project->forward(x)) : x;
+    return torch::relu_(out);
+  }
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, project{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, project_bn{nullptr};
+};
+
+struct ResNet : torch::nn::Module {
+  // A batch of 32: activations well above the parameters and their momentum (constants).
+  static at::Tensor make_input() { return torch::randn({32, 1, 16, 16}); }
+  ResNet() {
+    stem = register_module("stem", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 8, 3).padding(1).bias(false)));
+    stem_bn = register_module("stem_bn", torch::nn::BatchNorm2d(8));
+    // ResNet-20's shape, narrower: three stages of three blocks, 8, 16 and 32 channels.
+    blocks = register_module("blocks", torch::nn::Sequential());
+    for (int stage = 0, width = 8; stage < 3; ++stage, width *= 2) {
+      for (int b = 0; b < 3; ++b) {
+        const bool down = stage > 0 && b == 0;
+        blocks->push_back(BasicBlock(down ? width / 2 : width, width, down ? 2 : 1));
+      }
+    }
+    fc = register_module("fc", torch::nn::Linear(32, 10));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor h = blocks->forward(torch::relu(stem_bn->forward(stem->forward(x))));
+    return fc->forward(torch::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
+  }
+  torch::nn::Conv2d stem{nullptr};
+  torch::nn::BatchNorm2d stem_bn{nullptr};
+  torch::nn::Sequential blocks{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+
+struct Encoder : torch::nn::Module {
+  static at::Tensor make_input() { return torch::randn({16, 1, 16, 16}); }
+  Encoder() {
+    embed = register_module("embed", torch::nn::Linear(16, 32));
+    position = register_parameter("position", torch::randn({16, 1, 32}) * 0.02);
+    layers = register_module("layers", torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(
+        torch::nn::TransformerEncoderLayerOptions(32, 4).dim_feedforward(64).dropout(0.1), 4)));
+    head = register_module("head", torch::nn::Linear(32, 10));
+  }
+  at::Tensor forward(const at::Tensor& x) {  // [N, 1, 16, 16]: 16 rows of 16 as tokens
+    at::Tensor tokens = embed->forward(x.squeeze(1).transpose(0, 1)) + position;  // [S, N, E]
+    return head->forward(layers->forward(tokens).mean(0));
+  }
+  torch::nn::Linear embed{nullptr}, head{nullptr};
+  at::Tensor position;
+  torch::nn::TransformerEncoder layers{nullptr};
+};
+
+template <typename Model>
+void expect_exact_training(const std::string& name, std::initializer_list<double> ratios) {
+  constexpr int kSteps = 20;
+  for (bool adam : {false, true}) {
+    const std::string what = name + (adam ? " adam" : " sgd-momentum");
+    const Curve plain = train_model<Model>(nullptr, kSteps, adam);
+    auto unbudgeted = bytes_runtime();
+    expect_same_curve(plain, train_model<Model>(unbudgeted, kSteps, adam), what + " unbudgeted");
+    const std::uint64_t peak = unbudgeted->stats().peak_resident_bytes;
+    if (!adam) {  // every value read again is recomputed, through all its lineage: slow, so one optimizer
+      auto evicting = bytes_runtime();
+      expect_same_curve(plain, train_model<Model>(evicting, kSteps, adam, true), what + " evicting after every op");
+      EXPECT_GT(evicting->stats().rematerializations, 0u) << what;
+    }
+    for (double ratio : ratios) {
+      auto runtime = bytes_runtime(static_cast<std::uint64_t>(ratio * static_cast<double>(peak)));
+      Curve curve;
+      try {
+        curve = train_model<Model>(runtime, kSteps, adam);
+      } catch (const std::exception& e) {
+        FAIL() << what << " at " << ratio << " of " << peak << " bytes: " << e.what();
+      }
+      expect_same_curve(plain, curve, what + " at " + std::to_string(ratio));
+      EXPECT_GT(runtime->stats().rematerializations, 0u) << what << " at " << ratio;
+    }
+  }
+}
+
+TEST(DtrTorch, AResNetTrainsBitwiseEvictingAfterEveryOpAndUnderBudgets) {
+  expect_exact_training<ResNet>("resnet", {0.5, 0.3});
+}
+
+TEST(DtrTorch, ATransformerTrainsBitwiseEvictingAfterEveryOpAndUnderBudgets) {
+  expect_exact_training<Encoder>("transformer", {0.5, 0.3});
+}
+
+TEST(DtrTorch, EvictingAfterEveryOpIsPerRuntime) {
+  auto on = bytes_runtime();
+  auto off = bytes_runtime();
+  dtr::torch::set_evict_after_every_op(true, on);
+  EXPECT_TRUE(dtr::torch::evicts_after_every_op(*on));
+  EXPECT_FALSE(dtr::torch::evicts_after_every_op(*off));
+  const at::Tensor a = checkpoint(torch::ones({64}), on) * 2;
+  const at::Tensor b = checkpoint(torch::ones({64}), off) * 2;
+  EXPECT_EQ(on->resident_bytes(), 64u * 4);  // the constant only: a * 2 was evicted at once
+  EXPECT_EQ(off->resident_bytes(), 2 * 64u * 4);
+  expect_bitwise(torch::ones({64}) * 2, a, "recomputed");
+  dtr::torch::set_evict_after_every_op(false, on);
+  EXPECT_FALSE(dtr::torch::evicts_after_every_op(*on));
+  EXPECT_THROW(dtr::torch::set_evict_after_every_op(true, nullptr), dtr::InvalidArgument);
 }
 
 }  // namespace

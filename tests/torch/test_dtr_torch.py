@@ -1,7 +1,11 @@
 """dtr-torch from Python, against plain PyTorch: the same training, bitwise (run by Debian's /usr/bin/python3;
 ctest sets DTR_TORCH_LIBRARY and PYTHONPATH)."""
 import copy
+import io
 import os
+import json
+import pickle
+import subprocess
 import sys
 import unittest
 
@@ -64,6 +68,9 @@ def train(wrapped, optimizer_name, steps=20):
 
 
 class TrainingTest(unittest.TestCase):
+    """The CNN (BatchNorm, dropout) for 20 steps, wrapped: unbudgeted, evicting everything after every op
+    (each value read again is recomputed), and under 0.5 and 0.3 of the unbudgeted peak."""
+
     def check(self, optimizer_name):
         plain_losses, plain_state = train(False, optimizer_name)
         dtr_torch.set_budget(None)
@@ -74,7 +81,17 @@ class TrainingTest(unittest.TestCase):
             self.assertTrue(torch.equal(plain_state[k], state[k]), k)
         peak = dtr_torch.stats()["peak_resident_bytes"]
         self.assertGreater(peak, 0)
-        for ratio in (0.5, 0.4):
+        start = dtr_torch.stats()["rematerializations"]
+        dtr_torch.evict_after_every_op(True)
+        try:
+            losses, state = train(True, optimizer_name)
+        finally:
+            dtr_torch.evict_after_every_op(False)
+        self.assertEqual(plain_losses, losses, "evicting after every op")
+        for k in plain_state:
+            self.assertTrue(torch.equal(plain_state[k], state[k]), f"{k} evicting after every op")
+        self.assertGreater(dtr_torch.stats()["rematerializations"], start)
+        for ratio in (0.5, 0.3):
             dtr_torch.set_budget(int(peak * ratio))
             start = dtr_torch.stats()
             losses, state = train(True, optimizer_name)
@@ -93,10 +110,12 @@ class TrainingTest(unittest.TestCase):
 
 
 class ZooTest(unittest.TestCase):
-    """Zoo models (bench/torch/zoo.py), 3 SGD-momentum steps, wrapped, under fractions of their unbudgeted
-    peak: bitwise plain PyTorch. The fractions are where dtr-eq trains these small models without thrashing
-    (measured: ResNet-20 fails at 0.3 with nested recomputations out of memory, the Transformer thrashes at
-    0.4; ResNet-32 at width 16 trains at 0.3, bench/torch/dtr_torch_bench.py)."""
+    """Zoo models (bench/torch/zoo.py), 3 SGD-momentum steps, wrapped, evicting after every op and under 0.5
+    and 0.3 of their unbudgeted peak: bitwise plain PyTorch. Sized so that activations dominate: below about
+    a quarter of the peak a step's largest op and the constants (parameters, momentum, gradients) no longer
+    fit (a batch of 8 for ResNet-20, a depth of 4 for the Transformer, measured). The run's thrash limit is
+    off (ctest's DTR_THRASH_LIMIT): with costs counted in bytes dtr-eq recomputes the Transformer's cheap
+    clones and softmaxes past twice the base compute (issue 18); exactness is what is tested here."""
 
     def run_model(self, name, spec, batch, ratios):
         torch.manual_seed(3)
@@ -116,23 +135,27 @@ class ZooTest(unittest.TestCase):
         losses, _ = train(True)
         self.assertEqual(plain_losses, losses)
         peak = dtr_torch.stats()["peak_resident_bytes"]
-        for ratio in ratios:
-            dtr_torch.set_budget(int(peak * ratio))
+        for ratio in ("evict after every op",) + ratios:
+            if isinstance(ratio, str):
+                dtr_torch.evict_after_every_op(True)
+            else:
+                dtr_torch.set_budget(int(peak * ratio))
             start = dtr_torch.stats()["rematerializations"]
             try:
                 losses, state = train(True)
             finally:
                 dtr_torch.set_budget(None)
+                dtr_torch.evict_after_every_op(False)
             self.assertEqual(plain_losses, losses, f"{name} at {ratio}")
             for k in plain_state:
                 self.assertTrue(torch.equal(plain_state[k], state[k]), f"{name}: {k} at {ratio}")
             self.assertGreater(dtr_torch.stats()["rematerializations"], start, f"{name} at {ratio}")
 
     def test_resnet(self):
-        self.run_model("resnet", {"depth": 20, "width": 8}, 8, (0.5, 0.4))
+        self.run_model("resnet", {"depth": 20, "width": 8}, 32, (0.5, 0.3))
 
     def test_transformer(self):
-        self.run_model("transformer", {"depth": 4, "dim": 32, "heads": 4, "patch": 0}, 16, (0.7, 0.5))
+        self.run_model("transformer", {"depth": 8, "dim": 32, "heads": 4, "patch": 0}, 16, (0.5, 0.3))
 
 
 class WrapperTest(unittest.TestCase):
@@ -150,6 +173,121 @@ class WrapperTest(unittest.TestCase):
         self.assertTrue(dtr_torch.is_checkpointed(t))
         self.assertEqual((t * 2).sum().item(), 30.0)
         self.assertEqual(dtr_torch.decheckpoint(t).tolist(), [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])
+
+
+class BoundaryTest(unittest.TestCase):
+    """Where values leave PyTorch's ops: a wrapper reads out as the plain tensor it stands for, or says why not."""
+
+    def pair(self, *shape):
+        torch.manual_seed(3)
+        plain = torch.randn(*shape)
+        w = torch.randn(shape[-1], requires_grad=True)
+        wrapped_w = dtr_torch.checkpoint(w.detach()).requires_grad_()
+        return plain * w, dtr_torch.checkpoint(plain) * wrapped_w, w, wrapped_w
+
+    def test_printing_is_plain_pytorchs(self):
+        for shape in [(3,), (2, 3), (40, 50), (2, 0)]:  # (40, 50): summarized with "..."
+            plain, wrapped, w, wrapped_w = self.pair(*shape)
+            self.assertEqual(repr(wrapped), repr(plain))  # values, and grad_fn=<MulBackward0>
+            self.assertEqual(str(wrapped.detach()), str(plain.detach()))
+            self.assertEqual(repr(wrapped_w), repr(w))  # requires_grad=True
+            self.assertEqual(f"{wrapped.sum()}", f"{plain.sum()}")
+
+    def test_tolist_and_numpy_read_out_a_copy(self):
+        plain, wrapped, _, _ = self.pair(4, 5)
+        self.assertEqual(wrapped.tolist(), plain.tolist())
+        array = wrapped.detach().numpy()
+        self.assertTrue((array == plain.detach().numpy()).all())
+        array[0, 0] = 7.0  # a copy: the wrapper keeps its value
+        self.assertTrue(torch.equal(dtr_torch.decheckpoint(wrapped), plain.detach()))
+        with self.assertRaisesRegex(RuntimeError, "requires grad"):  # PyTorch's own rule still applies
+            wrapped.numpy()
+
+    def test_storage_and_address_are_clear_errors(self):
+        # Without WrappedTensorImpl::storage, t.storage() crashed the interpreter (an empty Storage).
+        _, wrapped, _, _ = self.pair(2, 3)
+        for read in [wrapped.data_ptr, wrapped.storage, wrapped._storage]:
+            with self.assertRaisesRegex(RuntimeError, "no fixed address.*decheckpoint"):
+                read()
+
+    def test_save_and_pickle_give_plain_tensors(self):
+        plain, wrapped, w, wrapped_w = self.pair(3, 4)
+        buffer = io.BytesIO()
+        torch.save({"t": wrapped.detach(), "w": wrapped_w, "p": torch.nn.Parameter(wrapped.detach())}, buffer)
+        buffer.seek(0)
+        loaded = torch.load(buffer)
+        for key, expected in [("t", plain.detach()), ("w", w.detach()), ("p", plain.detach())]:
+            self.assertFalse(dtr_torch.is_checkpointed(loaded[key]))
+            self.assertTrue(torch.equal(loaded[key].detach(), expected))
+        self.assertTrue(loaded["w"].requires_grad)
+        self.assertIsInstance(loaded["p"], torch.nn.Parameter)
+        self.assertTrue(torch.equal(pickle.loads(pickle.dumps(wrapped.detach())), plain.detach()))
+
+    def test_deepcopy_stays_wrapped(self):
+        _, _, w, wrapped_w = self.pair(3)
+        wrapped_w.grad = dtr_torch.checkpoint(torch.ones(3))
+        copied = copy.deepcopy(wrapped_w)
+        self.assertTrue(dtr_torch.is_checkpointed(copied))
+        self.assertTrue(copied.requires_grad)
+        self.assertTrue(torch.equal(dtr_torch.decheckpoint(copied), w.detach()))
+        self.assertTrue(torch.equal(dtr_torch.decheckpoint(copied.grad), torch.ones(3)))
+        model = dtr_torch.checkpoint_module(torch.nn.Linear(3, 2))
+        twin = copy.deepcopy(model)
+        self.assertTrue(dtr_torch.is_checkpointed(twin.weight))
+        self.assertTrue(torch.equal(dtr_torch.decheckpoint(twin.weight), dtr_torch.decheckpoint(model.weight)))
+        with self.assertRaisesRegex(RuntimeError, "graph leaves"):  # PyTorch's own rule still applies
+            copy.deepcopy(wrapped_w * 2)
+
+
+class FactoryModeTest(unittest.TestCase):
+    """The opt-in mode for programs that cannot be edited (dtr_torch.wrap_factories, python3 -m dtr_torch)."""
+
+    def test_creation_functions_return_wrappers_while_it_is_on(self):
+        import numpy
+        self.assertFalse(dtr_torch.wrap_factories(True))
+        try:
+            self.assertTrue(dtr_torch.wrap_factories(True))  # already on
+            for made in [torch.zeros(2, 3), torch.randn(4), torch.tensor([1.0, 2.0]), torch.arange(5),
+                         torch.from_numpy(numpy.ones(3)), torch.full((2,), 7), torch.zeros_like(torch.ones(2))]:
+                self.assertTrue(dtr_torch.is_checkpointed(made))
+            leaf = torch.zeros(3, requires_grad=True)
+            self.assertTrue(leaf.requires_grad and leaf.is_leaf)
+            # Left as they are: out=, other devices, other layouts.
+            plain = torch.ops.dtr.decheckpoint(torch.empty(2))
+            self.assertIs(torch.zeros(2, out=plain), plain)
+            self.assertFalse(dtr_torch.is_checkpointed(torch.zeros(2, device="meta")))
+            self.assertFalse(dtr_torch.is_checkpointed(torch.zeros(2, 2, layout=torch.sparse_coo)))
+        finally:
+            self.assertTrue(dtr_torch.wrap_factories(False))
+        self.assertFalse(dtr_torch.is_checkpointed(torch.zeros(2)))
+        with dtr_torch.wrapping_factories():
+            self.assertTrue(dtr_torch.is_checkpointed(torch.ones(1)))
+        self.assertFalse(dtr_torch.is_checkpointed(torch.ones(1)))
+
+    def run_script(self, runner, budget=None):
+        env = dict(os.environ)
+        env.pop("DTR_MEMORY_BUDGET", None)
+        if budget is not None:
+            env["DTR_MEMORY_BUDGET"] = str(budget)
+        command = [sys.executable] + (["-m", "dtr_torch"] if runner else []) + [
+            os.path.join(os.path.dirname(os.path.abspath(__file__)), "unmodified_training.py"), "3"]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        report = [json.loads(line[4:]) for line in done.stderr.splitlines() if line.startswith("dtr {")]
+        return done.stdout, report[0] if report else None
+
+    def test_an_unmodified_script_trains_bitwise_under_python_m_dtr_torch(self):
+        plain, none = self.run_script(runner=False)
+        self.assertIsNone(none)
+        unbudgeted, report = self.run_script(runner=True)
+        self.assertEqual(unbudgeted, plain)  # every loss, and BatchNorm's running mean, in hex
+        self.assertTrue(report["parameters_wrapped"] and report["data_wrapped"], report)
+        budgeted, squeezed = self.run_script(runner=True, budget=int(report["peak"] * 0.6))
+        self.assertEqual(budgeted, plain)
+        self.assertGreater(squeezed["evictions"], 0)
+        usage = subprocess.run([sys.executable, "-m", "dtr_torch"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(usage.returncode, 2)
+        self.assertIn("python3 -m dtr_torch SCRIPT", usage.stderr)
 
 
 if __name__ == "__main__":

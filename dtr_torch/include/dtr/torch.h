@@ -43,6 +43,11 @@ std::shared_ptr<Runtime> runtime_of(const at::Tensor& tensor);
 
 // Sets the budget of `runtime` in bytes (nullopt: none); Runtime::set_memory_budget's rules.
 void set_budget(std::optional<std::uint64_t> bytes, Runtime& runtime = *default_runtime());
+// Stress mode, for tests: after every op on its wrappers, `runtime` evicts every value it can
+// (Runtime::evict_all), so every value an op reads again comes back by recomputation. Slow; off by default.
+// dtr::InvalidArgument for a null runtime.
+void set_evict_after_every_op(bool on, const std::shared_ptr<Runtime>& runtime = default_runtime());
+bool evicts_after_every_op(const Runtime& runtime);
 // The counters of `runtime` (dtr::RuntimeStats).
 RuntimeStats stats(const Runtime& runtime = *default_runtime());
 

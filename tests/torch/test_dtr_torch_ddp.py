@@ -1,0 +1,278 @@
+"""dtr-torch under torch.distributed: DistributedDataParallel (gloo, two processes on this machine, each with its
+own dtr runtime and budget) over models wrapped by dtr_torch.checkpoint_module trains bitwise as plain DDP, and
+c10d collectives on wrapped tensors write values that survive eviction and recomputation (run by Debian's
+/usr/bin/python3; the environment is test_dtr_torch.py's)."""
+import datetime
+import gc
+import os
+import shutil
+import tempfile
+import time
+import unittest
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+import dtr_torch
+
+WORLD = 2
+STEPS = 5
+TIMEOUT = datetime.timedelta(seconds=30)  # for each collective: a rank left alone fails instead of hanging
+P2P_TIMEOUT = datetime.timedelta(seconds=10)  # for a wait on isend or irecv
+SPAWN_DEADLINE_S = 180  # for a whole spawn: past it, its processes are killed and the test fails
+
+
+def spawn(test, worker, *args):
+    """Runs worker(rank, init_file, out_dir, *args) in WORLD processes; returns out_dir (a fresh temporary
+    directory). A rank that raises or dies, or a spawn that outlives SPAWN_DEADLINE_S, fails `test` with what
+    happened (a worker's traceback included); the other processes are killed."""
+    out_dir = tempfile.mkdtemp(prefix="dtr_torch_ddp_")
+    test.addCleanup(shutil.rmtree, out_dir, True)
+    context = mp.spawn(worker, args=(os.path.join(out_dir, "init"), out_dir) + args, nprocs=WORLD, join=False)
+    deadline = time.monotonic() + SPAWN_DEADLINE_S
+    try:
+        while not context.join(timeout=0.5):
+            if time.monotonic() > deadline:
+                test.fail(f"{worker.__name__}: still running after {SPAWN_DEADLINE_S} s (a collective hangs?)")
+    except (mp.ProcessRaisedException, mp.ProcessExitedException) as e:
+        test.fail(f"{worker.__name__}: {e}")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+            process.join()
+    return out_dir
+
+
+def init(rank, init_file):
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=WORLD, timeout=TIMEOUT)
+    dtr_torch.set_budget(None)  # whatever DTR_MEMORY_BUDGET says: each run sets its own
+
+
+def plain(t):
+    return dtr_torch.decheckpoint(t.detach()).clone()
+
+
+# DDP training: plain and wrapped in the same process, the same seeds, the same per-rank data.
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 32), torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class BNNet(torch.nn.Module):
+    """Conv2d + BatchNorm2d + Dropout + Linear: DDP broadcasts the running stats from rank 0 every forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+        self.pool = torch.nn.AvgPool2d(4)
+        self.fc1, self.drop, self.fc2 = torch.nn.Linear(8 * 4 * 4, 32), torch.nn.Dropout(0.2), torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x)))
+        x = self.pool(torch.relu(self.bn2(self.conv2(x))))
+        return self.fc2(self.drop(torch.relu(self.fc1(torch.flatten(x, 1)))))
+
+
+# name: (model, optimizer, DDP's arguments, DDP's broadcast_bucket_size or None, budgets as fractions of the
+# unbudgeted wrapped run's peak). broadcast_bucket_size=64: the buffer broadcast runs in many buckets (as for a
+# model with more than 250 MB of buffers), each through dtr-torch's collectives.
+CONFIGS = {
+    "bn_sgd": ("bn", "sgd", {}, None, ()),
+    "bn_sgd_small_broadcast_buckets": ("bn", "sgd", {}, 64, (0.7,)),
+    "mlp_adam_gradient_as_bucket_view": ("mlp", "adam", {"gradient_as_bucket_view": True}, None, ()),
+}
+
+
+def train(rank, config, wrapped):
+    """STEPS steps of DDP; the losses, every step's gradients (after DDP's allreduce), the final parameters and
+    buffers, plain."""
+    kind, optimizer_name, ddp_kwargs, broadcast_bucket, _ = config
+    torch.manual_seed(0)
+    model = MLP() if kind == "mlp" else BNNet()
+    if rank == 1:  # other weights on rank 1: DDP's construction must broadcast rank 0's
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)
+    if wrapped:
+        dtr_torch.checkpoint_module(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, **ddp_kwargs)
+    if broadcast_bucket:
+        ddp.broadcast_bucket_size = broadcast_bucket
+    if optimizer_name == "adam":
+        optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+    else:
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    data = torch.Generator().manual_seed(100 + rank)  # different data on each rank
+    shape = (8, 16) if kind == "mlp" else (8, 1, 16, 16)
+    torch.manual_seed(1234 + rank)  # dropout
+    out = {"losses": [], "grads": []}
+    for _ in range(STEPS):
+        x, y = torch.randn(*shape, generator=data), torch.randint(0, 10, (8,), generator=data)
+        if wrapped:
+            x, y = dtr_torch.checkpoint(x), dtr_torch.checkpoint(y)
+        optimizer.zero_grad()
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()
+        out["grads"].append([plain(p.grad) for p in model.parameters()])
+        optimizer.step()
+        out["losses"].append(plain(loss).item())
+    out["params"] = [plain(p) for p in model.parameters()]
+    out["buffers"] = [plain(b) for b in model.buffers()]
+    return out
+
+
+def ddp_worker(rank, init_file, out_dir):
+    init(rank, init_file)
+    results = {}
+    for name, config in CONFIGS.items():
+        runs = {"plain": train(rank, config, False)}
+        gc.collect()  # the last run's wrappers go: the peak and the budgets are this run's
+        dtr_torch.reset_peak_stats()
+        runs["wrapped"] = train(rank, config, True)
+        gc.collect()
+        peak = dtr_torch.stats()["peak_resident_bytes"]
+        for ratio in config[4]:
+            dtr_torch.set_budget(int(peak * ratio))
+            start = dtr_torch.stats()
+            try:
+                runs[ratio] = train(rank, config, True)
+            finally:
+                dtr_torch.set_budget(None)
+            end = dtr_torch.stats()
+            runs[ratio]["stats"] = {k: end[k] - start[k] for k in ("evictions", "rematerializations")}
+            gc.collect()
+        results[name] = runs
+    torch.save(results, os.path.join(out_dir, f"ddp{rank}.pt"))
+    dist.destroy_process_group()
+
+
+# Collectives on wrapped tensors: what they write must be the wrapper's value for good, through eviction and
+# recomputation (dtr-torch runs them on plain copies and copies the results back).
+
+def evict_everything(targets_bytes):
+    """Puts the runtime under pressure: a budget of what it holds now, then 4x targets_bytes of new computed
+    values, so that the values already held are evicted (the caller checks that reading them recomputes)."""
+    gc.collect()
+    one = dtr_torch.checkpoint(torch.ones(256))
+    dtr_torch.reset_peak_stats()
+    dtr_torch.set_budget(dtr_torch.stats()["peak_resident_bytes"])
+    try:
+        junk = [one * i for i in range(4 * targets_bytes // 1024)]
+    finally:
+        dtr_torch.set_budget(None)
+    del junk
+
+
+def computed(values):
+    """A wrapper that the runtime may evict and recompute (a constant times one, not a constant)."""
+    return dtr_torch.checkpoint(values) * 1
+
+
+def write_collectives(rank):
+    """broadcast, all_reduce and all_gather into computed wrappers; what each should read."""
+    broadcast = computed(torch.full((1024,), float(rank + 1)))
+    dist.broadcast(broadcast, src=0)
+    reduced = computed(torch.arange(1024.0) * (rank + 1))
+    dist.all_reduce(reduced)
+    gathered = [computed(torch.zeros(256)) for _ in range(WORLD)]
+    # Wrapped outputs, a plain input: a wrapped input reaches gloo as it is, which fails ("Cannot access data
+    # pointer of Tensor that doesn't have storage").
+    dist.all_gather(gathered, torch.full((256,), 10.0 + rank))
+    return {"broadcast": (broadcast, torch.full((1024,), 1.0)),
+            "all_reduce": (reduced, torch.arange(1024.0) * 3),
+            **{f"all_gather[{i}]": (t, torch.full((256,), 10.0 + i)) for i, t in enumerate(gathered)}}
+
+
+def write_point_to_point(rank):
+    """isend and irecv between wrappers, both ways; rank 1 posts its receive first, so rank 0's send must not
+    wait for its receiver. What each should read."""
+    peer = 1 - rank
+    sent, received = computed(torch.full((512,), 100.0 + rank)), computed(torch.zeros(512))
+    if rank == 0:
+        works = [dist.isend(sent, peer), dist.irecv(received, peer)]
+    else:
+        works = [dist.irecv(received, peer), dist.isend(sent, peer)]
+    for work in works:
+        work.wait(P2P_TIMEOUT)
+    return {"sent": (sent, torch.full((512,), 100.0 + rank)), "received": (received, torch.full((512,), 100.0 + peer))}
+
+
+def collectives_worker(rank, init_file, out_dir, write):
+    init(rank, init_file)
+    targets = write(rank)
+    got = {"expected": {k: e for k, (_, e) in targets.items()},
+           "before eviction": {k: plain(t) for k, (t, _) in targets.items()}}
+    evict_everything(sum(t.numel() * t.element_size() for t, _ in targets.values()))
+    got["after eviction"], got["recomputed"] = {}, {}
+    for k, (t, _) in targets.items():
+        start = dtr_torch.stats()["rematerializations"]
+        got["after eviction"][k] = plain(t)
+        got["recomputed"][k] = dtr_torch.stats()["rematerializations"] > start
+    torch.save(got, os.path.join(out_dir, f"{write.__name__}{rank}.pt"))
+    dist.destroy_process_group()
+
+
+class DistributedDataParallelTest(unittest.TestCase):
+    def test_trains_bitwise_as_plain_ddp(self):
+        out_dir = spawn(self, ddp_worker)
+        final = {}
+        for rank in range(WORLD):
+            for name, runs in torch.load(os.path.join(out_dir, f"ddp{rank}.pt")).items():
+                expected = runs.pop("plain")
+                for run, got in runs.items():
+                    where = f"rank {rank}, {name}, {run if run == 'wrapped' else f'budget {run} of the peak'}"
+                    self.assertEqual(got["losses"], expected["losses"], where)
+                    for step, (grads, expected_grads) in enumerate(zip(got["grads"], expected["grads"])):
+                        for i, (g, e) in enumerate(zip(grads, expected_grads)):
+                            self.assertTrue(torch.equal(g, e), f"{where}: step {step}, gradient {i}")
+                    for part in ("params", "buffers"):
+                        self.assertEqual(len(got[part]), len(expected[part]), where)
+                        for i, (g, e) in enumerate(zip(got[part], expected[part])):
+                            self.assertTrue(torch.equal(g, e), f"{where}: {part} {i}")
+                    if run != "wrapped":
+                        self.assertGreater(got["stats"]["evictions"], 0, where)
+                        self.assertGreater(got["stats"]["rematerializations"], 0, where)
+                    final.setdefault((name, run), []).append(got["params"])
+        for (name, run), (params0, params1) in final.items():  # DDP kept the ranks' parameters equal
+            for i, (p0, p1) in enumerate(zip(params0, params1)):
+                self.assertTrue(torch.equal(p0, p1), f"{name}, {run}: parameter {i} differs between the ranks")
+
+
+class CollectivesTest(unittest.TestCase):
+    """c10d's collectives on wrappers: each rank reads what plain tensors would hold, right after the collective
+    and again once the runtime has evicted the wrappers and recomputed them."""
+
+    def check(self, write):
+        out_dir = spawn(self, collectives_worker, write)
+        wrong = []
+        for rank in range(WORLD):
+            got = torch.load(os.path.join(out_dir, f"{write.__name__}{rank}.pt"))
+            for when in ("before eviction", "after eviction"):
+                for k, e in got["expected"].items():
+                    if not torch.equal(got[when][k], e):
+                        wrong.append(f"rank {rank}, {k} {when}: {got[when][k][:3].tolist()}..., "
+                                     f"not {e[:3].tolist()}...")
+            for k, recomputed in got["recomputed"].items():
+                if not recomputed:  # the test's own failure: eviction did not take this value
+                    wrong.append(f"rank {rank}, {k}: not evicted, so not read back by recomputation")
+        if wrong:
+            self.fail("\n".join(wrong))
+
+    def test_broadcast_all_reduce_all_gather(self):
+        self.check(write_collectives)
+
+    def test_isend_irecv_both_ways(self):
+        self.check(write_point_to_point)
+
+
+if __name__ == "__main__":
+    unittest.main()
