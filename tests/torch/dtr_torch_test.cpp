@@ -360,7 +360,7 @@ struct Mlp : torch::nn::Module {
 
 struct Curve {
   std::vector<float> losses;
-  std::vector<at::Tensor> parameters;
+  std::vector<at::Tensor> parameters;  // and their last gradients, and the buffers
 };
 
 void expect_same_curve(const Curve& expected, const Curve& actual, const std::string& what) {
@@ -402,7 +402,10 @@ Curve train_model(const std::shared_ptr<dtr::Runtime>& runtime, int steps, bool 
     curve.losses.push_back(decheckpoint(loss).item<float>());
   }
   if (runtime) dtr::torch::set_evict_after_every_op(false, runtime);
-  for (const auto& p : model->parameters()) curve.parameters.push_back(decheckpoint(p).clone());
+  for (const auto& p : model->parameters()) {
+    curve.parameters.push_back(decheckpoint(p).clone());
+    curve.parameters.push_back(decheckpoint(p.grad()).clone());  // the last step's
+  }
   for (const auto& b : model->buffers()) curve.parameters.push_back(decheckpoint(b).clone());  // running stats
   return curve;
 }

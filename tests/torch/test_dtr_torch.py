@@ -40,7 +40,7 @@ class Net(torch.nn.Module):
 
 def train_steps(model, optimizer, batches, wrapped):
     """Trains `model` one step per batch (inputs and labels wrapped when `wrapped`); returns the losses and the
-    state dict, plain."""
+    state dict with the last step's gradients ("grad:" + name), plain."""
     losses = []
     for x, y in batches:
         if wrapped:
@@ -50,7 +50,10 @@ def train_steps(model, optimizer, batches, wrapped):
         loss.backward()
         optimizer.step()
         losses.append(dtr_torch.decheckpoint(loss.detach()).item())
-    return losses, {k: dtr_torch.decheckpoint(v.detach()).clone() for k, v in model.state_dict().items()}
+    state = {k: dtr_torch.decheckpoint(v.detach()).clone() for k, v in model.state_dict().items()}
+    for k, p in model.named_parameters():
+        state["grad:" + k] = dtr_torch.decheckpoint(p.grad).clone()
+    return losses, state
 
 
 def train(wrapped, optimizer_name, steps=20):
@@ -110,52 +113,65 @@ class TrainingTest(unittest.TestCase):
 
 
 class ZooTest(unittest.TestCase):
-    """Zoo models (bench/torch/zoo.py), 3 SGD-momentum steps, wrapped, evicting after every op and under 0.5
-    and 0.3 of their unbudgeted peak: bitwise plain PyTorch. Sized so that activations dominate: below about
-    a quarter of the peak a step's largest op and the constants (parameters, momentum, gradients) no longer
-    fit (a batch of 8 for ResNet-20, a depth of 4 for the Transformer, measured). The run's thrash limit is
-    off (ctest's DTR_THRASH_LIMIT): with costs counted in bytes dtr-eq recomputes the Transformer's cheap
-    clones and softmaxes past twice the base compute (issue 18); exactness is what is tested here."""
+    """Zoo models (bench/torch/zoo.py: a CIFAR-style ResNet with BatchNorm, a Transformer encoder with dropout),
+    20 steps with SGD-momentum and with Adam, wrapped, under 0.5 and 0.3 of their unbudgeted peak, and
+    evicting everything after every op (a smaller model of each: every value read again is recomputed through
+    its whole lineage, quadratic in the depth): losses, last gradients, parameters and running statistics
+    bitwise those of plain PyTorch. Sized so that activations dominate: below about a quarter of the peak a
+    step's largest op and the constants (parameters, momentum, gradients) no longer fit (a batch of 8 for
+    ResNet-20, a depth of 4 for the Transformer, measured). The run's thrash limit is off (ctest's
+    DTR_THRASH_LIMIT): with costs counted in bytes dtr-eq recomputes the Transformer's cheap clones and
+    softmaxes past twice the base compute (issue 18); exactness is what is tested here."""
 
-    def run_model(self, name, spec, batch, ratios):
+    STEPS = 20
+
+    def check(self, name, spec, batch, modes):
         torch.manual_seed(3)
         base = BUILDERS[name](**spec)
-        batches = [(torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(3)]
+        batches = [(torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(self.STEPS)]
 
-        def train(wrapped):
+        def train(wrapped, optimizer_name):
             model = copy.deepcopy(base)
             if wrapped:
                 dtr_torch.checkpoint_module(model)
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+            if optimizer_name == "adam":
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            else:
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+            torch.manual_seed(4)  # dropout's draws
             return train_steps(model, optimizer, batches, wrapped)
 
-        plain_losses, plain_state = train(False)
-        dtr_torch.set_budget(None)
-        dtr_torch.reset_peak_stats()
-        losses, _ = train(True)
-        self.assertEqual(plain_losses, losses)
-        peak = dtr_torch.stats()["peak_resident_bytes"]
-        for ratio in ("evict after every op",) + ratios:
-            if isinstance(ratio, str):
-                dtr_torch.evict_after_every_op(True)
-            else:
-                dtr_torch.set_budget(int(peak * ratio))
-            start = dtr_torch.stats()["rematerializations"]
-            try:
-                losses, state = train(True)
-            finally:
-                dtr_torch.set_budget(None)
-                dtr_torch.evict_after_every_op(False)
-            self.assertEqual(plain_losses, losses, f"{name} at {ratio}")
-            for k in plain_state:
-                self.assertTrue(torch.equal(plain_state[k], state[k]), f"{name}: {k} at {ratio}")
-            self.assertGreater(dtr_torch.stats()["rematerializations"], start, f"{name} at {ratio}")
+        for optimizer_name in ("sgd", "adam"):
+            plain_losses, plain_state = train(False, optimizer_name)
+            dtr_torch.set_budget(None)
+            dtr_torch.reset_peak_stats()
+            losses, _ = train(True, optimizer_name)
+            self.assertEqual(plain_losses, losses)
+            peak = dtr_torch.stats()["peak_resident_bytes"]
+            for mode in modes:
+                what = f"{name}, {optimizer_name}, {mode}"
+                if mode == "evict after every op":
+                    dtr_torch.evict_after_every_op(True)
+                else:
+                    dtr_torch.set_budget(int(peak * mode))
+                start = dtr_torch.stats()["rematerializations"]
+                try:
+                    losses, state = train(True, optimizer_name)
+                finally:
+                    dtr_torch.set_budget(None)
+                    dtr_torch.evict_after_every_op(False)
+                self.assertEqual(plain_losses, losses, what)
+                for k in plain_state:
+                    self.assertTrue(torch.equal(plain_state[k], state[k]), f"{what}: {k}")
+                self.assertGreater(dtr_torch.stats()["rematerializations"], start, what)
 
     def test_resnet(self):
-        self.run_model("resnet", {"depth": 20, "width": 8}, 32, (0.5, 0.3))
+        self.check("resnet", {"depth": 20, "width": 8, "dropout": 0.1}, 32, (0.5, 0.3))
+        self.check("resnet", {"depth": 8, "width": 4, "dropout": 0.1}, 8, ("evict after every op",))
 
     def test_transformer(self):
-        self.run_model("transformer", {"depth": 8, "dim": 32, "heads": 4, "patch": 0}, 16, (0.5, 0.3))
+        self.check("transformer", {"depth": 8, "dim": 32, "heads": 4, "patch": 0, "dropout": 0.1}, 16, (0.5, 0.3))
+        self.check("transformer", {"depth": 2, "dim": 16, "heads": 2, "patch": 0, "dropout": 0.1}, 8, ("evict after every op",))
 
 
 class WrapperTest(unittest.TestCase):
