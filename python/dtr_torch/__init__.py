@@ -26,8 +26,9 @@ def load(path=None):
     if not os.path.exists(path):
         raise RuntimeError(f"dtr_torch: DTR_TORCH_LIBRARY={path!r}: no such file")
     torch.ops.load_library(path)
-    from . import _boundary
+    from . import _boundary, _distributed
     _boundary.install()  # printing, tolist, numpy, torch.save, deepcopy of wrappers
+    _distributed.install()  # all_gather and gather of a wrapped input
     _loaded = path
     return path
 

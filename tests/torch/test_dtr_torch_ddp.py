@@ -184,12 +184,15 @@ def write_collectives(rank):
     reduced = computed(torch.arange(1024.0) * (rank + 1))
     dist.all_reduce(reduced)
     gathered = [computed(torch.zeros(256)) for _ in range(WORLD)]
-    # Wrapped outputs, a plain input: a wrapped input reaches gloo as it is, which fails ("Cannot access data
-    # pointer of Tensor that doesn't have storage").
-    dist.all_gather(gathered, torch.full((256,), 10.0 + rank))
+    # A wrapped input: all_gather hands it to gloo directly (dtr_torch reads it out first; without that,
+    # "Cannot access data pointer of Tensor that doesn't have storage").
+    dist.all_gather(gathered, computed(torch.full((256,), 10.0 + rank)))
+    gathered_kw = [computed(torch.zeros(8)) for _ in range(WORLD)]
+    dist.all_gather(tensor_list=gathered_kw, tensor=computed(torch.full((8,), 20.0 + rank)))
     return {"broadcast": (broadcast, torch.full((1024,), 1.0)),
             "all_reduce": (reduced, torch.arange(1024.0) * 3),
-            **{f"all_gather[{i}]": (t, torch.full((256,), 10.0 + i)) for i, t in enumerate(gathered)}}
+            **{f"all_gather[{i}]": (t, torch.full((256,), 10.0 + i)) for i, t in enumerate(gathered)},
+            **{f"all_gather kw[{i}]": (t, torch.full((8,), 20.0 + i)) for i, t in enumerate(gathered_kw)}}
 
 
 def write_point_to_point(rank):
