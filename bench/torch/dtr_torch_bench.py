@@ -3,14 +3,16 @@
 
     DTR_TORCH_LIBRARY=build/release/dtr_torch/libdtr_torch.so PYTHONPATH=python DTR_THRASH_LIMIT=off \\
         /usr/bin/python3 bench/torch/dtr_torch_bench.py [--model resnet] [--batch 128] [--steps 5] [--threads 2]
-        [--ratios 0.5,0.3] [--repeats 3]
+        [--ratios 0.5,0.3] [--repeats 3] [--rounds 1]
 
 Debian's python3-torch 1.13 (with libopenblas0-pthread), run by /usr/bin/python3. Prints one JSON object:
   op_us            median microseconds per small op (a + b on 16 floats): plain, wrapped, and their difference
   rows             per configuration (plain; dtr unbudgeted; dtr at each ratio of dtr's unbudgeted peak):
                    median step time (forward, backward, SGD-momentum step; after one warm-up step), its ratio to
                    plain's, peak resident bytes in dtr's runtime, evictions and rematerializations in the timed
-                   steps, and whether its losses equal plain's bit for bit
+                   steps, and whether its losses equal plain's bit for bit. With --rounds R every configuration
+                   runs R times, interleaved: the medians over rounds of the step time and of the ratio to the
+                   same round's plain step, and each round's ratio ("slowdowns")
 Each configuration trains from the same initial parameters on the same batches (seeded). The model is the zoo
 architecture of bench/torch/zoo.py with parameters and buffers wrapped by dtr_torch.checkpoint_module.
 """
@@ -75,41 +77,61 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ratios", default="0.5,0.3")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of all configurations")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     base = BUILDERS[args.model](**DEFAULT_SPECS[args.model])
     batches = [(torch.randn(args.batch, 1, 28, 28), torch.randint(0, 10, (args.batch,))) for _ in range(args.steps + 1)]
 
+    def one_round(peak):
+        """plain, then dtr unbudgeted and at each ratio of `peak` (0: of this round's unbudgeted peak)."""
+        plain_losses, plain_time = train(copy.deepcopy(base), batches, False)
+        rows = [{"config": "plain", "step_s": plain_time, "slowdown": 1.0, "equal_losses": True}]
+
+        def dtr_row(name, budget):
+            dtr_torch.set_budget(budget)
+            dtr_torch.reset_peak_stats()
+            before = dtr_torch.stats()
+            model = dtr_torch.checkpoint_module(copy.deepcopy(base))
+            try:
+                losses, seconds = train(model, batches, True)
+            except RuntimeError as e:
+                return {"config": name, "error": str(e).splitlines()[0][:200]}
+            finally:
+                dtr_torch.set_budget(None)
+            after = dtr_torch.stats()
+            return {"config": name, "step_s": seconds, "slowdown": seconds / plain_time,
+                    "peak_resident_bytes": after["peak_resident_bytes"],
+                    "evictions": after["evictions"] - before["evictions"],
+                    "rematerializations": after["rematerializations"] - before["rematerializations"],
+                    "equal_losses": losses == plain_losses}
+
+        unbudgeted = dtr_row("dtr unbudgeted", None)
+        rows.append(unbudgeted)
+        peak = peak or unbudgeted.get("peak_resident_bytes", 0)
+        for ratio in [float(r) for r in args.ratios.split(",") if r]:
+            rows.append(dtr_row(f"dtr at {ratio:g}", int(peak * ratio)))
+        return rows, peak
+
+    # Rounds interleave the configurations, so that a drift of the machine's speed (and the first, cold run)
+    # touches all of them alike; each row reports the median over rounds of its step time and of its ratio to
+    # the same round's plain step.
+    rounds, peak = [], 0
+    for _ in range(args.rounds):
+        rows, peak = one_round(peak)
+        rounds.append(rows)
     rows = []
-    plain_losses, plain_time = train(copy.deepcopy(base), batches, False)
-    rows.append({"config": "plain", "step_s": plain_time, "slowdown": 1.0, "equal_losses": True})
-
-    def dtr_row(name, budget):
-        dtr_torch.set_budget(budget)
-        dtr_torch.reset_peak_stats()
-        before = dtr_torch.stats()
-        model = dtr_torch.checkpoint_module(copy.deepcopy(base))
-        try:
-            losses, seconds = train(model, batches, True)
-        except RuntimeError as e:
-            return {"config": name, "error": str(e).splitlines()[0][:200]}
-        finally:
-            dtr_torch.set_budget(None)
-        after = dtr_torch.stats()
-        return {"config": name, "step_s": seconds, "slowdown": seconds / plain_time,
-                "peak_resident_bytes": after["peak_resident_bytes"],
-                "evictions": after["evictions"] - before["evictions"],
-                "rematerializations": after["rematerializations"] - before["rematerializations"],
-                "equal_losses": losses == plain_losses}
-
-    unbudgeted = dtr_row("dtr unbudgeted", None)
-    rows.append(unbudgeted)
-    peak = unbudgeted.get("peak_resident_bytes", 0)
-    for ratio in [float(r) for r in args.ratios.split(",") if r]:
-        rows.append(dtr_row(f"dtr at {ratio:g}", int(peak * ratio)))
+    for i, first in enumerate(rounds[0]):
+        row = dict(first)
+        if all("step_s" in r[i] for r in rounds):
+            row["step_s"] = statistics.median(r[i]["step_s"] for r in rounds)
+            row["slowdowns"] = [r[i]["slowdown"] for r in rounds]
+            row["slowdown"] = statistics.median(row["slowdowns"])
+            row["equal_losses"] = all(r[i]["equal_losses"] for r in rounds)
+        rows.append(row)
     print(json.dumps({"model": args.model, "spec": DEFAULT_SPECS[args.model], "batch": args.batch,
-                      "steps": args.steps, "threads": args.threads, "op_us": op_overhead(args.repeats),
+                      "steps": args.steps, "rounds": args.rounds, "threads": args.threads, "op_us": op_overhead(args.repeats),
                       "rows": rows}, indent=1))
 
 
