@@ -25,30 +25,9 @@ using detail::wrapped;
 
 namespace {
 
-// Reads a value into plain memory: a computation with no outputs that copies its input out on its one run.
-class ReadOut final : public Computation {
- public:
-  explicit ReadOut(Layout layout) : layout_(std::move(layout)) {}
-  std::string_view name() const override { return "dtr::decheckpoint"; }
-  TensorMetas run_first(const KernelArgs& args) override {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    // The same strides where they describe a dense tensor; contiguous where they overlap (an expanded view).
-    result_ = detail::view_over(const_cast<void*>(args.inputs[0]), layout_).clone(at::MemoryFormat::Preserve);
-    return {};
-  }
-  void run(const KernelArgs&) override {}
-  at::Tensor result() const { return result_; }
-
- private:
-  Layout layout_;
-  at::Tensor result_;
-};
-
 struct Registrations {
   std::vector<c10::RegistrationHandleRAII> handles;
 };
-
-void intercepted(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) { detail::intercept(op, stack); }
 
 }  // namespace
 
@@ -67,7 +46,7 @@ Registrations register_all() {
     if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
     if (name.name.rfind("dtr::", 0) == 0) continue;
     r.handles.push_back(dispatcher.registerImpl(name, c10::DispatchKey::PrivateUse1,
-                                                c10::KernelFunction::makeFromBoxedFunction<&intercepted>(),
+                                                c10::KernelFunction::makeFromBoxedFunction<&intercepted_by_fallback>(),
                                                 c10::nullopt, nullptr, "dtr-torch"));
   }
   return r;
@@ -119,10 +98,7 @@ at::Tensor checkpoint(const at::Tensor& tensor, const std::shared_ptr<Runtime>& 
 at::Tensor decheckpoint(const at::Tensor& tensor) {
   detail::WrappedTensorImpl* w = wrapped(tensor);
   if (w == nullptr) return tensor;
-  auto read = std::make_shared<ReadOut>(w->layout());
-  const Tensor value = w->group()->value;
-  w->group()->runtime->call(read, std::span<const Tensor>(&value, 1));
-  return read->result();
+  return detail::read_out(*w->group()->runtime, w->group()->value, w->layout());
 }
 
 bool is_checkpointed(const at::Tensor& tensor) { return wrapped(tensor) != nullptr; }

@@ -242,10 +242,10 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
     return;
   }
 
-  bool any_write = false;
-  for (std::size_t a = 0; a < schema.arguments().size(); ++a) {
-    any_write = any_write || writes(schema.arguments()[a]) || writes_unannotated(schema, args, a);
-  }
+  // Per argument: whether the op writes it (its schema says so, or writes_unannotated).
+  std::vector<bool> writes_arg(n);
+  for (std::size_t a = 0; a < n; ++a) writes_arg[a] = writes(schema.arguments()[a]) || writes_unannotated(schema, args, a);
+  const bool any_write = std::find(writes_arg.begin(), writes_arg.end(), true) != writes_arg.end();
   bool any_alias = false;
   for (const c10::Argument& r : schema.returns()) any_alias = any_alias || r.alias_info() != nullptr;
   std::shared_ptr<Runtime> runtime = runtime_of_args(schema, args);
@@ -268,7 +268,7 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   bool writes_plain = false;
   bool records_plain_state = !any_alias;
   for_each_tensor(schema, args, [&](const ArgSlot& slot, const at::Tensor& t) {
-    if (!writes(schema.arguments()[slot.arg]) && !writes_unannotated(schema, args, slot.arg)) return;
+    if (!writes_arg[slot.arg]) return;
     if (wrapped(t) != nullptr) {
       records_plain_state = false;
       return;
@@ -291,7 +291,7 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   std::vector<FreshArg> fresh;
   std::vector<WrappedTensorImpl*> fresh_targets;
   for_each_tensor(schema, args, [&](const ArgSlot& slot, const at::Tensor& t) {
-    const bool write = writes(schema.arguments()[slot.arg]) || writes_unannotated(schema, args, slot.arg);
+    const bool write = writes_arg[slot.arg];
     WrappedTensorImpl* w = wrapped(t);
     if (write && w != nullptr && slot.item < 0 && overwrites(schema, slot.arg)) {
       const Layout layout = w->layout();
@@ -386,8 +386,7 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   for (std::size_t k = 0; k < updated.size(); ++k) {
     Tensor value = outputs[results + k];
     if (updated[k] == nullptr) {
-      auto group = std::make_shared<AliasGroup>(AliasGroup{runtime, value});
-      plain_values.push_back(decheckpoint(make_wrapped(std::move(group), computation->output_layouts()[results + k])));
+      plain_values.push_back(read_out(*runtime, value, computation->output_layouts()[results + k]));
       values.emplace_back();
       continue;
     }

@@ -8,7 +8,8 @@
 #include "dtr/runtime.h"
 
 namespace dtr::torch {
-// The backend fallback's kernel: intercept() for ops registered after dtr-torch was loaded.
+// The kernel registered for every intercepted op, and the backend fallback's (ops registered after
+// dtr-torch was loaded): intercept().
 void intercepted_by_fallback(const c10::OperatorHandle& op, ::torch::jit::Stack* stack);
 }  // namespace dtr::torch
 

@@ -2,8 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <span>
 
+#include "dtr/computation.h"
 #include "dtr/error.h"
 
 namespace dtr::torch::detail {
@@ -81,6 +83,35 @@ TensorMeta bytes_meta(std::size_t bytes) { return TensorMeta{Shape{static_cast<s
 
 Tensor constant_bytes(Runtime& runtime, const void* data, std::size_t bytes) {
   return runtime.constant(bytes_meta(bytes), std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(data), bytes));
+}
+
+namespace {
+
+// Reads a value into plain memory: a computation with no outputs that copies its input out on its one run.
+class ReadOut final : public Computation {
+ public:
+  explicit ReadOut(Layout layout) : layout_(std::move(layout)) {}
+  std::string_view name() const override { return "dtr::decheckpoint"; }
+  TensorMetas run_first(const KernelArgs& args) override {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    // The same strides where they describe a dense tensor; contiguous where they overlap (an expanded view).
+    result_ = view_over(const_cast<void*>(args.inputs[0]), layout_).clone(at::MemoryFormat::Preserve);
+    return {};
+  }
+  void run(const KernelArgs&) override {}
+  at::Tensor result() const { return result_; }
+
+ private:
+  Layout layout_;
+  at::Tensor result_;
+};
+
+}  // namespace
+
+at::Tensor read_out(Runtime& runtime, const Tensor& value, const Layout& layout) {
+  auto read = std::make_shared<ReadOut>(layout);
+  runtime.call(read, std::span<const Tensor>(&value, 1));
+  return read->result();
 }
 
 at::Tensor view_over(void* bytes, const Layout& layout) {

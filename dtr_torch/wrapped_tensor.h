@@ -63,6 +63,9 @@ std::size_t extent_bytes(const Layout& layout);
 TensorMeta bytes_meta(std::size_t bytes);
 // A constant in `runtime` holding `bytes` bytes copied from `data`.
 Tensor constant_bytes(Runtime& runtime, const void* data, std::size_t bytes);
+// A plain CPU tensor with the elements `layout` reaches in runtime value `value` (made resident, or
+// recomputed, by a runtime op that only reads it): the same strides where they describe a dense tensor.
+at::Tensor read_out(Runtime& runtime, const Tensor& value, const Layout& layout);
 // A CPU tensor with `layout` over `bytes` (the group's bytes), not owning them.
 at::Tensor view_over(void* bytes, const Layout& layout);
 

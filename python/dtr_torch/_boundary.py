@@ -24,23 +24,32 @@ def _read_out(t):
         return torch.ops.dtr.decheckpoint(t)
 
 
-def _on_wrappers(name, fallback):
-    """Tensor.<name> runs PyTorch's method; where that fails for want of storage on a wrapper, fallback."""
-    original = getattr(torch.Tensor, name)
+def read_out_if_wrapped(t):
+    return _read_out(t) if _is_wrapper(t) else t
+
+
+def replace(owner, name, wrap):
+    """owner.<name> becomes wrap(original), once (a second call finds it replaced and does nothing)."""
+    original = getattr(owner, name)
     if getattr(original, "_dtr_boundary", False):
         return
+    replacement = functools.wraps(original)(wrap(original))
+    replacement._dtr_boundary = True
+    setattr(owner, name, replacement)
 
-    @functools.wraps(original)
-    def method(self, *args, **kwargs):
-        try:
-            return original(self, *args, **kwargs)
-        except (RuntimeError, NotImplementedError) as error:
-            if not any(m in str(error) for m in _NO_STORAGE) or not _is_wrapper(self):
-                raise
-        return fallback(self, original, *args, **kwargs)
 
-    method._dtr_boundary = True
-    setattr(torch.Tensor, name, method)
+def _on_wrappers(name, fallback):
+    """Tensor.<name> runs PyTorch's method; where that fails for want of storage on a wrapper, fallback."""
+    def wrap(original):
+        def method(self, *args, **kwargs):
+            try:
+                return original(self, *args, **kwargs)
+            except (RuntimeError, NotImplementedError) as error:
+                if not any(m in str(error) for m in _NO_STORAGE) or not _is_wrapper(self):
+                    raise
+            return fallback(self, original, *args, **kwargs)
+        return method
+    replace(torch.Tensor, name, wrap)
 
 
 def _repr(self, original, *args, **kwargs):
@@ -81,18 +90,13 @@ def _refused_on_wrappers(name):
     """Tensor.<name> raises _NO_ADDRESS for a wrapper before PyTorch looks: libtorch's answer for a
     storage-less tensor is an empty Storage, which crashes Python (and C++ code such as DDP's Reducer relies on
     that answer, so it stays libtorch's)."""
-    original = getattr(torch.Tensor, name)
-    if getattr(original, "_dtr_boundary", False):
-        return
-
-    @functools.wraps(original)
-    def method(self, *args, **kwargs):
-        if _is_wrapper(self):
-            raise RuntimeError(_NO_ADDRESS)
-        return original(self, *args, **kwargs)
-
-    method._dtr_boundary = True
-    setattr(torch.Tensor, name, method)
+    def wrap(original):
+        def method(self, *args, **kwargs):
+            if _is_wrapper(self):
+                raise RuntimeError(_NO_ADDRESS)
+            return original(self, *args, **kwargs)
+        return method
+    replace(torch.Tensor, name, wrap)
 
 
 def install():

@@ -3,34 +3,22 @@ through an operator dtr-torch intercepts (1.13: all_gather and gather call the p
 which reads the tensor itself; a wrapper has no storage there). Their wrapped *input* is read out
 (decheckpointed) first; the outputs are filled by the process group's own `copy_`, which dtr-torch records.
 """
-import functools
-
 import torch
 
-
-def _read_out(t):
-    if isinstance(t, torch.Tensor) and torch.ops.dtr.is_checkpointed(t):
-        return torch.ops.dtr.decheckpoint(t)
-    return t
+from ._boundary import read_out_if_wrapped, replace
 
 
 def _input_read_out(name, position):
     """dist.<name> with its input tensor (argument `position`, or keyword "tensor") read out."""
-    dist = torch.distributed
-    original = getattr(dist, name)
-    if getattr(original, "_dtr_boundary", False):
-        return
-
-    @functools.wraps(original)
-    def function(*args, **kwargs):
-        if len(args) > position:
-            args = args[:position] + (_read_out(args[position]),) + args[position + 1:]
-        elif "tensor" in kwargs:
-            kwargs["tensor"] = _read_out(kwargs["tensor"])
-        return original(*args, **kwargs)
-
-    function._dtr_boundary = True
-    setattr(dist, name, function)
+    def wrap(original):
+        def function(*args, **kwargs):
+            if len(args) > position:
+                args = args[:position] + (read_out_if_wrapped(args[position]),) + args[position + 1:]
+            elif "tensor" in kwargs:
+                kwargs["tensor"] = read_out_if_wrapped(kwargs["tensor"])
+            return original(*args, **kwargs)
+        return function
+    replace(torch.distributed, name, wrap)
 
 
 def install():

@@ -56,15 +56,18 @@ def train_steps(model, optimizer, batches, wrapped):
     return losses, state
 
 
-def train(wrapped, optimizer_name, steps=20):
-    torch.manual_seed(5)
-    model = Net()
+def prepared(model, wrapped, optimizer_name):
+    """`model` (checkpointed when `wrapped`) and its optimizer: Adam, or SGD with momentum."""
     if wrapped:
         dtr_torch.checkpoint_module(model)
     if optimizer_name == "adam":
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    else:
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-3)
+    return model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+
+def train(wrapped, optimizer_name, steps=20):
+    torch.manual_seed(5)
+    model, optimizer = prepared(Net(), wrapped, optimizer_name)
     # Drawn as the steps go, between the steps' own random draws (dropout).
     batches = ((torch.randn(32, 1, 16, 16), torch.randint(0, 10, (32,))) for _ in range(steps))
     return train_steps(model, optimizer, batches, wrapped)
@@ -131,13 +134,7 @@ class ZooTest(unittest.TestCase):
         batches = [(torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))) for _ in range(self.STEPS)]
 
         def train(wrapped, optimizer_name):
-            model = copy.deepcopy(base)
-            if wrapped:
-                dtr_torch.checkpoint_module(model)
-            if optimizer_name == "adam":
-                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-            else:
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+            model, optimizer = prepared(copy.deepcopy(base), wrapped, optimizer_name)
             torch.manual_seed(4)  # dropout's draws
             return train_steps(model, optimizer, batches, wrapped)
 
