@@ -1,9 +1,9 @@
 """dtr-torch for Python: Dynamic Tensor Rematerialization for PyTorch programs (docs/torch.md).
 
-Loads the dtr_torch library (the path in DTR_TORCH_LIBRARY, or given to load()) into PyTorch; its operators
-are then torch.ops.dtr.*. Every tensor wrapped by checkpoint() lives in dtr's default runtime, configured by
-the DTR_* variables (DTR_MEMORY_BUDGET, DTR_HEURISTIC, ...): under its budget, values are evicted and
-recomputed, and results stay bitwise those of plain PyTorch.
+Loads the dtr_torch library (the path in DTR_TORCH_LIBRARY, on import; or given to load()) into PyTorch;
+its operators are then torch.ops.dtr.*. Every tensor wrapped by checkpoint() lives in dtr's default runtime,
+configured by the DTR_* variables (DTR_MEMORY_BUDGET, DTR_HEURISTIC, ...): under its budget, values are
+evicted and recomputed, and results stay bitwise those of plain PyTorch.
 """
 import contextlib
 import json
@@ -113,3 +113,9 @@ def wrapping_factories():
         yield
     finally:
         wrap_factories(was)
+
+
+# Loaded on import where the variable names the library: the Tensor methods and torch.distributed functions
+# that the package wraps (_boundary, _distributed) are then in place before any of them is looked up.
+if os.environ.get("DTR_TORCH_LIBRARY"):
+    load()

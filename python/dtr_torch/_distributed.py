@@ -1,22 +1,73 @@
-"""torch.distributed's functions that hand a tensor's bytes to the process group directly rather than
-through an operator dtr-torch intercepts (1.13: all_gather and gather call the process group's method,
-which reads the tensor itself; a wrapper has no storage there). Their wrapped *input* is read out
-(decheckpointed) first; the outputs are filled by the process group's own `copy_`, which dtr-torch records.
+"""torch.distributed's functions that hand tensors' bytes to the process group directly rather than through an
+operator dtr-torch intercepts (1.13: all_gather, gather, scatter, all_to_all_single, ... call the process
+group's method, which takes each tensor's data pointer; a wrapper has none). On wrappers, these run on plain
+copies: the wrapped inputs are read out (decheckpointed), the collective runs and is waited for, and each
+wrapped output then takes its copy's bytes on the calling thread (the runtime is not used from the process
+group's thread). So they are synchronous on wrappers: with async_op=True the returned work has completed.
+Plain tensors take PyTorch's own path untouched. (broadcast, all_reduce, reduce, send and recv reach dtr-torch
+as c10d operators: dtr_torch/collectives.h.)
 """
+import inspect
+
 import torch
 
-from ._boundary import read_out_if_wrapped, replace
+from ._boundary import _is_wrapper, _read_out, replace
+
+# name: (its output parameters, its input parameters); each a tensor or a list of tensors (or None).
+_COLLECTIVES = {
+    "all_gather": (("tensor_list",), ("tensor",)),
+    "gather": (("gather_list",), ("tensor",)),
+    "scatter": (("tensor",), ("scatter_list",)),
+    "all_to_all_single": (("output",), ("input",)),
+    "all_to_all": (("output_tensor_list",), ("input_tensor_list",)),
+    "all_gather_into_tensor": (("output_tensor",), ("input_tensor",)),
+    "_all_gather_base": (("output_tensor",), ("input_tensor",)),
+    "reduce_scatter": (("output",), ("input_list",)),
+    "reduce_scatter_tensor": (("output",), ("input",)),
+    "_reduce_scatter_base": (("output",), ("input",)),
+}
 
 
-def _input_read_out(name, position):
-    """dist.<name> with its input tensor (argument `position`, or keyword "tensor") read out."""
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _on_plain_copies(name, outputs, inputs):
     def wrap(original):
+        signature = inspect.signature(original)
+
         def function(*args, **kwargs):
-            if len(args) > position:
-                args = args[:position] + (read_out_if_wrapped(args[position]),) + args[position + 1:]
-            elif "tensor" in kwargs:
-                kwargs["tensor"] = read_out_if_wrapped(kwargs["tensor"])
-            return original(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            if not any(_is_wrapper(t) for p in outputs + inputs for t in _tensors(bound.arguments.get(p))):
+                return original(*args, **kwargs)
+            copies = []  # (wrapped output, its plain copy)
+
+            def plain(value, written):
+                if isinstance(value, torch.Tensor) and _is_wrapper(value):
+                    copy = _read_out(value)
+                    if written:
+                        copies.append((value, copy))
+                    return copy
+                if isinstance(value, list):
+                    return [plain(v, written) for v in value]
+                return value
+
+            for p in outputs + inputs:
+                if p in bound.arguments:
+                    bound.arguments[p] = plain(bound.arguments[p], p in outputs)
+            async_op = bound.arguments.get("async_op", False)
+            bound.arguments["async_op"] = True
+            work = original(*bound.args, **bound.kwargs)
+            if work is not None:  # None: this rank is not in the group
+                work.wait()
+                with torch.no_grad():
+                    for wrapper, copy in copies:
+                        wrapper.data.copy_(copy)  # as the collective writes: no version bump
+            return work if async_op else None
         return function
     replace(torch.distributed, name, wrap)
 
@@ -24,5 +75,6 @@ def _input_read_out(name, position):
 def install():
     if not torch.distributed.is_available():
         return
-    _input_read_out("all_gather", 1)  # all_gather(tensor_list, tensor, ...)
-    _input_read_out("gather", 0)      # gather(tensor, gather_list, dst, ...)
+    for name, (outputs, inputs) in _COLLECTIVES.items():
+        if hasattr(torch.distributed, name):
+            _on_plain_copies(name, outputs, inputs)

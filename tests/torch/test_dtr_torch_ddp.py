@@ -6,6 +6,7 @@ import datetime
 import gc
 import os
 import shutil
+import sys
 import tempfile
 import time
 import unittest
@@ -18,10 +19,9 @@ import torch.nn.functional as F
 import dtr_torch
 
 WORLD = 2
-STEPS = 5
 TIMEOUT = datetime.timedelta(seconds=30)  # for each collective: a rank left alone fails instead of hanging
 P2P_TIMEOUT = datetime.timedelta(seconds=10)  # for a wait on isend or irecv
-SPAWN_DEADLINE_S = 180  # for a whole spawn: past it, its processes are killed and the test fails
+SPAWN_DEADLINE_S = 480  # for a whole spawn: past it, its processes are killed and the test fails
 
 
 def spawn(test, worker, *args):
@@ -82,47 +82,83 @@ class BNNet(torch.nn.Module):
         return self.fc2(self.drop(torch.relu(self.fc1(torch.flatten(x, 1)))))
 
 
-# name: (model, optimizer, DDP's arguments, DDP's broadcast_bucket_size or None, budgets as fractions of the
-# unbudgeted wrapped run's peak). broadcast_bucket_size=64: the buffer broadcast runs in many buckets (as for a
-# model with more than 250 MB of buffers), each through dtr-torch's collectives.
+# The zoo in torch.nn (bench/torch/zoo.py): a CIFAR-style ResNet with BatchNorm and a Transformer encoder, both
+# with dropout.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "torch"))
+from zoo import BUILDERS  # noqa: E402
+
+EVICT = "evict after every op"
+
+
+class Config:
+    """One DDP training: `model` builds the module; `shape` is one rank's input batch; `modes` are the wrapped
+    runs beside the unbudgeted one (fractions of its peak, or EVICT); `every_grad`: keep every step's gradients,
+    not just the last step's; `broadcast_bucket`: DDP's broadcast_bucket_size (64: the buffer broadcast runs in
+    many buckets, as for a model with more than 250 MB of buffers, each through dtr-torch's collectives)."""
+
+    def __init__(self, model, optimizer, shape, steps, modes=(), ddp_kwargs=None, broadcast_bucket=None,
+                 every_grad=False):
+        self.model, self.optimizer, self.shape, self.steps, self.modes = model, optimizer, shape, steps, modes
+        self.ddp_kwargs, self.broadcast_bucket, self.every_grad = ddp_kwargs or {}, broadcast_bucket, every_grad
+
+
+def zoo(name, **spec):
+    return lambda: BUILDERS[name](**spec)
+
+
+RESNET = zoo("resnet", depth=20, width=8, dropout=0.1)
+TRANSFORMER = zoo("transformer", depth=8, dim=32, heads=4, patch=0, dropout=0.1)
+SMALL_RESNET = zoo("resnet", depth=8, width=4, dropout=0.1)
+SMALL_TRANSFORMER = zoo("transformer", depth=2, dim=16, heads=2, patch=0, dropout=0.1)
+
+# The issue's acceptance: the zoo's ResNet and Transformer, 20 steps, SGD-momentum and Adam, under 0.5 and 0.3
+# of the peak and (smaller models: every value read again is recomputed through its whole lineage, quadratic in
+# the depth) evicting everything after every op. The small nets check every step's gradients and DDP's options.
 CONFIGS = {
-    "bn_sgd": ("bn", "sgd", {}, None, ()),
-    "bn_sgd_small_broadcast_buckets": ("bn", "sgd", {}, 64, (0.7,)),
-    "mlp_adam_gradient_as_bucket_view": ("mlp", "adam", {"gradient_as_bucket_view": True}, None, ()),
+    "bn_sgd": Config(lambda: BNNet(), "sgd", (8, 1, 16, 16), 5, every_grad=True),
+    "bn_sgd_small_broadcast_buckets": Config(lambda: BNNet(), "sgd", (8, 1, 16, 16), 5, (0.7,),
+                                             broadcast_bucket=64, every_grad=True),
+    "mlp_adam_gradient_as_bucket_view": Config(lambda: MLP(), "adam", (8, 16), 5,
+                                               ddp_kwargs={"gradient_as_bucket_view": True}, every_grad=True),
+    **{f"resnet20_{o}": Config(RESNET, o, (16, 1, 28, 28), 20, (0.5, 0.3)) for o in ("sgd", "adam")},
+    **{f"transformer8_{o}": Config(TRANSFORMER, o, (8, 1, 28, 28), 20, (0.5, 0.3)) for o in ("sgd", "adam")},
+    **{f"small_resnet_{o}": Config(SMALL_RESNET, o, (4, 1, 28, 28), 20, (EVICT,)) for o in ("sgd", "adam")},
+    **{f"small_transformer_{o}": Config(SMALL_TRANSFORMER, o, (4, 1, 28, 28), 20, (EVICT,))
+       for o in ("sgd", "adam")},
 }
 
 
 def train(rank, config, wrapped):
-    """STEPS steps of DDP; the losses, every step's gradients (after DDP's allreduce), the final parameters and
-    buffers, plain."""
-    kind, optimizer_name, ddp_kwargs, broadcast_bucket, _ = config
+    """config.steps steps of DDP; the losses, the gradients (after DDP's allreduce) of every step or of the last,
+    the final parameters and buffers, plain."""
     torch.manual_seed(0)
-    model = MLP() if kind == "mlp" else BNNet()
+    model = config.model()
     if rank == 1:  # other weights on rank 1: DDP's construction must broadcast rank 0's
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(1.0)
     if wrapped:
         dtr_torch.checkpoint_module(model)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, **ddp_kwargs)
-    if broadcast_bucket:
-        ddp.broadcast_bucket_size = broadcast_bucket
-    if optimizer_name == "adam":
+    ddp = torch.nn.parallel.DistributedDataParallel(model, **config.ddp_kwargs)
+    if config.broadcast_bucket:
+        ddp.broadcast_bucket_size = config.broadcast_bucket
+    if config.optimizer == "adam":
         optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     else:
         optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     data = torch.Generator().manual_seed(100 + rank)  # different data on each rank
-    shape = (8, 16) if kind == "mlp" else (8, 1, 16, 16)
     torch.manual_seed(1234 + rank)  # dropout
     out = {"losses": [], "grads": []}
-    for _ in range(STEPS):
-        x, y = torch.randn(*shape, generator=data), torch.randint(0, 10, (8,), generator=data)
+    for step in range(config.steps):
+        x = torch.randn(*config.shape, generator=data)
+        y = torch.randint(0, 10, (config.shape[0],), generator=data)
         if wrapped:
             x, y = dtr_torch.checkpoint(x), dtr_torch.checkpoint(y)
         optimizer.zero_grad()
         loss = F.cross_entropy(ddp(x), y)
         loss.backward()
-        out["grads"].append([plain(p.grad) for p in model.parameters()])
+        if config.every_grad or step == config.steps - 1:
+            out["grads"].append([plain(p.grad) for p in model.parameters()])
         optimizer.step()
         out["losses"].append(plain(loss).item())
     out["params"] = [plain(p) for p in model.parameters()]
@@ -130,25 +166,30 @@ def train(rank, config, wrapped):
     return out
 
 
-def ddp_worker(rank, init_file, out_dir):
+def ddp_worker(rank, init_file, out_dir, names):
     init(rank, init_file)
     results = {}
-    for name, config in CONFIGS.items():
+    for name in names:
+        config = CONFIGS[name]
         runs = {"plain": train(rank, config, False)}
         gc.collect()  # the last run's wrappers go: the peak and the budgets are this run's
         dtr_torch.reset_peak_stats()
         runs["wrapped"] = train(rank, config, True)
         gc.collect()
         peak = dtr_torch.stats()["peak_resident_bytes"]
-        for ratio in config[4]:
-            dtr_torch.set_budget(int(peak * ratio))
+        for mode in config.modes:
+            if mode == EVICT:
+                dtr_torch.evict_after_every_op(True)
+            else:
+                dtr_torch.set_budget(int(peak * mode))
             start = dtr_torch.stats()
             try:
-                runs[ratio] = train(rank, config, True)
+                runs[mode] = train(rank, config, True)
             finally:
                 dtr_torch.set_budget(None)
+                dtr_torch.evict_after_every_op(False)
             end = dtr_torch.stats()
-            runs[ratio]["stats"] = {k: end[k] - start[k] for k in ("evictions", "rematerializations")}
+            runs[mode]["stats"] = {k: end[k] - start[k] for k in ("evictions", "rematerializations")}
             gc.collect()
         results[name] = runs
     torch.save(results, os.path.join(out_dir, f"ddp{rank}.pt"))
@@ -195,6 +236,36 @@ def write_collectives(rank):
             **{f"all_gather kw[{i}]": (t, torch.full((8,), 20.0 + i)) for i, t in enumerate(gathered_kw)}}
 
 
+def write_gather_scatter(rank):
+    """gather, scatter (each also with async_op=True) and all_to_all_single, with splits, between computed
+    wrappers: 1.13 hands these tensors' data pointers to gloo, which a wrapper does not have (without dtr_torch's
+    plain copies: "Cannot access data pointer of Tensor that doesn't have storage"). What each should read."""
+    targets = {}
+    for async_op in (False, True):
+        gathered = [computed(torch.zeros(64)) for _ in range(WORLD)] if rank == 0 else None
+        sent = computed(torch.full((64,), 30.0 + rank))
+        work = dist.gather(sent, gathered, dst=0, async_op=async_op)
+        scattered = computed(torch.zeros(64))
+        parts = [computed(torch.full((64,), 40.0 + i)) for i in range(WORLD)] if rank == 0 else None
+        work2 = dist.scatter(scattered, parts, src=0, async_op=async_op)
+        if async_op:
+            work.wait()
+            work2.wait()
+        tag = " async" if async_op else ""
+        targets[f"gather{tag} input"] = (sent, torch.full((64,), 30.0 + rank))
+        for i, t in enumerate(gathered or []):
+            targets[f"gather{tag}[{i}]"] = (t, torch.full((64,), 30.0 + i))
+        targets[f"scatter{tag}"] = (scattered, torch.full((64,), 40.0 + rank))
+    # Rank r sends r + 1 elements to rank 0 and 3 - r to rank 1 (its values: 100 r + 0, 1, 2).
+    sends = [rank + 1, 3 - rank]
+    receives = [i + 1 if rank == 0 else 3 - i for i in range(WORLD)]
+    received = computed(torch.zeros(sum(receives)))
+    dist.all_to_all_single(received, computed(100.0 * rank + torch.arange(4.0)), receives, sends)
+    expected = [100.0 * i + (0 if rank == 0 else i + 1) + torch.arange(float(n)) for i, n in enumerate(receives)]
+    targets["all_to_all_single"] = (received, torch.cat(expected))
+    return targets
+
+
 def write_point_to_point(rank):
     """isend and irecv between wrappers, both ways; rank 1 posts its receive first, so rank 0's send must not
     wait for its receiver. What each should read."""
@@ -225,29 +296,44 @@ def collectives_worker(rank, init_file, out_dir, write):
 
 
 class DistributedDataParallelTest(unittest.TestCase):
-    def test_trains_bitwise_as_plain_ddp(self):
-        out_dir = spawn(self, ddp_worker)
+    """DDP over checkpointed modules, each rank against plain DDP in the same process: losses, gradients,
+    parameters and buffers bitwise, unbudgeted, under budgets and evicting after every op."""
+
+    def check(self, names):
+        out_dir = spawn(self, ddp_worker, names)
         final = {}
         for rank in range(WORLD):
             for name, runs in torch.load(os.path.join(out_dir, f"ddp{rank}.pt")).items():
                 expected = runs.pop("plain")
                 for run, got in runs.items():
-                    where = f"rank {rank}, {name}, {run if run == 'wrapped' else f'budget {run} of the peak'}"
+                    where = f"rank {rank}, {name}, {run if run in ('wrapped', EVICT) else f'budget {run} of the peak'}"
                     self.assertEqual(got["losses"], expected["losses"], where)
+                    self.assertEqual(len(got["grads"]), len(expected["grads"]), where)
                     for step, (grads, expected_grads) in enumerate(zip(got["grads"], expected["grads"])):
                         for i, (g, e) in enumerate(zip(grads, expected_grads)):
-                            self.assertTrue(torch.equal(g, e), f"{where}: step {step}, gradient {i}")
+                            self.assertTrue(torch.equal(g, e), f"{where}: gradients {step}, gradient {i}")
                     for part in ("params", "buffers"):
                         self.assertEqual(len(got[part]), len(expected[part]), where)
                         for i, (g, e) in enumerate(zip(got[part], expected[part])):
                             self.assertTrue(torch.equal(g, e), f"{where}: {part} {i}")
-                    if run != "wrapped":
-                        self.assertGreater(got["stats"]["evictions"], 0, where)
+                    if run != "wrapped":  # evictions: the heuristic's (evicting after every op is not)
+                        if run != EVICT:
+                            self.assertGreater(got["stats"]["evictions"], 0, where)
                         self.assertGreater(got["stats"]["rematerializations"], 0, where)
                     final.setdefault((name, run), []).append(got["params"])
+        self.assertEqual({name for name, _ in final}, set(names))
         for (name, run), (params0, params1) in final.items():  # DDP kept the ranks' parameters equal
             for i, (p0, p1) in enumerate(zip(params0, params1)):
                 self.assertTrue(torch.equal(p0, p1), f"{name}, {run}: parameter {i} differs between the ranks")
+
+    def test_small_nets_and_ddp_options(self):
+        self.check(["bn_sgd", "bn_sgd_small_broadcast_buckets", "mlp_adam_gradient_as_bucket_view"])
+
+    def test_zoo_resnet(self):
+        self.check(["resnet20_sgd", "resnet20_adam", "small_resnet_sgd", "small_resnet_adam"])
+
+    def test_zoo_transformer(self):
+        self.check(["transformer8_sgd", "transformer8_adam", "small_transformer_sgd", "small_transformer_adam"])
 
 
 class CollectivesTest(unittest.TestCase):
@@ -275,6 +361,9 @@ class CollectivesTest(unittest.TestCase):
 
     def test_isend_irecv_both_ways(self):
         self.check(write_point_to_point)
+
+    def test_gather_scatter_all_to_all(self):
+        self.check(write_gather_scatter)
 
 
 if __name__ == "__main__":
