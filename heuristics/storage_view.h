@@ -47,6 +47,10 @@ class StorageView {
   // nothing is forecast. Only for a heuristic whose reads_forecasts() is true (else the runtime keeps no
   // forecasts and this is 1).
   virtual double forecast_distance() { return 1.0; }
+  // Whether the program made it and has not read it yet, while its forecast says the program will: a value
+  // made to be read (a gradient the backward engine reads next), which evicting would only make again. Only
+  // for a heuristic whose reads_forecasts() is true (else false).
+  virtual bool forecast_unread() { return false; }
   // Visits the storages its recomputation reads (its producer's inputs) ...
   virtual void for_each_input(NeighbourVisitor visit) = 0;
   // ... and those whose recomputation reads it (the outputs of the closures that take it as input).

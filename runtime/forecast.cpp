@@ -81,14 +81,19 @@ void Forecaster::destroyed(Storage& s) {
   last_uses_[s.signature] = std::make_shared<const std::vector<std::uint32_t>>(std::move(s.uses));
 }
 
-double Forecaster::distance(Storage& s, std::uint64_t ops_clock) const {
+bool Forecaster::forecast_ahead(Storage& s) const {
+  if (s.forecast == nullptr) return false;
   const std::uint64_t age = clock_ - s.born;
-  if (s.forecast != nullptr) {
-    const std::vector<std::uint32_t>& uses = *s.forecast;
-    while (s.forecast_cursor < uses.size() && uses[s.forecast_cursor] <= age) s.forecast_cursor += 1;
-    if (s.forecast_cursor < uses.size()) return static_cast<double>(uses[s.forecast_cursor] - age);
-  }
+  const std::vector<std::uint32_t>& uses = *s.forecast;
+  while (s.forecast_cursor < uses.size() && uses[s.forecast_cursor] <= age) s.forecast_cursor += 1;
+  return s.forecast_cursor < uses.size();
+}
+
+double Forecaster::distance(Storage& s, std::uint64_t ops_clock) const {
+  if (forecast_ahead(s)) return static_cast<double>((*s.forecast)[s.forecast_cursor] - (clock_ - s.born));
   return static_cast<double>(ops_clock - std::min(ops_clock, s.last_touch_ops) + 1);
 }
+
+bool Forecaster::unread_but_forecast(Storage& s) const { return s.uses.empty() && forecast_ahead(s); }
 
 }  // namespace dtr::detail

@@ -38,9 +38,13 @@ class Forecaster {
   // yet, or the forecast uses are all past: the program may still read it, and recomputations read it, which
   // no forecast sees), its staleness in ops, recomputations included (`ops_clock`), as h_DTR^eq has it.
   double distance(Storage& s, std::uint64_t ops_clock) const;
+  // Whether the program has not used `s` since its birth while a forecast use of it is still ahead.
+  bool unread_but_forecast(Storage& s) const;
 
  private:
   void use(Storage& s);
+  // Moves `s`'s forecast cursor past the uses its age has passed; whether one is still ahead.
+  bool forecast_ahead(Storage& s) const;
   std::uint64_t clock_ = 0;
   // By signature: the program uses (offsets from its birth) of the last storage of that signature that died.
   std::unordered_map<std::uint64_t, std::shared_ptr<const std::vector<std::uint32_t>>> last_uses_;

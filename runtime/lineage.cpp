@@ -54,6 +54,8 @@ double Storage::forecast_distance() {
   return runtime.forecaster ? runtime.forecaster->distance(*this, runtime.op_clock) : 1.0;
 }
 
+bool Storage::forecast_unread() { return runtime.forecaster && runtime.forecaster->unread_but_forecast(*this); }
+
 void Storage::for_each_input(heuristics::NeighbourVisitor visit) {
   if (producer == nullptr) return;
   for (const auto& in : producer->inputs) visit(*in);

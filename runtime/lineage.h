@@ -81,6 +81,7 @@ struct Storage final : heuristics::StorageView {
   bool evicted() const override { return !in_memory || restoring; }
   bool constant() const override { return producer == nullptr; }
   double forecast_distance() override;
+  bool forecast_unread() override;
   void for_each_input(heuristics::NeighbourVisitor visit) override;
   void for_each_dependent(heuristics::NeighbourVisitor visit) override;
 };
