@@ -60,6 +60,10 @@ class Heuristic {
   double window_cost(StorageView& storage, std::uint64_t now) {
     return score(storage, now) * static_cast<double>(std::max<std::size_t>(storage.bytes(), 1));
   }
+  // Whether the storage goes only after every candidate that is not, whatever the scores (a tier above them):
+  // honoured by the runtime's scan and by windows, not by the eviction index, so a heuristic that can answer
+  // true must not be indexable(). Among last resorts the scores decide as usual.
+  virtual bool last_resort(StorageView& /*storage*/) { return false; }
   // The storage's score parameters in the current lineage state.
   virtual ScoreKey key(StorageView& storage) = 0;
   // Score of a resident, evictable storage at clock `now`; lower is evicted first. The default is key()'s.

@@ -3,7 +3,6 @@
 // walking.cpp, the union-find approximation h_DTR^eq in dtr_eq.cpp.
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
@@ -65,6 +64,7 @@ class DelegatingHeuristic : public Heuristic {
   bool fragmentation_aware() const override { return base_->fragmentation_aware(); }
   ScoreKey key(StorageView& s) override { return base_->key(s); }
   double score(StorageView& s, std::uint64_t now) override { return base_->score(s, now); }
+  bool last_resort(StorageView& s) override { return base_->last_resort(s); }
   void on_evict(StorageView& s) override { base_->on_evict(s); }
   void on_rematerialize(StorageView& s) override { base_->on_rematerialize(s); }
   void on_destroy(StorageView& s) override { base_->on_destroy(s); }
@@ -96,10 +96,9 @@ class WindowHeuristic final : public DelegatingHeuristic {
 // h_forecast = (c0 + Σ c0 over e*(t)) / (m·d): h_DTR^eq with staleness replaced by d, the program ops until
 // the storage's forecast next use (StorageView::forecast_distance; its staleness where nothing is forecast):
 // Belady's rule weighed by what eviction costs. A value the program has not read yet though its forecast says
-// it will goes after every other (its score times 2^100, an exact scaling that keeps the order among such
-// values): it was made to be read, and its cost now misses what its lineage will cost once its inputs are
-// released (docs/heuristics.md). Scores move with the clock in both directions (a forecast use comes nearer),
-// so it is scanned, not indexed. h_DTR^eq keeps the classes.
+// it will is a last resort: it was made to be read, and its cost now misses what its lineage will cost once
+// its inputs are released (docs/heuristics.md). Scores move with the clock in both directions (a forecast use
+// comes nearer), so it is scanned, not indexed. h_DTR^eq keeps the classes.
 class ForecastHeuristic final : public DelegatingHeuristic {
  public:
   ForecastHeuristic() : DelegatingHeuristic(make_dtr_eq_heuristic()) {}
@@ -107,12 +106,9 @@ class ForecastHeuristic final : public DelegatingHeuristic {
   bool indexable() const override { return false; }
   bool reads_forecasts() const override { return true; }
   double score(StorageView& s, std::uint64_t /*now*/) override {
-    const double score = base().key(s).a / std::max(s.forecast_distance(), 1.0);
-    return s.forecast_unread() ? std::ldexp(score, kUnreadScale) : score;
+    return base().key(s).a / std::max(s.forecast_distance(), 1.0);
   }
-
- private:
-  static constexpr int kUnreadScale = 100;
+  bool last_resort(StorageView& s) override { return s.forecast_unread(); }
 };
 
 constexpr std::string_view kWindowSuffix = "+window";

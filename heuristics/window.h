@@ -21,6 +21,9 @@ struct WindowBlock {
   enum class Kind { free, evictable, fixed } kind = Kind::free;
   double cost = 0;
   bool segment_start = false;  // the first block of a segment: no run continues across it
+  // An evictable block the heuristic evicts only after every other (Heuristic::last_resort): a window with
+  // fewer of them is cheaper whatever the costs.
+  bool last_resort = false;
 };
 
 // Blocks [first, last) of the span passed in.
@@ -29,10 +32,11 @@ struct Window {
   std::size_t last = 0;
   std::size_t bytes = 0;
   double cost = 0;
+  std::size_t last_resorts = 0;
 };
 
-// The run of at least `needed` bytes with the least summed cost (ties: the fewest bytes, then the lowest
-// address), or nullopt when no run covers `needed`. Linear in the number of blocks: with non-negative costs,
+// The run of at least `needed` bytes with the fewest last-resort blocks, then the least summed cost (ties: the
+// fewest bytes, then the lowest address), or nullopt when no run covers `needed`. Linear in the number of blocks: with non-negative costs,
 // the best run ending at a block starts at the last block that still lets it cover `needed`, so a two-pointer
 // sweep finds it. Costs are running sums, so a window's cost may differ from its sum in the last bits.
 inline std::optional<Window> cheapest_window(std::span<const WindowBlock> blocks, std::size_t needed) {
@@ -40,9 +44,12 @@ inline std::optional<Window> cheapest_window(std::span<const WindowBlock> blocks
   std::size_t first = 0;
   std::size_t bytes = 0;
   double cost = 0;
-  const auto better = [&](double c, std::size_t b) {
-    return !best || c < best->cost || (c == best->cost && b < best->bytes);
+  std::size_t last_resorts = 0;  // counted apart from the costs, so that none swamps the running sum
+  const auto better = [&](std::size_t l, double c, std::size_t b) {
+    if (!best || l != best->last_resorts) return !best || l < best->last_resorts;
+    return c < best->cost || (c == best->cost && b < best->bytes);
   };
+  const auto counts = [](const WindowBlock& b) { return b.kind == WindowBlock::Kind::evictable && b.last_resort; };
   for (std::size_t last = 0; last < blocks.size(); ++last) {
     const WindowBlock& block = blocks[last];
     if (block.kind == WindowBlock::Kind::fixed || block.segment_start) {
@@ -50,17 +57,20 @@ inline std::optional<Window> cheapest_window(std::span<const WindowBlock> blocks
       first = block.kind == WindowBlock::Kind::fixed ? last + 1 : last;
       bytes = 0;
       cost = 0;
+      last_resorts = 0;
       if (block.kind == WindowBlock::Kind::fixed) continue;
     }
     bytes += block.bytes;
     cost += block.kind == WindowBlock::Kind::evictable ? block.cost : 0.0;
+    last_resorts += counts(block) ? 1 : 0;
     // Drop blocks from the front while the rest still covers the request (never raises the cost).
     while (first < last && bytes - blocks[first].bytes >= needed) {
       bytes -= blocks[first].bytes;
       cost -= blocks[first].kind == WindowBlock::Kind::evictable ? blocks[first].cost : 0.0;
+      last_resorts -= counts(blocks[first]) ? 1 : 0;
       ++first;
     }
-    if (bytes >= needed && better(cost, bytes)) best = Window{first, last + 1, bytes, cost};
+    if (bytes >= needed && better(last_resorts, cost, bytes)) best = Window{first, last + 1, bytes, cost, last_resorts};
   }
   return best;
 }

@@ -156,6 +156,7 @@ std::size_t Runtime::Impl::evict_window(const ReclaimRequest& request) {
     } else if (owner != nullptr && candidate(*owner)) {
       w.kind = WindowBlock::Kind::evictable;
       w.cost = heuristic->window_cost(*owner, clock);
+      w.last_resort = heuristic->last_resort(*owner);
     } else {
       w.kind = WindowBlock::Kind::fixed;
     }
@@ -203,12 +204,17 @@ std::size_t Runtime::Impl::evict_one() {
   } else {
     const std::size_t floor = size_floor_bytes();
     double best = std::numeric_limits<double>::infinity();
+    bool best_last_resort = true;
     for (Storage* s : recomputable) {
       if (s->pins > 0 || s->nbytes < floor) continue;
+      const bool last_resort = heuristic->last_resort(*s);
+      if (victim != nullptr && last_resort && !best_last_resort) continue;
       const double score = heuristic->score(*s, clock);
-      if (victim == nullptr || score < best || (score == best && s->candidate_since > victim->candidate_since)) {
+      if (victim == nullptr || (best_last_resort && !last_resort) || score < best ||
+          (score == best && s->candidate_since > victim->candidate_since)) {
         victim = s;
         best = score;
+        best_last_resort = last_resort;
       }
     }
   }

@@ -115,5 +115,60 @@ TEST(Forecast, AValueMadeAndNotReadYetGoesAfterTheOthers) {
   for (int s = 1; s < steps; ++s) EXPECT_EQ(forecast.remats[s], 0u) << "step " << s << ": v, not read yet, went";
 }
 
+// Each step: w (one expensive product) is made and read, v (one cheap op) is made, and d needs the room of one
+// of them while both are held; then v is read, d, and w last. By cost and distance v is the victim (cheap, and
+// w is read later); but v is not read yet while its forecast says it will be, so from the second step w goes.
+// The recomputed op tells which went: without "not read yet" (every value with a use ahead a last resort),
+// the scores choose v again.
+std::vector<std::vector<OpRecomputations>> run_read_and_unread_steps(const std::string& heuristic, int steps,
+                                                                     std::optional<std::uint64_t> budget,
+                                                                     std::vector<std::vector<float>>* values) {
+  Runtime rt(deterministic_config(budget, BudgetMode::bytes, heuristic));
+  std::vector<std::vector<OpRecomputations>> per_step;
+  std::vector<OpRecomputations> before;
+  for (int step = 0; step < steps; ++step) {
+    Tensor x = constant(rt, {kElements}, static_cast<float>(step) / 64.0f);
+    Tensor y = constant(rt, {16, 16}, static_cast<float>(-step) / 64.0f);
+    Tensor w = rt.call1(ops::matmul(), {y, y});
+    values->push_back(rt.call1(ops::sum(), {w}).to_host());
+    Tensor v = rt.call1(ops::tanh(), {x});
+    Tensor d = rt.call1(ops::sigmoid(), {x});  // no room for w, v and d
+    values->push_back(rt.call1(ops::sum(), {v}).to_host());
+    values->push_back(rt.call1(ops::sum(), {d}).to_host());
+    values->push_back(rt.call1(ops::sum(), {w}).to_host());
+    std::vector<OpRecomputations> now = rt.recomputations_by_op();
+    std::vector<OpRecomputations> step_runs;
+    for (const OpRecomputations& r : now) {
+      std::uint64_t earlier = 0;
+      for (const OpRecomputations& b : before) earlier += b.op == r.op ? b.runs : 0;
+      if (r.runs > earlier) step_runs.push_back({r.op, r.runs - earlier, 0});
+    }
+    per_step.push_back(step_runs);
+    before = now;
+  }
+  return per_step;
+}
+
+std::string recomputed(const std::vector<OpRecomputations>& runs) {
+  std::string out;
+  for (const OpRecomputations& r : runs) out += r.op + " x" + std::to_string(r.runs) + " ";
+  return out;
+}
+
+TEST(Forecast, ALastResortIsAValueNotReadYetNotEveryValueReadAgain) {
+  const int steps = 4;
+  std::vector<std::vector<float>> plain, eq, forecast;
+  run_read_and_unread_steps("dtr-eq", steps, std::nullopt, &plain);
+  const std::uint64_t budget = 4 * 1024 + 512;  // x, y and two of w, v, d (sums are 4 bytes)
+  const auto eq_runs = run_read_and_unread_steps("dtr-eq", steps, budget, &eq);
+  const auto forecast_runs = run_read_and_unread_steps("forecast", steps, budget, &forecast);
+  EXPECT_EQ(eq, plain);
+  EXPECT_EQ(forecast, plain);
+  // dtr-eq, and forecast with nothing forecast yet, evict v for d, then d to remake v, and remake d.
+  for (int s = 0; s < steps; ++s) EXPECT_EQ(recomputed(eq_runs[s]), "sigmoid x1 tanh x1 ") << "step " << s;
+  EXPECT_EQ(recomputed(forecast_runs[0]), "sigmoid x1 tanh x1 ");
+  for (int s = 1; s < steps; ++s) EXPECT_EQ(recomputed(forecast_runs[s]), "matmul x1 ") << "step " << s;
+}
+
 }  // namespace
 }  // namespace dtr::test

@@ -76,18 +76,45 @@ TEST(CheapestWindow, TiesGoToTheFewestBytesThenTheLowestAddress) {
   EXPECT_EQ(w->last, 2u);
 }
 
+TEST(CheapestWindow, TakesTheRunWithTheFewestLastResortsWhateverTheCosts) {
+  // [0, 2) holds a last resort of cost 1: dearer than [3, 5) at 70, whose blocks are ordinary. A last resort
+  // priced by a huge cost instead would swamp the running sum (2^100 + 50 - 2^100 = 0: the run after it would
+  // look free).
+  std::vector<WindowBlock> blocks = {evictable(1, 1, true), evictable(1, 2), fixed(1), evictable(1, 30),
+                                     evictable(1, 40)};
+  blocks[0].last_resort = true;
+  auto w = cheapest_window(blocks, 2);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->first, 3u);
+  EXPECT_EQ(w->last_resorts, 0u);
+  EXPECT_DOUBLE_EQ(w->cost, 70);
+  // Where every covering run holds one, the fewest win, then the costs.
+  blocks[3].last_resort = true;
+  blocks[4].last_resort = true;
+  w = cheapest_window(blocks, 2);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->first, 0u);
+  EXPECT_EQ(w->last_resorts, 1u);
+}
+
 // Every run, summed from scratch: the reference.
 std::optional<Window> brute_force(const std::vector<WindowBlock>& blocks, std::size_t needed) {
   std::optional<Window> best;
   for (std::size_t first = 0; first < blocks.size(); ++first) {
     std::size_t bytes = 0;
     double cost = 0;
+    std::size_t last_resorts = 0;
     for (std::size_t last = first; last < blocks.size(); ++last) {
       if (blocks[last].kind == Kind::fixed || (last > first && blocks[last].segment_start)) break;
       bytes += blocks[last].bytes;
-      if (blocks[last].kind == Kind::evictable) cost += blocks[last].cost;
+      if (blocks[last].kind == Kind::evictable) {
+        cost += blocks[last].cost;
+        last_resorts += blocks[last].last_resort ? 1 : 0;
+      }
       if (bytes >= needed) {
-        if (!best || cost < best->cost) best = Window{first, last + 1, bytes, cost};
+        if (!best || last_resorts < best->last_resorts || (last_resorts == best->last_resorts && cost < best->cost)) {
+          best = Window{first, last + 1, bytes, cost, last_resorts};
+        }
         break;  // longer runs from `first` only add cost
       }
     }
@@ -107,6 +134,7 @@ TEST(CheapestWindow, FindsTheMinimumOnRandomBlockMaps) {
       // Coarse costs make ties common; fine ones test the sums.
       b.cost = round % 2 == 0 ? static_cast<double>(rng() % 4) : std::ldexp(static_cast<double>(rng() % 1000), -7);
       b.segment_start = i == 0 || rng() % 12 == 0;
+      b.last_resort = round % 3 == 0 && rng() % 4 == 0;  // in a third of the maps, a quarter of the blocks
     }
     const std::size_t needed = 512 * (1 + rng() % 16);
     const auto expected = brute_force(blocks, needed);
@@ -116,12 +144,18 @@ TEST(CheapestWindow, FindsTheMinimumOnRandomBlockMaps) {
     // The window it returns is a valid covering run of the minimal cost.
     double cost = 0;
     std::size_t bytes = 0;
+    std::size_t last_resorts = 0;
     for (std::size_t i = found->first; i < found->last; ++i) {
       ASSERT_NE(blocks[i].kind, Kind::fixed);
       ASSERT_TRUE(i == found->first || !blocks[i].segment_start);
       bytes += blocks[i].bytes;
-      if (blocks[i].kind == Kind::evictable) cost += blocks[i].cost;
+      if (blocks[i].kind == Kind::evictable) {
+        cost += blocks[i].cost;
+        last_resorts += blocks[i].last_resort ? 1 : 0;
+      }
     }
+    EXPECT_EQ(last_resorts, found->last_resorts) << "round " << round;
+    EXPECT_EQ(last_resorts, expected->last_resorts) << "round " << round;
     EXPECT_EQ(bytes, found->bytes);
     EXPECT_GE(bytes, needed);
     EXPECT_NEAR(cost, expected->cost, 1e-9 * (1 + expected->cost)) << "round " << round;

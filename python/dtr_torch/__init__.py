@@ -17,9 +17,12 @@ _loaded = None
 def load(path=None):
     """Loads the dtr_torch library once (path, else $DTR_TORCH_LIBRARY)."""
     global _loaded
-    path = path or os.environ.get("DTR_TORCH_LIBRARY")
     if _loaded is not None:
+        if path is not None and os.path.realpath(path) != os.path.realpath(_loaded):
+            raise RuntimeError(f"dtr_torch: {_loaded!r} is loaded already; a process loads one library, not "
+                               f"also {path!r}")
         return _loaded
+    path = path or os.environ.get("DTR_TORCH_LIBRARY")
     if not path:
         raise RuntimeError("dtr_torch: set DTR_TORCH_LIBRARY to the built libdtr_torch.so, or call "
                            "dtr_torch.load(path)")
@@ -28,7 +31,7 @@ def load(path=None):
     torch.ops.load_library(path)
     from . import _boundary, _distributed
     _boundary.install()  # printing, tolist, numpy, torch.save, deepcopy of wrappers
-    _distributed.install()  # all_gather and gather of a wrapped input
+    _distributed.install()  # collectives that take data pointers: on plain copies of wrappers
     _loaded = path
     return path
 

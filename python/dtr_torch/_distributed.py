@@ -3,7 +3,10 @@ operator dtr-torch intercepts (1.13: all_gather, gather, scatter, all_to_all_sin
 group's method, which takes each tensor's data pointer; a wrapper has none). On wrappers, these run on plain
 copies: the wrapped inputs are read out (decheckpointed), the collective runs and is waited for, and each
 wrapped output then takes its copy's bytes on the calling thread (the runtime is not used from the process
-group's thread). So they are synchronous on wrappers: with async_op=True the returned work has completed.
+group's thread), as the process group writes a plain output: by copy_ for all_gather and gather (their
+outputs' versions move, and a leaf that requires grad is refused), in place of its bytes for the others (no
+version moves). So they are synchronous on wrappers: with async_op=True the returned work has completed, and
+its result() and future hold the plain copies.
 Plain tensors take PyTorch's own path untouched. (broadcast, all_reduce, reduce, send and recv reach dtr-torch
 as c10d operators: dtr_torch/collectives.h.)
 """
@@ -26,6 +29,8 @@ _COLLECTIVES = {
     "reduce_scatter_tensor": (("output",), ("input",)),
     "_reduce_scatter_base": (("output",), ("input",)),
 }
+# Those whose process group fills the outputs by copy_ (gloo's all_gather and gather in 1.13; measured).
+_WRITTEN_BY_COPY = ("all_gather", "gather")
 
 
 def _tensors(value):
@@ -64,9 +69,13 @@ def _on_plain_copies(name, outputs, inputs):
             work = original(*bound.args, **bound.kwargs)
             if work is not None:  # None: this rank is not in the group
                 work.wait()
-                with torch.no_grad():
-                    for wrapper, copy in copies:
-                        wrapper.data.copy_(copy)  # as the collective writes: no version bump
+                for wrapper, copy in copies:
+                    if name in _WRITTEN_BY_COPY:
+                        with torch.enable_grad():  # as on the process group's thread
+                            wrapper.copy_(copy)
+                    else:
+                        with torch.no_grad():
+                            wrapper.data.copy_(copy)  # .data: the bytes change, not the version
             return work if async_op else None
         return function
     replace(torch.distributed, name, wrap)

@@ -255,6 +255,15 @@ class BoundaryTest(unittest.TestCase):
 class FactoryModeTest(unittest.TestCase):
     """The opt-in mode for programs that cannot be edited (dtr_torch.wrap_factories, python3 -m dtr_torch)."""
 
+    def test_the_package_loads_on_import_and_refuses_a_second_library(self):
+        # With DTR_TORCH_LIBRARY set, importing the package puts its wrapped functions in place before any call.
+        code = "import torch.distributed as d, dtr_torch; print(getattr(d.gather, '_dtr_boundary', False))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        self.assertEqual(out.stdout.strip(), "True")
+        self.assertEqual(dtr_torch.load(os.environ["DTR_TORCH_LIBRARY"]), os.environ["DTR_TORCH_LIBRARY"])
+        with self.assertRaisesRegex(RuntimeError, "loaded already"):
+            dtr_torch.load("/elsewhere/libdtr_torch.so")
+
     def test_creation_functions_return_wrappers_while_it_is_on(self):
         import numpy
         self.assertFalse(dtr_torch.wrap_factories(True))

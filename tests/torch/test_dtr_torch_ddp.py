@@ -280,6 +280,41 @@ def write_point_to_point(rank):
     return {"sent": (sent, torch.full((512,), 100.0 + rank)), "received": (received, torch.full((512,), 100.0 + peer))}
 
 
+def versions_worker(rank, init_file, out_dir):
+    """Each collective that dtr_torch runs on plain copies, on plain outputs and on wrapped ones: how their
+    versions move, and whether a leaf that requires grad is refused as an output."""
+    init(rank, init_file)
+    got = {}
+    for wrap in (False, True):
+        def make(values):
+            return computed(values) if wrap else values.clone()
+        out = [make(torch.zeros(4)) for _ in range(WORLD)]
+        before = [t._version for t in out]
+        dist.all_gather(out, make(torch.ones(4)))
+        moved = {"all_gather": [t._version - b for t, b in zip(out, before)]}
+        out = [make(torch.zeros(4)) for _ in range(WORLD)] if rank == 0 else None
+        before = [t._version for t in out or []]
+        dist.gather(make(torch.ones(4)), out, dst=0)
+        moved["gather"] = [t._version - b for t, b in zip(out or [], before)]
+        scattered = make(torch.zeros(4))
+        before = scattered._version
+        dist.scatter(scattered, [make(torch.ones(4)) for _ in range(WORLD)] if rank == 0 else None, src=0)
+        moved["scatter"] = scattered._version - before
+        exchanged = make(torch.zeros(4))
+        before = exchanged._version
+        dist.all_to_all_single(exchanged, make(torch.ones(4)))
+        moved["all_to_all_single"] = exchanged._version - before
+        leaf = (dtr_torch.checkpoint(torch.zeros(4)) if wrap else torch.zeros(4)).requires_grad_()
+        try:
+            dist.all_gather([leaf, make(torch.zeros(4))], make(torch.ones(4)))
+            moved["leaf that requires grad"] = "accepted"
+        except RuntimeError as e:
+            moved["leaf that requires grad"] = "refused: " + ("leaf" if "leaf Variable" in str(e) else str(e))
+        got["wrapped" if wrap else "plain"] = moved
+    torch.save(got, os.path.join(out_dir, f"versions{rank}.pt"))
+    dist.destroy_process_group()
+
+
 def collectives_worker(rank, init_file, out_dir, write):
     init(rank, init_file)
     targets = write(rank)
@@ -364,6 +399,12 @@ class CollectivesTest(unittest.TestCase):
 
     def test_gather_scatter_all_to_all(self):
         self.check(write_gather_scatter)
+
+    def test_outputs_versions_move_as_for_plain_tensors(self):
+        out_dir = spawn(self, versions_worker)
+        for rank in range(WORLD):
+            got = torch.load(os.path.join(out_dir, f"versions{rank}.pt"))
+            self.assertEqual(got["wrapped"], got["plain"], f"rank {rank}")
 
 
 if __name__ == "__main__":
