@@ -1,8 +1,8 @@
 """torch.distributed's functions that hand tensors' bytes to the process group directly rather than through an
 operator dtr-torch intercepts (1.13: all_gather, gather, scatter, all_to_all_single, ... call the process
 group's method, which takes each tensor's data pointer; a wrapper has none). On wrappers, these run on plain
-copies: the wrapped inputs are read out (decheckpointed), the collective runs and is waited for, and each
-wrapped output then takes its copy's bytes on the calling thread (the runtime is not used from the process
+copies: the wrapped inputs are read out (decheckpointed), the wrapped outputs get fresh plain buffers, the
+collective runs and is waited for, and each wrapped output then takes its buffer's bytes on the calling thread (the runtime is not used from the process
 group's thread), as the process group writes a plain output: by copy_ for all_gather and gather (their
 outputs' versions move, and a leaf that requires grad is refused), in place of its bytes for the others (no
 version moves). So they are synchronous on wrappers: with async_op=True the returned work has completed, and
@@ -15,6 +15,9 @@ import inspect
 import torch
 
 from ._boundary import _is_wrapper, _read_out, replace
+
+# torch's own, taken before the factory mode (_factories) can replace it with one that wraps.
+_empty_strided = torch.empty_strided
 
 # name: (its output parameters, its input parameters); each a tensor or a list of tensors (or None).
 _COLLECTIVES = {
@@ -53,9 +56,11 @@ def _on_plain_copies(name, outputs, inputs):
 
             def plain(value, written):
                 if isinstance(value, torch.Tensor) and _is_wrapper(value):
-                    copy = _read_out(value)
-                    if written:
-                        copies.append((value, copy))
+                    if not written:
+                        return _read_out(value)
+                    # The collective overwrites all of it: its old value is not read out (nor recomputed).
+                    copy = _empty_strided(value.size(), value.stride(), dtype=value.dtype)
+                    copies.append((value, copy))
                     return copy
                 if isinstance(value, list):
                     return [plain(v, written) for v in value]

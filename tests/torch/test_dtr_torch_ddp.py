@@ -315,6 +315,26 @@ def versions_worker(rank, init_file, out_dir):
     dist.destroy_process_group()
 
 
+def overwrite_worker(rank, init_file, out_dir):
+    """Evicted wrapped outputs of all_gather and scatter: the collective overwrites them, so their old values
+    are not recomputed (rematerializations during the calls)."""
+    init(rank, init_file)
+    dtr_torch.evict_after_every_op(True)
+    try:
+        gathered = [computed(torch.full((64,), 5.0)) for _ in range(WORLD)]
+        scattered = computed(torch.full((64,), 6.0))
+        sent = dtr_torch.checkpoint(torch.full((64,), float(rank)))
+    finally:
+        dtr_torch.evict_after_every_op(False)
+    start = dtr_torch.stats()["rematerializations"]
+    dist.all_gather(gathered, sent)
+    dist.scatter(scattered, [sent, sent] if rank == 0 else None, src=0)
+    got = {"recomputed": dtr_torch.stats()["rematerializations"] - start,
+           "values": [plain(t) for t in gathered] + [plain(scattered)]}
+    torch.save(got, os.path.join(out_dir, f"overwrite{rank}.pt"))
+    dist.destroy_process_group()
+
+
 def collectives_worker(rank, init_file, out_dir, write):
     init(rank, init_file)
     targets = write(rank)
@@ -399,6 +419,15 @@ class CollectivesTest(unittest.TestCase):
 
     def test_gather_scatter_all_to_all(self):
         self.check(write_gather_scatter)
+
+    def test_evicted_outputs_are_overwritten_not_recomputed(self):
+        out_dir = spawn(self, overwrite_worker)
+        for rank in range(WORLD):
+            got = torch.load(os.path.join(out_dir, f"overwrite{rank}.pt"))
+            self.assertEqual(got["recomputed"], 0, f"rank {rank}")
+            expected = [torch.full((64,), float(i)) for i in range(WORLD)] + [torch.zeros(64)]
+            for i, (g, e) in enumerate(zip(got["values"], expected)):
+                self.assertTrue(torch.equal(g, e), f"rank {rank}, output {i}")
 
     def test_outputs_versions_move_as_for_plain_tensors(self):
         out_dir = spawn(self, versions_worker)
