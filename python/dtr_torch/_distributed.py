@@ -2,11 +2,11 @@
 operator dtr-torch intercepts (1.13: all_gather, gather, scatter, all_to_all_single, ... call the process
 group's method, which takes each tensor's data pointer; a wrapper has none). On wrappers, these run on plain
 copies: the wrapped inputs are read out (decheckpointed), the wrapped outputs get fresh plain buffers, the
-collective runs and is waited for, and each wrapped output then takes its buffer's bytes on the calling thread (the runtime is not used from the process
-group's thread), as the process group writes a plain output: by copy_ for all_gather and gather (their
-outputs' versions move, and a leaf that requires grad is refused), in place of its bytes for the others (no
-version moves). So they are synchronous on wrappers: with async_op=True the returned work has completed, and
-its result() and future hold the plain copies.
+collective runs and is waited for, and each wrapped output then takes its buffer's bytes on the calling thread
+(the runtime is not used from the process group's thread), as the process group writes a plain output: by
+copy_ for all_gather and gather (their outputs' versions move, and a leaf that requires grad is refused), in
+place of its bytes for the others (no version moves). So they are synchronous on wrappers: with async_op=True
+the returned work has completed, and its result() and future hold the plain copies.
 Plain tensors take PyTorch's own path untouched. (broadcast, all_reduce, reduce, send and recv reach dtr-torch
 as c10d operators: dtr_torch/collectives.h.)
 """
