@@ -37,13 +37,15 @@ class SameBytes final : public Computation {
 // runtime: one constant per plain storage, holding all its bytes, which serves every later op on any view of
 // that storage while the storage holds the same bytes. The bytes are compared on every use, not a version
 // counter: an update through `.data()` (libtorch's optimizers) leaves the parameter's version as it was.
-// Mirrors of storages that died are dropped at the next lookups. An entry keeps its runtime alive
+// Mirrors of storages that died, and of runtimes that nothing but mirrors holds, are dropped by a sweep that
+// runs once every as many lookups as the last sweep kept mirrors (amortized O(1) a lookup: a sweep on every
+// lookup made an op's cost grow with the model's parameter count). An entry keeps its runtime alive
 // (AliasGroup), so that no mirror outlives the runtime it lives in.
 class Mirrors {
  public:
   Tensor get(const at::Tensor& plain, const std::shared_ptr<Runtime>& runtime) {
     std::lock_guard lock(mutex_);
-    sweep();
+    if (++lookups_since_sweep_ > kept_by_last_sweep_) sweep();
     const c10::Storage& storage = plain.storage();
     const Key key{storage.unsafeGetStorageImpl(), runtime.get()};
     auto it = entries_.find(key);
@@ -82,15 +84,21 @@ class Mirrors {
   };
   // Drops the mirrors of storages that died, and those of runtimes nothing but mirrors holds any more.
   void sweep() {
+    lookups_since_sweep_ = 0;
     std::unordered_map<const Runtime*, long> held_here;
     for (const auto& [key, entry] : entries_) held_here[key.runtime] += 1;
     for (auto it = entries_.begin(); it != entries_.end();) {
       const bool runtime_unused = it->second.group->runtime.use_count() <= held_here[it->first.runtime];
       it = it->second.storage.expired() || runtime_unused ? entries_.erase(it) : std::next(it);
     }
+    kept_by_last_sweep_ = entries_.size();
   }
   std::mutex mutex_;
   std::unordered_map<Key, Entry, KeyHash> entries_;
+  // A sweep after as many lookups as the last one kept: it reads at most twice that many entries (each lookup
+  // adds at most one), so O(1) a lookup. Not the current count, which grows with the lookups that add.
+  std::size_t lookups_since_sweep_ = 0;
+  std::size_t kept_by_last_sweep_ = 0;
 };
 
 Mirrors& mirrors() {

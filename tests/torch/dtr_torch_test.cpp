@@ -162,6 +162,22 @@ TEST(DtrTorch, PlainTensorsMixedInAreReadAsTheyAreNow) {
   EXPECT_EQ((x * 2).scalar_type(), torch::kFloat32);
 }
 
+TEST(DtrTorch, MirrorsOfPlainTensorsThatDiedDoNotPileUp) {
+  auto runtime = bytes_runtime();
+  const at::Tensor w = checkpoint(torch::ones({256}), runtime);
+  const std::uint64_t start = runtime->resident_bytes();
+  float last = 0;
+  for (int i = 0; i < 500; ++i) {
+    const at::Tensor plain = torch::full({256}, static_cast<float>(i));  // 1 KiB, mirrored, then dead
+    last = decheckpoint((w * plain).sum()).item<float>();
+  }
+  // Nothing but the mirror table holds a dead tensor's mirror (1 KiB each). The sweep that drops them runs
+  // once every as many lookups as the last sweep kept mirrors, so a few stay between sweeps, not 500 (a sweep
+  // after as many lookups as there are mirrors now never ran here: each lookup adds one).
+  EXPECT_LT(runtime->resident_bytes() - start, 16u * 1024) << "mirrors of dead storages piled up";
+  EXPECT_EQ(last, 499.0f * 256);
+}
+
 TEST(DtrTorch, ATrainingLoopKeepsNothingFromStepToStep) {
   auto runtime = bytes_runtime();
   torch::manual_seed(2);
