@@ -262,7 +262,8 @@ class FactoryModeTest(unittest.TestCase):
         self.assertEqual(out.stdout.strip(), "True")
         self.assertEqual(dtr_torch.load(os.environ["DTR_TORCH_LIBRARY"]), os.environ["DTR_TORCH_LIBRARY"])
         with self.assertRaisesRegex(RuntimeError, "loaded already"):
-            dtr_torch.load("/elsewhere/libdtr_torch.so")
+            # Another file beside the loaded one (it need not exist: the refusal comes first).
+            dtr_torch.load(os.path.join(os.path.dirname(os.environ["DTR_TORCH_LIBRARY"]), "another_dtr_torch.so"))
 
     def test_creation_functions_return_wrappers_while_it_is_on(self):
         import numpy
