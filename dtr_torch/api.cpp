@@ -31,7 +31,7 @@ struct Registrations {
 
 }  // namespace
 
-void intercepted_by_fallback(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) { detail::intercept(op, stack); }
+void intercepted(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) { detail::intercept(op, stack); }
 
 namespace {
 
@@ -46,7 +46,7 @@ Registrations register_all() {
     if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
     if (name.name.rfind("dtr::", 0) == 0) continue;
     r.handles.push_back(dispatcher.registerImpl(name, c10::DispatchKey::PrivateUse1,
-                                                c10::KernelFunction::makeFromBoxedFunction<&intercepted_by_fallback>(),
+                                                c10::KernelFunction::makeFromBoxedFunction<&intercepted>(),
                                                 c10::nullopt, nullptr, "dtr-torch"));
   }
   return r;
@@ -119,7 +119,7 @@ std::size_t intercepted_operator_count() { return registrations().handles.size()
 // Ops registered after dtr-torch was loaded (extensions, tests) reach it through the backend fallback, unless
 // a composite kernel of theirs outranks it.
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dtr::torch::intercepted_by_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&dtr::torch::intercepted>());
 }
 // Their autograd key falls through to it, as AutogradCPU's does for CPU tensors (libtorch 1.13 leaves
 // AutogradPrivateUse1 without a fallback).

@@ -13,6 +13,7 @@
 
 #include "dtr/check.h"
 #include "dtr/error.h"
+#include "dtr/small_vector.h"
 #include "dtr/torch.h"
 #include "dtr_torch/aten_computation.h"
 #include "dtr_torch/collectives.h"
@@ -243,7 +244,7 @@ void intercept(const c10::OperatorHandle& op, ::torch::jit::Stack* stack) {
   }
 
   // Per argument: whether the op writes it (its schema says so, or writes_unannotated).
-  std::vector<bool> writes_arg(n);
+  SmallVector<bool, 16> writes_arg(n);  // inline: no allocation on the per-op path
   for (std::size_t a = 0; a < n; ++a) writes_arg[a] = writes(schema.arguments()[a]) || writes_unannotated(schema, args, a);
   const bool any_write = std::find(writes_arg.begin(), writes_arg.end(), true) != writes_arg.end();
   bool any_alias = false;

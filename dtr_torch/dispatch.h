@@ -10,7 +10,7 @@
 namespace dtr::torch {
 // The kernel registered for every intercepted op, and the backend fallback's (ops registered after
 // dtr-torch was loaded): intercept().
-void intercepted_by_fallback(const c10::OperatorHandle& op, ::torch::jit::Stack* stack);
+void intercepted(const c10::OperatorHandle& op, ::torch::jit::Stack* stack);
 }  // namespace dtr::torch
 
 namespace dtr::torch::detail {

@@ -24,10 +24,6 @@ def _read_out(t):
         return torch.ops.dtr.decheckpoint(t)
 
 
-def read_out_if_wrapped(t):
-    return _read_out(t) if _is_wrapper(t) else t
-
-
 def replace(owner, name, wrap):
     """owner.<name> becomes wrap(original), once (a second call finds it replaced and does nothing)."""
     original = getattr(owner, name)

@@ -39,12 +39,14 @@ _WRITTEN_BY_COPY = ("all_gather", "gather")
 def _tensors(value):
     if isinstance(value, torch.Tensor):
         return [value]
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list):  # as plain() below converts them; torch.distributed takes lists, not tuples
         return [t for v in value for t in _tensors(v)]
     return []
 
 
 def _on_plain_copies(name, outputs, inputs):
+    by_copy = name in _WRITTEN_BY_COPY
+
     def wrap(original):
         signature = inspect.signature(original)
 
@@ -75,7 +77,7 @@ def _on_plain_copies(name, outputs, inputs):
             if work is not None:  # None: this rank is not in the group
                 work.wait()
                 for wrapper, copy in copies:
-                    if name in _WRITTEN_BY_COPY:
+                    if by_copy:
                         with torch.enable_grad():  # as on the process group's thread
                             wrapper.copy_(copy)
                     else:
