@@ -301,7 +301,11 @@ Result measure(const ModelChoice& m, int rounds) {
   r.kernels = recorded.kernels();
   r.differing = recorded.replay(/*verify=*/true);
 
-  Trainer trainer(m, dtr::Config{});
+  // Every kernel timed (not only each signature's first runs): the step's time outside its kernels subtracts
+  // this step's own kernel times.
+  dtr::Config timed_config;
+  timed_config.timed_runs = std::nullopt;
+  Trainer trainer(m, timed_config);
   trainer.step();
   trainer.step();
   std::vector<double> runtime_times, direct_times, ratios, outside;

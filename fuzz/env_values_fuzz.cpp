@@ -112,6 +112,16 @@ void check_thrash_limit(std::string_view text) {
           show(text));
 }
 
+void check_timed_runs(std::string_view text) {
+  std::optional<std::uint32_t> runs;
+  if (!dtr::fuzz::returns_or_throws<dtr::ConfigError>([&] { runs = dtr::parse_timed_runs(text); }, "DTR_TIMED_RUNS")) {
+    return;
+  }
+  require(runs.has_value() == (text != "all"), "DTR_TIMED_RUNS: all is nullopt and nothing else is", show(text));
+  require(!runs || (*runs >= 1 && *runs <= 1'000'000), "DTR_TIMED_RUNS: accepted a count outside 1..1000000",
+          show(text));
+}
+
 void check_heuristic(std::string_view text) {
   std::string name;
   if (!dtr::fuzz::returns_or_throws<dtr::ConfigError>([&] { name = dtr::parse_heuristic(text); }, "DTR_HEURISTIC")) {
@@ -136,7 +146,7 @@ void check_device(std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0:
       if (size < 2) return 0;
       check_budget(text.substr(1), kCapacities[data[1] % std::size(kCapacities)]);
@@ -164,6 +174,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case 8:
       check_heuristic(text);
+      break;
+    case 10:  // after the others, so that their corpus entries (first byte 0-9) keep their checks
+      check_timed_runs(text);
       break;
     default:
       check_device(text);

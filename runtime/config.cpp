@@ -10,6 +10,10 @@
 
 namespace dtr {
 
+namespace {
+constexpr std::uint32_t kMaxTimedRuns = 1'000'000;
+}  // namespace
+
 CostModel parse_cost_model(std::string_view text, std::string_view variable) {
   if (text == "measured") return CostModel::measured;
   if (text == "flops") return CostModel::flops;
@@ -51,6 +55,18 @@ double parse_size_floor(std::string_view text, std::string_view variable) {
             "\" is not a size floor; expected a non-negative number, a fraction of the mean candidate size "
             "(0.01 ignores candidates under 1% of it; 0 turns the floor off)");
   return fraction;
+}
+
+std::optional<std::uint32_t> parse_timed_runs(std::string_view text, std::string_view variable) {
+  if (text == "all") return std::nullopt;
+  std::uint32_t runs = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), runs);
+  DTR_CHECK(error == std::errc{} && end == text.data() + text.size() && !text.empty() && runs >= 1 &&
+                runs <= kMaxTimedRuns,
+            ConfigError, variable, "=\"", shown_value(text),
+            "\" is not a count of timed runs; expected an integer from 1 to 1000000 (the runs of each kernel "
+            "signature that DTR_COST_MODEL=measured times, 3 by default), or all");
+  return runs;
 }
 
 std::vector<std::string> heuristic_names() { return heuristics::heuristic_names(); }
@@ -106,6 +122,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_HEURISTIC")) config.heuristic = parse_heuristic(v);
   if (const char* v = env("DTR_COST_MODEL")) config.cost_model = parse_cost_model(v);
   if (const char* v = env("DTR_CLOCK")) config.clock = parse_clock(v);
+  if (const char* v = env("DTR_TIMED_RUNS")) config.timed_runs = parse_timed_runs(v);
   if (const char* v = env("DTR_BUDGET_MODE")) config.budget_mode = parse_budget_mode(v);
   if (const char* v = env("DTR_INPLACE")) config.inplace = parse_inplace_mode(v);
   if (const char* v = env("DTR_SEARCH")) config.search = parse_search(v);

@@ -270,13 +270,26 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, kNoAttrs, 0, &workspace};
   op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
   const std::optional<double> known = c.computation->known_cost(c.input_meta);
-  // A GPU runs kernels asynchronously: a measured time waits for the work before it and for the kernel.
-  const bool measured = config.cost_model == CostModel::measured && !known;
-  if (measured) backend->synchronize();
-  const std::uint64_t started = detail::steady_ns();
+  // Measured costs: a kernel whose signature has been timed Config::timed_runs times costs what it learnt,
+  // untimed (runtime/kernel_times.h); the others are timed, and on a GPU, which runs kernels asynchronously,
+  // the time waits for the work before the kernel and for the kernel.
+  std::uint64_t signature = 0;
+  std::optional<std::uint64_t> learnt_ns;
+  if (config.cost_model == CostModel::measured && !known && config.timed_runs) {
+    signature = detail::kernel_signature(*c.computation, c.input_meta, c.output_meta);
+    learnt_ns = kernel_times.learnt_ns(signature);
+  }
+  const bool timed = config.cost_model == CostModel::measured && !known && !learnt_ns;
+  if (timed) backend->synchronize();
+  const std::uint64_t started = timed ? detail::steady_ns() : 0;
   c.computation->run(args);
-  if (measured) backend->synchronize();
-  const double cost = cost_of(c, known, detail::steady_ns() - started + first_run_ns);
+  std::uint64_t elapsed_ns = learnt_ns.value_or(0);
+  if (timed) {
+    backend->synchronize();
+    elapsed_ns = detail::steady_ns() - started + first_run_ns;
+    if (config.timed_runs) kernel_times.record(signature, elapsed_ns);
+  }
+  const double cost = cost_of(c, known, elapsed_ns);
   compute_clock += cost;
   if (rematerializing) {
     stats.remat_compute += cost;

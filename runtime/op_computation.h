@@ -13,6 +13,7 @@
 #include "dtr/computation.h"
 #include "dtr/op.h"
 #include "runtime/backend.h"
+#include "runtime/kernel_times.h"
 
 namespace dtr::detail {
 
@@ -30,6 +31,10 @@ class OpComputation final : public Computation {
   double flops(std::span<const TensorMeta> inputs) const override {
     return op_.flops ? op_.flops(inputs, attrs_) : 1.0;
   }
+  std::uint64_t cost_signature() const override {
+    if (!attrs_hash_) attrs_hash_ = hash_attrs(attrs_);
+    return *attrs_hash_;
+  }
   // OpDef::check_values, which the runtime calls on the first run's resident inputs before any output exists.
   bool checks_values() const { return op_.check_values != nullptr; }
   void check_values(const KernelArgs& args) const { op_.check_values(with_attrs(args)); }
@@ -46,6 +51,7 @@ class OpComputation final : public Computation {
   const Attrs attrs_;
   const std::uint64_t seed_;
   Backend& backend_;
+  mutable std::optional<std::uint64_t> attrs_hash_;  // cost_signature, hashed when first asked
 };
 
 }  // namespace dtr::detail

@@ -31,6 +31,8 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
   DTR_CHECK(!config.thrash_limit || (std::isfinite(*config.thrash_limit) && *config.thrash_limit >= 1), ConfigError,
             "Config::thrash_limit ", config.thrash_limit.value_or(0), " must be a finite overhead factor >= 1, or "
             "nullopt for none");
+  DTR_CHECK(!config.timed_runs || *config.timed_runs >= 1, ConfigError, "Config::timed_runs 0 times no run; set "
+            "at least 1, or nullopt to time every run");
   DTR_CHECK(!config.thrash_base_compute ||
                 (std::isfinite(*config.thrash_base_compute) && *config.thrash_base_compute >= 0),
             ConfigError, "Config::thrash_base_compute ", config.thrash_base_compute.value_or(0),

@@ -27,6 +27,7 @@
 #include "heuristics/window.h"
 #include "runtime/backend.h"
 #include "runtime/forecast.h"
+#include "runtime/kernel_times.h"
 #include "runtime/lineage.h"
 #include "runtime/object_pool.h"
 #include "runtime/steady_ns.h"
@@ -82,6 +83,8 @@ struct Runtime::Impl final : Reclaimer {
   std::uint64_t op_clock = 0;
   std::uint64_t candidate_arrivals = 0;  // Storage::candidate_since
   double compute_clock = 0;  // ClockKind::compute: the cost of every kernel run so far
+  // DTR_COST_MODEL=measured with Config::timed_runs set: the costs learnt per kernel signature.
+  detail::KernelTimes kernel_times{config.timed_runs.value_or(1)};
   bool kernel_memory = true;  // whether kernels can touch the buffers (false over simulated memory)
   std::unique_ptr<detail::Backend> backend;  // where kernels run: the CPU, or the GPU that holds the memory
   std::uint64_t random_calls = 0;

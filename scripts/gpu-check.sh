@@ -6,7 +6,8 @@
 #                                  machine lacks (oneDNN, OpenBLAS, spdlog, fmt, ...) into build/gpu/syslibs.tar.gz
 #   scripts/gpu-check.sh tests     (there) every test binary on the GPU (dtr-tests in 12 shards), then
 #                                  dtr-train --compare on ResNet-32 and the Transformer
-#   scripts/gpu-check.sh cost      (there) step times under DTR_COST_MODEL=measured and flops, with --compare
+#   scripts/gpu-check.sh cost      (there) the tests a GPU turns on, then step times under DTR_COST_MODEL=measured
+#                                  and flops, with --compare
 #
 # On the GPU machine, run it from the repository root with build/gpu carried (run's `carry`); everything it
 # prints goes to $OUT/log-MODE.txt too. The binaries expect the checkout they were built in (their rpath and
@@ -67,6 +68,9 @@ if [ "$mode" = tests ]; then
     timeout 100 "$B/tools/dtr-train" --model "$1" --data synthetic --steps 8 --compare --heuristic "$2" 2>&1 | tail -22
   done
 else
+  # The tests a GPU turns on, and the measured cost model's, first.
+  timeout 120 "$B/tests/dtr-tests" --gtest_filter='BackendParity*:Device*:CudaKernels*:MeasuredCost*:*Cuda*' 2>&1 |
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' | sort | uniq -c
   for m in resnet transformer; do
     for cm in measured flops; do
       echo "== $m, DTR_COST_MODEL=$cm --compare, 10 steps"; date -u

@@ -17,9 +17,11 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EnvGuard budget("DTR_MEMORY_BUDGET", nullptr), heuristic("DTR_HEURISTIC", nullptr),
       cost("DTR_COST_MODEL", nullptr), clock("DTR_CLOCK", nullptr), mode("DTR_BUDGET_MODE", nullptr),
       device("DTR_DEVICE", nullptr), stats("DTR_STATS", nullptr), trace("DTR_TRACE", nullptr),
-      inplace("DTR_INPLACE", nullptr), search("DTR_SEARCH", nullptr), floor("DTR_SIZE_FLOOR", nullptr);
+      inplace("DTR_INPLACE", nullptr), search("DTR_SEARCH", nullptr), floor("DTR_SIZE_FLOOR", nullptr),
+      timed("DTR_TIMED_RUNS", nullptr);
   const Config c = Config::from_env(1 << 30);
   EXPECT_EQ(c.size_floor, 0.0);
+  EXPECT_EQ(c.timed_runs, std::uint32_t{3});
   EXPECT_EQ(c.memory_budget, std::nullopt);
   EXPECT_EQ(c.heuristic, "dtr-eq");
   EXPECT_EQ(c.cost_model, CostModel::measured);
@@ -37,9 +39,11 @@ TEST(Config, ReadsEveryVariable) {
   EnvGuard budget("DTR_MEMORY_BUDGET", "25%"), heuristic("DTR_HEURISTIC", "lru"), cost("DTR_COST_MODEL", "bytes"),
       clock("DTR_CLOCK", "time"), mode("DTR_BUDGET_MODE", "bytes"), device("DTR_DEVICE", "cpu"),
       stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl"),
-      inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan"), floor("DTR_SIZE_FLOOR", "0.01");
+      inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan"), floor("DTR_SIZE_FLOOR", "0.01"),
+      timed("DTR_TIMED_RUNS", "7");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
   EXPECT_EQ(c.size_floor, 0.01);
+  EXPECT_EQ(c.timed_runs, std::uint32_t{7});
   EXPECT_EQ(c.memory_budget, std::uint64_t{1} << 30);
   EXPECT_EQ(c.heuristic, "lru");
   EXPECT_EQ(c.cost_model, CostModel::bytes);
@@ -56,7 +60,10 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
       {"DTR_HEURISTIC", "fastest"},  {"DTR_COST_MODEL", "FLOPS"}, {"DTR_CLOCK", "wall"},
       {"DTR_BUDGET_MODE", "tensor"}, {"DTR_DEVICE", "tpu"},        {"DTR_MEMORY_BUDGET", "8 gigs"},
       {"DTR_INPLACE", "cow"}, {"DTR_SEARCH", "sampled"}, {"DTR_SIZE_FLOOR", "-0.5"},
-      {"DTR_SIZE_FLOOR", "1%"}, {"DTR_SIZE_FLOOR", ""}, {"DTR_SIZE_FLOOR", "nan"}, {"DTR_SIZE_FLOOR", "inf"}};
+      {"DTR_SIZE_FLOOR", "1%"}, {"DTR_SIZE_FLOOR", ""}, {"DTR_SIZE_FLOOR", "nan"}, {"DTR_SIZE_FLOOR", "inf"},
+      {"DTR_TIMED_RUNS", "0"}, {"DTR_TIMED_RUNS", "-1"}, {"DTR_TIMED_RUNS", ""}, {"DTR_TIMED_RUNS", "three"},
+      {"DTR_TIMED_RUNS", "2.5"}, {"DTR_TIMED_RUNS", "1000001"}, {"DTR_TIMED_RUNS", "99999999999"},
+      {"DTR_TIMED_RUNS", "ALL"}};
   for (const auto& [name, value] : cases) {
     EnvGuard env(name, value);
     try {
@@ -76,6 +83,15 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   EXPECT_EQ(to_string(parse_search("scan")), std::string("scan"));
   EXPECT_EQ(parse_size_floor("0"), 0.0);
   EXPECT_EQ(parse_size_floor("2.5"), 2.5);
+  EXPECT_EQ(parse_timed_runs("all"), std::nullopt);
+  EXPECT_EQ(parse_timed_runs("1"), std::uint32_t{1});
+  EXPECT_EQ(parse_timed_runs("1000000"), std::uint32_t{1000000});
+}
+
+TEST(Config, RuntimeRejectsZeroTimedRunsSetInCode) {
+  Config config = deterministic_config(4096);
+  config.timed_runs = 0;
+  expect_error<ConfigError>([&] { Runtime rt(config); }, {"Config::timed_runs 0 times no run", "nullopt to time every run"});
 }
 
 TEST(Config, RuntimeRejectsAMalformedSizeFloorSetInCode) {

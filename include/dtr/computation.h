@@ -9,6 +9,7 @@
 // every output is dead and no closure reads them). Thread safety: called on the runtime's thread only.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -33,6 +34,11 @@ class Computation {
   virtual std::optional<double> known_cost(std::span<const TensorMeta> /*inputs*/) const { return std::nullopt; }
   // Floating-point operations, for DTR_COST_MODEL=flops (at least 1 is used).
   virtual double flops(std::span<const TensorMeta> /*inputs*/) const { return 1.0; }
+  // What, beside its name and its input and output shapes, makes this computation's running time (the op
+  // table's attributes: a convolution's stride), as a hash; 0 (the default) when nothing does. Under
+  // DTR_COST_MODEL=measured, runs that agree on all four share one cost, timed on their first few runs
+  // (docs/runtime.md, "Cost model and clock").
+  virtual std::uint64_t cost_signature() const { return 0; }
   // For a source that cannot tell its outputs' shapes without running the op (PyTorch's dispatcher): called
   // once, by Runtime::call without output shapes, with the inputs resident (args.outputs empty, no
   // workspace). It runs the op into memory of its own, keeps the results and returns their shapes; the runtime

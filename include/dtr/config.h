@@ -40,6 +40,10 @@ struct Config {
   std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: see heuristics::make_heuristic
   CostModel cost_model = CostModel::measured;  // DTR_COST_MODEL: measured, flops, bytes
   ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time, compute
+  // DTR_TIMED_RUNS: under the measured cost model, how many runs of each kernel signature (its name,
+  // attributes and shapes) are timed; later runs cost the least of those, untimed (on a GPU a timed kernel
+  // waits for the device). At least 1; nullopt ("all") times every run. docs/runtime.md, "Cost model and clock".
+  std::optional<std::uint32_t> timed_runs = 3;
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
   InplaceMode inplace = InplaceMode::copy_on_write;  // DTR_INPLACE: copy-on-write, pin-dependents
   EvictionSearch search = EvictionSearch::index;     // DTR_SEARCH: index, scan (random always scans)
@@ -79,6 +83,8 @@ BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = 
 InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable = "DTR_INPLACE");
 EvictionSearch parse_search(std::string_view text, std::string_view variable = "DTR_SEARCH");
 double parse_size_floor(std::string_view text, std::string_view variable = "DTR_SIZE_FLOOR");
+// "all" gives nullopt; otherwise an integer from 1 to 1,000,000.
+std::optional<std::uint32_t> parse_timed_runs(std::string_view text, std::string_view variable = "DTR_TIMED_RUNS");
 // "off" gives nullopt; otherwise a finite number >= 1.
 std::optional<double> parse_thrash_limit(std::string_view text, std::string_view variable = "DTR_THRASH_LIMIT");
 // The eviction heuristics DTR_HEURISTIC accepts (docs/heuristics.md), in the order of the DTR paper, then the

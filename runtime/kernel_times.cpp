@@ -1,0 +1,74 @@
+#include "runtime/kernel_times.h"
+
+#include <algorithm>
+#include <functional>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+
+namespace dtr::detail {
+
+namespace {
+
+// Mixes `value` into `seed` (splitmix64's finaliser over the sum): order-sensitive, well spread.
+std::uint64_t mix(std::uint64_t seed, std::uint64_t value) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL + value;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t mix_metas(std::uint64_t h, std::span<const TensorMeta> metas) {
+  h = mix(h, metas.size());
+  for (const TensorMeta& m : metas) {
+    h = mix(h, static_cast<std::uint64_t>(m.dtype));
+    h = mix(h, m.shape.size());
+    for (const std::int64_t d : m.shape) h = mix(h, static_cast<std::uint64_t>(d));
+  }
+  return h;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> KernelTimes::learnt_ns(std::uint64_t signature) const {
+  const auto it = entries_.find(signature);
+  if (it == entries_.end() || it->second.runs < timed_runs_) return std::nullopt;
+  return it->second.least_ns;
+}
+
+void KernelTimes::record(std::uint64_t signature, std::uint64_t elapsed_ns) {
+  if (entries_.size() >= kMaxSignatures && !entries_.contains(signature)) entries_.clear();
+  Entry& e = entries_[signature];
+  e.least_ns = e.runs == 0 ? elapsed_ns : std::min(e.least_ns, elapsed_ns);
+  e.runs += 1;
+}
+
+std::uint64_t kernel_signature(const Computation& computation, std::span<const TensorMeta> inputs,
+                               std::span<const TensorMeta> outputs) {
+  std::uint64_t h = mix(std::hash<std::string_view>{}(computation.name()), computation.cost_signature());
+  return mix_metas(mix_metas(h, inputs), outputs);
+}
+
+std::uint64_t hash_attrs(const Attrs& attrs) {
+  std::uint64_t h = 0;
+  for (const auto& [name, value] : attrs.items()) {
+    h = mix(h, std::hash<std::string_view>{}(name));
+    h = mix(h, value.index());
+    std::visit(
+        [&h](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, std::int64_t>) {
+            h = mix(h, static_cast<std::uint64_t>(v));
+          } else if constexpr (std::is_same_v<V, double>) {
+            h = mix(h, std::hash<double>{}(v));
+          } else {
+            h = mix(h, v.size());
+            for (const std::int64_t x : v) h = mix(h, static_cast<std::uint64_t>(x));
+          }
+        },
+        value);
+  }
+  return h;
+}
+
+}  // namespace dtr::detail
