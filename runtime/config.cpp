@@ -64,8 +64,8 @@ std::optional<std::uint32_t> parse_timed_runs(std::string_view text, std::string
   DTR_CHECK(error == std::errc{} && end == text.data() + text.size() && !text.empty() && runs >= 1 &&
                 runs <= kMaxTimedRuns,
             ConfigError, variable, "=\"", shown_value(text),
-            "\" is not a count of timed runs; expected an integer from 1 to 1000000 (the runs of each kernel "
-            "signature that DTR_COST_MODEL=measured times, 3 by default), or all");
+            "\" is not a count of timed runs; expected an integer from 1 to 1000000 (the first runs of each "
+            "kernel signature that DTR_COST_MODEL=measured times, 3 by default), or all");
   return runs;
 }
 

@@ -270,14 +270,14 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, kNoAttrs, 0, &workspace};
   op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
   const std::optional<double> known = c.computation->known_cost(c.input_meta);
-  // Measured costs: a kernel whose signature has been timed Config::timed_runs times costs what it learnt,
-  // untimed (runtime/kernel_times.h); the others are timed, and on a GPU, which runs kernels asynchronously,
-  // the time waits for the work before the kernel and for the kernel.
+  // Measured costs: most runs of a kernel signature cost what its timed runs learnt, untimed
+  // (runtime/kernel_times.h); a timed run on a GPU, which runs kernels asynchronously, waits for the work
+  // before the kernel and for the kernel.
   std::uint64_t signature = 0;
   std::optional<std::uint64_t> learnt_ns;
   if (config.cost_model == CostModel::measured && !known && config.timed_runs) {
     signature = detail::kernel_signature(*c.computation, c.input_meta, c.output_meta);
-    learnt_ns = kernel_times.learnt_ns(signature);
+    learnt_ns = kernel_times.untimed_cost(signature);
   }
   const bool timed = config.cost_model == CostModel::measured && !known && !learnt_ns;
   if (timed) backend->synchronize();

@@ -30,17 +30,30 @@ std::uint64_t mix_metas(std::uint64_t h, std::span<const TensorMeta> metas) {
 
 }  // namespace
 
-std::optional<std::uint64_t> KernelTimes::learnt_ns(std::uint64_t signature) const {
-  const auto it = entries_.find(signature);
-  if (it == entries_.end() || it->second.runs < timed_runs_) return std::nullopt;
-  return it->second.least_ns;
+bool KernelTimes::timed(std::uint64_t run) const {
+  if (run <= timed_runs_) return true;
+  if (run % timed_runs_ != 0) return false;
+  const std::uint64_t multiple = run / timed_runs_;
+  return (multiple & (multiple - 1)) == 0;  // N times a power of two
+}
+
+std::optional<std::uint64_t> KernelTimes::untimed_cost(std::uint64_t signature) {
+  auto it = entries_.find(signature);
+  if (it == entries_.end()) {
+    if (entries_.size() >= kMaxSignatures) entries_.clear();
+    it = entries_.emplace(signature, Entry{}).first;
+  }
+  Entry& e = it->second;
+  e.runs += 1;
+  // A signature none of whose timed runs finished (its kernel threw) is timed until one does.
+  if (timed(e.runs) || e.least_ns == kNone) return std::nullopt;
+  return e.least_ns;
 }
 
 void KernelTimes::record(std::uint64_t signature, std::uint64_t elapsed_ns) {
-  if (entries_.size() >= kMaxSignatures && !entries_.contains(signature)) entries_.clear();
-  Entry& e = entries_[signature];
-  e.least_ns = e.runs == 0 ? elapsed_ns : std::min(e.least_ns, elapsed_ns);
-  e.runs += 1;
+  const auto it = entries_.find(signature);
+  if (it == entries_.end()) return;  // not counted by untimed_cost: nothing to learn from
+  it->second.least_ns = std::min(it->second.least_ns, elapsed_ns);
 }
 
 std::uint64_t kernel_signature(const Computation& computation, std::span<const TensorMeta> inputs,

@@ -7,7 +7,10 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <limits>
 #include <numeric>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,7 +22,8 @@ namespace {
 using std::chrono::milliseconds;
 constexpr double kNsPerMs = 1e6;
 
-// Busy-waits the next duration of its schedule (shared by every instance), then writes ones.
+// Busy-waits the next duration of its schedule (shared by every instance), then writes ones; a negative
+// duration throws instead.
 class Spin final : public Computation {
  public:
   Spin(std::string name, std::deque<milliseconds>& schedule, std::uint64_t signature = 0)
@@ -29,6 +33,7 @@ class Spin final : public Computation {
   void run(const KernelArgs& args) override {
     const milliseconds wait = schedule_.empty() ? milliseconds(0) : schedule_.front();
     if (!schedule_.empty()) schedule_.pop_front();
+    if (wait.count() < 0) throw std::runtime_error("spin: told to fail");
     const auto until = std::chrono::steady_clock::now() + wait;
     while (std::chrono::steady_clock::now() < until) {
     }
@@ -63,22 +68,58 @@ struct Measured {
 };
 
 TEST(MeasuredCost, ASignatureIsTimedOnItsFirstRunsThenCostsTheLeastOfThem) {
-  ASSERT_EQ(Config{}.timed_runs, std::uint32_t{3}) << "the schedule below times three runs";
-  std::deque<milliseconds> schedule{milliseconds(6), milliseconds(1), milliseconds(4), milliseconds(12),
-                                    milliseconds(12), milliseconds(12)};
+  ASSERT_EQ(Config{}.timed_runs, std::uint32_t{3}) << "the schedule below times runs 1-3 and 6";
+  std::deque<milliseconds> schedule{milliseconds(6),  milliseconds(1), milliseconds(4), milliseconds(12),
+                                    milliseconds(12), milliseconds(0), milliseconds(12)};
   Measured m;
   const Tensor x = constant(m.rt, {4}, 0.0F);
-  for (int i = 0; i < 6; ++i) m.spin(std::make_shared<Spin>("spin", schedule), x, {4});
-  ASSERT_EQ(m.costs.size(), 6U);
+  for (int i = 0; i < 7; ++i) m.spin(std::make_shared<Spin>("spin", schedule), x, {4});
+  ASSERT_EQ(m.costs.size(), 7U);
   EXPECT_GE(m.costs[0], 6 * kNsPerMs);
   EXPECT_GE(m.costs[1], 1 * kNsPerMs);
   EXPECT_GE(m.costs[2], 4 * kNsPerMs);
   const double least = *std::min_element(m.costs.begin(), m.costs.begin() + 3);
-  for (int i = 3; i < 6; ++i) {
-    EXPECT_EQ(m.costs[i], least) << "run " << i << " was timed (it spun 12 ms)";
-  }
+  EXPECT_EQ(m.costs[3], least) << "run 4 was timed (it spun 12 ms)";
+  EXPECT_EQ(m.costs[4], least) << "run 5 was timed (it spun 12 ms)";
   EXPECT_LT(least, 12 * kNsPerMs);
+  // Run 6 (2N) is timed again: it spun for no time, and the runs after it cost that.
+  EXPECT_LT(m.costs[5], least) << "run 6 was not timed";
+  EXPECT_EQ(m.costs[6], m.costs[5]) << "run 7 was timed (it spun 12 ms), or does not cost the new least";
   EXPECT_DOUBLE_EQ(m.rt.stats().base_compute, std::accumulate(m.costs.begin(), m.costs.end(), 0.0));
+}
+
+TEST(MeasuredCost, TimedRunsSetsNAndRunsNTimesAPowerOfTwoAreTimedToo) {
+  const std::set<std::size_t> timed_runs{1, 2, 4, 8};  // N = 2: the first two, then 2N, 4N, ...
+  std::deque<milliseconds> schedule;
+  for (std::size_t run = 1; run <= 9; ++run) schedule.push_back(milliseconds(timed_runs.contains(run) ? 1 : 8));
+  Measured m(2);
+  const Tensor x = constant(m.rt, {4}, 0.0F);
+  for (int i = 0; i < 9; ++i) m.spin(std::make_shared<Spin>("spin", schedule), x, {4});
+  ASSERT_EQ(m.costs.size(), 9U);
+  double least = std::numeric_limits<double>::infinity();
+  for (std::size_t run = 1; run <= 9; ++run) {
+    const double cost = m.costs[run - 1];
+    if (timed_runs.contains(run)) {
+      EXPECT_GE(cost, 1 * kNsPerMs) << "run " << run << " was not timed";
+      least = std::min(least, cost);
+    } else {
+      EXPECT_EQ(cost, least) << "run " << run << " was timed (it spun 8 ms)";
+    }
+  }
+}
+
+// A signature whose timed runs all failed has no time to give: its next run is timed, whatever its number.
+TEST(MeasuredCost, ASignatureWhoseTimedRunsFailedIsTimedUntilOneFinishes) {
+  std::deque<milliseconds> schedule{milliseconds(-1), milliseconds(-1), milliseconds(2)};  // -1: the kernel throws
+  Measured m(1);  // runs 1 and 2 timed, 3 not by number
+  const Tensor x = constant(m.rt, {4}, 0.0F);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THROW(m.spin(std::make_shared<Spin>("spin", schedule), x, {4}), std::runtime_error);
+  }
+  m.spin(std::make_shared<Spin>("spin", schedule), x, {4});
+  ASSERT_EQ(m.costs.size(), 1U);
+  EXPECT_GE(m.costs[0], 2 * kNsPerMs);
+  EXPECT_LT(m.costs[0], 1e12) << "run 3 cost a time no run gave";
 }
 
 TEST(MeasuredCost, AnotherNameSignatureOrShapeIsTimedAfresh) {
@@ -118,17 +159,6 @@ TEST(MeasuredCost, ARecomputationCostsWhatItsSignatureLearnt) {
   EXPECT_TRUE(m.recomputed[3]);
   EXPECT_EQ(m.costs[3], learnt) << "the recomputation was timed (it spun 8 ms)";
   EXPECT_EQ(m.rt.stats().remat_compute, learnt);
-}
-
-TEST(MeasuredCost, TimedRunsSetsHowManyRunsAreTimed) {
-  std::deque<milliseconds> schedule{milliseconds(2), milliseconds(12), milliseconds(12)};
-  Measured m(1);
-  const Tensor x = constant(m.rt, {4}, 0.0F);
-  for (int i = 0; i < 3; ++i) m.spin(std::make_shared<Spin>("spin", schedule), x, {4});
-  ASSERT_EQ(m.costs.size(), 3U);
-  EXPECT_GE(m.costs[0], 2 * kNsPerMs);
-  EXPECT_EQ(m.costs[1], m.costs[0]) << "the second run was timed (it spun 12 ms)";
-  EXPECT_EQ(m.costs[2], m.costs[0]);
 }
 
 TEST(MeasuredCost, WithoutTimedRunsEveryRunIsTimed) {

@@ -40,9 +40,10 @@ struct Config {
   std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: see heuristics::make_heuristic
   CostModel cost_model = CostModel::measured;  // DTR_COST_MODEL: measured, flops, bytes
   ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time, compute
-  // DTR_TIMED_RUNS: under the measured cost model, how many runs of each kernel signature (its name,
-  // attributes and shapes) are timed; later runs cost the least of those, untimed (on a GPU a timed kernel
-  // waits for the device). At least 1; nullopt ("all") times every run. docs/runtime.md, "Cost model and clock".
+  // DTR_TIMED_RUNS: under the measured cost model, N: the first N runs of each kernel signature (its name,
+  // attributes and shapes) are timed, then the 2N-th, 4N-th, ...; the others cost the least time seen, untimed
+  // (on a GPU a timed kernel waits for the device). At least 1; nullopt ("all") times every run.
+  // docs/runtime.md, "Cost model and clock".
   std::optional<std::uint32_t> timed_runs = 3;
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
   InplaceMode inplace = InplaceMode::copy_on_write;  // DTR_INPLACE: copy-on-write, pin-dependents
