@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <string_view>
 
 #include "dtr/check.h"
 #include "dtr/error.h"
@@ -99,6 +101,59 @@ bool is_random(const c10::FunctionSchema& schema) {
     if (schema.name() == name) return true;
   }
   return false;
+}
+
+namespace {
+
+// Mixes `value` into `seed` (splitmix64's finaliser over the sum): order-sensitive, well spread.
+std::uint64_t mix(std::uint64_t seed, std::uint64_t value) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL + value;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t bits_of(double v) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+// The scalars of one argument; tensors (their shapes are in the runtime's signature already), generators and
+// the rest add only their position.
+std::uint64_t mix_scalars(std::uint64_t h, const c10::IValue& v) {
+  if (v.isInt()) return mix(mix(h, 1), static_cast<std::uint64_t>(v.toInt()));
+  if (v.isDouble()) return mix(mix(h, 2), bits_of(v.toDouble()));
+  if (v.isBool()) return mix(mix(h, 3), v.toBool() ? 1 : 0);
+  if (v.isNone()) return mix(h, 4);
+  if (v.isString()) return mix(mix(h, 5), std::hash<std::string_view>{}(v.toStringRef()));
+  if (v.isIntList()) {
+    h = mix(h, 6);
+    for (const std::int64_t x : v.toIntList()) h = mix(h, static_cast<std::uint64_t>(x));
+    return h;
+  }
+  if (v.isDoubleList()) {
+    h = mix(h, 7);
+    for (const double x : v.toDoubleList()) h = mix(h, bits_of(x));
+    return h;
+  }
+  if (v.isBoolList()) {
+    h = mix(h, 8);
+    for (const bool x : v.toBoolList()) h = mix(h, x ? 1 : 0);
+    return h;
+  }
+  return mix(h, 9);
+}
+
+}  // namespace
+
+std::uint64_t AtenComputation::cost_signature() const {
+  if (!cost_signature_) {
+    std::uint64_t h = 0;
+    for (const c10::IValue& v : args_) h = mix_scalars(h, v);
+    cost_signature_ = h;
+  }
+  return *cost_signature_;
 }
 
 AtenComputation::AtenComputation(const c10::OperatorHandle& op, std::vector<c10::IValue> args,

@@ -47,6 +47,9 @@ class AtenComputation final : public Computation {
                   std::vector<Layout> inputs, std::vector<bool> written, std::vector<FreshArg> fresh = {});
 
   std::string_view name() const override { return name_; }
+  // Its scalar arguments (ints, reals, flags, int lists, strings: a pooling window, a reduction's dims),
+  // hashed: two calls of one overload on the same shapes may do different work.
+  std::uint64_t cost_signature() const override;
   TensorMetas run_first(const KernelArgs& args) override;
   void run(const KernelArgs& args) override;
 
@@ -80,6 +83,7 @@ class AtenComputation final : public Computation {
   std::vector<Layout> output_layouts_;
   std::vector<std::int64_t> result_outputs_;
   std::vector<std::size_t> list_lengths_;
+  mutable std::optional<std::uint64_t> cost_signature_;  // hashed when first asked
   bool first_pending_ = false;     // run_first ran; run() has not copied its results yet
   std::vector<at::Tensor> kept_;  // the first run's outputs, until run() copies them
 };
