@@ -105,13 +105,7 @@ bool is_random(const c10::FunctionSchema& schema) {
 
 namespace {
 
-// Mixes `value` into `seed` (splitmix64's finaliser over the sum): order-sensitive, well spread.
-std::uint64_t mix(std::uint64_t seed, std::uint64_t value) {
-  std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL + value;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+constexpr std::uint64_t mix(std::uint64_t seed, std::uint64_t value) { return mix_signature(seed, value); }
 
 std::uint64_t bits_of(double v) {
   std::uint64_t bits = 0;
@@ -145,12 +139,27 @@ std::uint64_t mix_scalars(std::uint64_t h, const c10::IValue& v) {
   return mix(h, 9);
 }
 
+std::uint64_t mix_layout(std::uint64_t h, const Layout& l) {
+  h = mix(h, static_cast<std::uint64_t>(c10::typeMetaToScalarType(l.dtype)));
+  h = mix(h, l.sizes.size());
+  for (const std::int64_t d : l.sizes) h = mix(h, static_cast<std::uint64_t>(d));
+  for (const std::int64_t s : l.strides) h = mix(h, static_cast<std::uint64_t>(s));
+  return h;
+}
+
 }  // namespace
 
+// The runtime sees each input and output as its whole storage's bytes (the alias group's value), so the views'
+// shapes, strides and dtypes join the scalars here: `x[:1].sum()` and `x.sum()` read one storage. Asked for
+// first by the first run, after run_first: the output layouts are known.
 std::uint64_t AtenComputation::cost_signature() const {
   if (!cost_signature_) {
     std::uint64_t h = 0;
     for (const c10::IValue& v : args_) h = mix_scalars(h, v);
+    for (const std::vector<Layout>* layouts : {&inputs_, &output_layouts_}) {
+      h = mix(h, layouts->size());
+      for (const Layout& l : *layouts) h = mix_layout(h, l);
+    }
     cost_signature_ = h;
   }
   return *cost_signature_;

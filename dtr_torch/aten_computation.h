@@ -47,8 +47,9 @@ class AtenComputation final : public Computation {
                   std::vector<Layout> inputs, std::vector<bool> written, std::vector<FreshArg> fresh = {});
 
   std::string_view name() const override { return name_; }
-  // Its scalar arguments (ints, reals, flags, int lists, strings: a pooling window, a reduction's dims),
-  // hashed: two calls of one overload on the same shapes may do different work.
+  // Its scalar arguments (ints, reals, flags, int lists, strings: a pooling window, a reduction's dims) and
+  // its inputs' and outputs' view layouts, hashed: the runtime sees only whole storages' bytes, and two calls
+  // of one overload on the same storages may do different work.
   std::uint64_t cost_signature() const override;
   TensorMetas run_first(const KernelArgs& args) override;
   void run(const KernelArgs& args) override;

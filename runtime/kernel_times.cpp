@@ -1,6 +1,7 @@
 #include "runtime/kernel_times.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <string_view>
 #include <type_traits>
@@ -10,12 +11,12 @@ namespace dtr::detail {
 
 namespace {
 
-// Mixes `value` into `seed` (splitmix64's finaliser over the sum): order-sensitive, well spread.
-std::uint64_t mix(std::uint64_t seed, std::uint64_t value) {
-  std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL + value;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+constexpr std::uint64_t mix(std::uint64_t seed, std::uint64_t value) { return mix_signature(seed, value); }
+
+std::uint64_t real_bits(double v) {
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
 }
 
 std::uint64_t mix_metas(std::uint64_t h, std::span<const TensorMeta> metas) {
@@ -50,6 +51,7 @@ std::optional<std::uint64_t> KernelTimes::untimed_cost(std::uint64_t signature) 
   return e.least_ns;
 }
 
+// The least time of a signature's timed runs is its cost: noise (preemption, a cold cache) only ever adds.
 void KernelTimes::record(std::uint64_t signature, std::uint64_t elapsed_ns) {
   const auto it = entries_.find(signature);
   if (it == entries_.end()) return;  // not counted by untimed_cost: nothing to learn from
@@ -73,7 +75,7 @@ std::uint64_t hash_attrs(const Attrs& attrs) {
           if constexpr (std::is_same_v<V, std::int64_t>) {
             h = mix(h, static_cast<std::uint64_t>(v));
           } else if constexpr (std::is_same_v<V, double>) {
-            h = mix(h, std::hash<double>{}(v));
+            h = mix(h, real_bits(v));
           } else {
             h = mix(h, v.size());
             for (const std::int64_t x : v) h = mix(h, static_cast<std::uint64_t>(x));

@@ -4,12 +4,14 @@
 // the 2N-th, 4N-th, 8N-th, ...; every other run costs the least time seen so far, untimed. The later samples,
 // ever sparser, correct a cost learnt in a cold first step (fresh pages, empty caches) at a cost that vanishes.
 // Why: timing a GPU kernel means waiting for the device before and after it, which leaves the GPU idle between
-// kernels (docs/results/gpu.md: ResNet-32's step 43 ms timed, 23 ms not); training runs the same kernels
+// kernels (docs/results/gpu.md: ResNet-32's step 43 ms timing every kernel, 23 ms under the FLOP model, which
+// times none); training runs the same kernels
 // every step, so a few timed runs price the rest, and the heuristics then see the same costs every step.
 //
 // Thread safety: as the runtime that owns it (one thread at a time).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -24,15 +26,15 @@ class KernelTimes {
  public:
   // `timed_runs`: N above, at least 1. The first run of a kernel pays for warming up (a cuDNN plan, a cold
   // cache); the least of a few does not.
-  explicit KernelTimes(std::uint32_t timed_runs) : timed_runs_(timed_runs) {}
+  explicit KernelTimes(std::uint32_t timed_runs) : timed_runs_(std::max<std::uint32_t>(timed_runs, 1)) {}
   // Signatures remembered; past it (a program of ever-changing shapes) they are forgotten and learnt again.
   static constexpr std::size_t kMaxSignatures = std::size_t{1} << 16;
 
   // Called once per run of a kernel of `signature`, before it: the cost of this run when it goes untimed;
   // nullopt when this run is to be timed, and its time record()ed.
   std::optional<std::uint64_t> untimed_cost(std::uint64_t signature);
+  // The time a run that untimed_cost said to time took.
   void record(std::uint64_t signature, std::uint64_t elapsed_ns);
-  std::size_t signatures() const { return entries_.size(); }
 
  private:
   static constexpr std::uint64_t kNone = ~std::uint64_t{0};

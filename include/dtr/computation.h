@@ -18,6 +18,15 @@
 
 namespace dtr {
 
+// Mixes `value` into `seed`, for Computation::cost_signature: order-sensitive and well spread (splitmix64's
+// finaliser over the sum), so a signature folded from several values rarely collides.
+constexpr std::uint64_t mix_signature(std::uint64_t seed, std::uint64_t value) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL + value;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
 class Computation {
  public:
   virtual ~Computation() = default;
