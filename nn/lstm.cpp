@@ -72,9 +72,16 @@ Variable LSTM::run(const Variable& x, std::int64_t segments) {
             " time steps (expected 0 for round(sqrt(T)), or 1 to T)");
   if (segments == 0) segments = sqrt_segments(steps);
   if (segments < 0) segments = 1;  // no checkpoint: the last (only) run is kept as usual
-  // The input split into steps once: its gradient is one concat of the steps' gradients, where a slice per
-  // step would add up T gradients of the whole input.
-  const std::vector<Variable> inputs = split(x, std::vector<std::int64_t>(static_cast<std::size_t>(steps), 1), 1);
+  // The input split into steps. An input that needs a gradient is split once: its gradient is one concat of
+  // the steps' gradients, where a slice per step would add up T gradients of the whole input. Otherwise (the
+  // images) one slice per step: each comes back alone when evicted, where a split's T rows all come back
+  // together, T times the memory a step needs (the zoo LSTM under a budget recomputed its split ~1e5 times).
+  std::vector<Variable> inputs;
+  if (x.requires_grad()) {
+    inputs = split(x, std::vector<std::int64_t>(static_cast<std::size_t>(steps), 1), 1);
+  } else {
+    for (std::int64_t t = 0; t < steps; ++t) inputs.push_back(slice(x, 1, t, t + 1));
+  }
   const Variable zero = zeros(x.runtime(), TensorMeta{{n, hidden_}, DType::float32});
   const std::size_t layers = layers_.size();
   std::vector<Variable> state(2 * layers, zero);  // h of every layer, then c
