@@ -5,8 +5,8 @@
 // ever sparser, correct a cost learnt in a cold first step (fresh pages, empty caches) at a cost that vanishes.
 // Why: timing a GPU kernel means waiting for the device before and after it, which leaves the GPU idle between
 // kernels (docs/results/gpu.md: ResNet-32's step 43 ms timing every kernel, 23 ms under the FLOP model, which
-// times none); training runs the same kernels
-// every step, so a few timed runs price the rest, and the heuristics then see the same costs every step.
+// times none); training runs the same kernels every step, so a few timed runs price the rest, and the
+// heuristics see steadier costs.
 //
 // Thread safety: as the runtime that owns it (one thread at a time).
 #pragma once

@@ -7,7 +7,6 @@
 // statistics updated by a checkpoint's rerun.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <ostream>
@@ -43,10 +42,7 @@ void PrintTo(const Param& p, std::ostream* os) { *os << p.model << ", " << p.str
 
 std::vector<Param> params() {
   std::vector<Param> all;
-  // The LSTM first: its `dtr` test is the suite's longest, and ctest starts tests in this order.
-  std::vector<std::string> models = zoo_case_names();
-  std::stable_partition(models.begin(), models.end(), [](const std::string& m) { return m == "lstm"; });
-  for (const std::string& model : models) {
+  for (const std::string& model : zoo_case_names()) {
     for (const std::string& h : heuristic_names()) all.push_back({model, h});
     all.push_back({model, kStatic});
   }
