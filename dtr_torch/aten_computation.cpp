@@ -105,45 +105,37 @@ bool is_random(const c10::FunctionSchema& schema) {
 
 namespace {
 
-constexpr std::uint64_t mix(std::uint64_t seed, std::uint64_t value) { return mix_signature(seed, value); }
-
-std::uint64_t bits_of(double v) {
-  std::uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-}
-
 // The scalars of one argument; tensors (their shapes are in the runtime's signature already), generators and
 // the rest add only their position.
 std::uint64_t mix_scalars(std::uint64_t h, const c10::IValue& v) {
-  if (v.isInt()) return mix(mix(h, 1), static_cast<std::uint64_t>(v.toInt()));
-  if (v.isDouble()) return mix(mix(h, 2), bits_of(v.toDouble()));
-  if (v.isBool()) return mix(mix(h, 3), v.toBool() ? 1 : 0);
-  if (v.isNone()) return mix(h, 4);
-  if (v.isString()) return mix(mix(h, 5), std::hash<std::string_view>{}(v.toStringRef()));
+  if (v.isInt()) return mix_signature(mix_signature(h, 1), static_cast<std::uint64_t>(v.toInt()));
+  if (v.isDouble()) return mix_signature(mix_signature(h, 2), signature_bits(v.toDouble()));
+  if (v.isBool()) return mix_signature(mix_signature(h, 3), v.toBool() ? 1 : 0);
+  if (v.isNone()) return mix_signature(h, 4);
+  if (v.isString()) return mix_signature(mix_signature(h, 5), std::hash<std::string_view>{}(v.toStringRef()));
   if (v.isIntList()) {
-    h = mix(h, 6);
-    for (const std::int64_t x : v.toIntList()) h = mix(h, static_cast<std::uint64_t>(x));
+    h = mix_signature(h, 6);
+    for (const std::int64_t x : v.toIntList()) h = mix_signature(h, static_cast<std::uint64_t>(x));
     return h;
   }
   if (v.isDoubleList()) {
-    h = mix(h, 7);
-    for (const double x : v.toDoubleList()) h = mix(h, bits_of(x));
+    h = mix_signature(h, 7);
+    for (const double x : v.toDoubleList()) h = mix_signature(h, signature_bits(x));
     return h;
   }
   if (v.isBoolList()) {
-    h = mix(h, 8);
-    for (const bool x : v.toBoolList()) h = mix(h, x ? 1 : 0);
+    h = mix_signature(h, 8);
+    for (const bool x : v.toBoolList()) h = mix_signature(h, x ? 1 : 0);
     return h;
   }
-  return mix(h, 9);
+  return mix_signature(h, 9);
 }
 
 std::uint64_t mix_layout(std::uint64_t h, const Layout& l) {
-  h = mix(h, static_cast<std::uint64_t>(c10::typeMetaToScalarType(l.dtype)));
-  h = mix(h, l.sizes.size());
-  for (const std::int64_t d : l.sizes) h = mix(h, static_cast<std::uint64_t>(d));
-  for (const std::int64_t s : l.strides) h = mix(h, static_cast<std::uint64_t>(s));
+  h = mix_signature(h, static_cast<std::uint64_t>(c10::typeMetaToScalarType(l.dtype)));
+  h = mix_signature(h, l.sizes.size());
+  for (const std::int64_t d : l.sizes) h = mix_signature(h, static_cast<std::uint64_t>(d));
+  for (const std::int64_t s : l.strides) h = mix_signature(h, static_cast<std::uint64_t>(s));
   return h;
 }
 
@@ -157,7 +149,7 @@ std::uint64_t AtenComputation::cost_signature() const {
     std::uint64_t h = 0;
     for (const c10::IValue& v : args_) h = mix_scalars(h, v);
     for (const std::vector<Layout>* layouts : {&inputs_, &output_layouts_}) {
-      h = mix(h, layouts->size());
+      h = mix_signature(h, layouts->size());
       for (const Layout& l : *layouts) h = mix_layout(h, l);
     }
     cost_signature_ = h;

@@ -273,13 +273,15 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   // Measured costs: most runs of a kernel signature cost what its timed runs learnt, untimed
   // (runtime/kernel_times.h); a timed run on a GPU, which runs kernels asynchronously, waits for the work
   // before the kernel and for the kernel.
+  const bool measured = config.cost_model == CostModel::measured && !known;
+  const bool learning = measured && config.timed_runs;  // else every run is timed
   std::uint64_t signature = 0;
   std::optional<std::uint64_t> learnt_ns;
-  if (config.cost_model == CostModel::measured && !known && config.timed_runs) {
+  if (learning) {
     signature = detail::kernel_signature(*c.computation, c.input_meta, c.output_meta);
     learnt_ns = kernel_times.untimed_cost(signature);
   }
-  const bool timed = config.cost_model == CostModel::measured && !known && !learnt_ns;
+  const bool timed = measured && !learnt_ns;
   if (timed) backend->synchronize();
   const std::uint64_t started = timed ? detail::steady_ns() : 0;
   c.computation->run(args);
@@ -287,7 +289,7 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   if (timed) {
     backend->synchronize();
     elapsed_ns = detail::steady_ns() - started + first_run_ns;
-    if (config.timed_runs) kernel_times.record(signature, elapsed_ns);
+    if (learning) kernel_times.record(signature, elapsed_ns);
   }
   const double cost = cost_of(c, known, elapsed_ns);
   compute_clock += cost;

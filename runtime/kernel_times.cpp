@@ -1,7 +1,6 @@
 #include "runtime/kernel_times.h"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <string_view>
 #include <type_traits>
@@ -11,20 +10,12 @@ namespace dtr::detail {
 
 namespace {
 
-constexpr std::uint64_t mix(std::uint64_t seed, std::uint64_t value) { return mix_signature(seed, value); }
-
-std::uint64_t real_bits(double v) {
-  std::uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof bits);
-  return bits;
-}
-
 std::uint64_t mix_metas(std::uint64_t h, std::span<const TensorMeta> metas) {
-  h = mix(h, metas.size());
+  h = mix_signature(h, metas.size());
   for (const TensorMeta& m : metas) {
-    h = mix(h, static_cast<std::uint64_t>(m.dtype));
-    h = mix(h, m.shape.size());
-    for (const std::int64_t d : m.shape) h = mix(h, static_cast<std::uint64_t>(d));
+    h = mix_signature(h, static_cast<std::uint64_t>(m.dtype));
+    h = mix_signature(h, m.shape.size());
+    for (const std::int64_t d : m.shape) h = mix_signature(h, static_cast<std::uint64_t>(d));
   }
   return h;
 }
@@ -60,25 +51,25 @@ void KernelTimes::record(std::uint64_t signature, std::uint64_t elapsed_ns) {
 
 std::uint64_t kernel_signature(const Computation& computation, std::span<const TensorMeta> inputs,
                                std::span<const TensorMeta> outputs) {
-  std::uint64_t h = mix(std::hash<std::string_view>{}(computation.name()), computation.cost_signature());
+  std::uint64_t h = mix_signature(std::hash<std::string_view>{}(computation.name()), computation.cost_signature());
   return mix_metas(mix_metas(h, inputs), outputs);
 }
 
 std::uint64_t hash_attrs(const Attrs& attrs) {
   std::uint64_t h = 0;
   for (const auto& [name, value] : attrs.items()) {
-    h = mix(h, std::hash<std::string_view>{}(name));
-    h = mix(h, value.index());
+    h = mix_signature(h, std::hash<std::string_view>{}(name));
+    h = mix_signature(h, value.index());
     std::visit(
         [&h](const auto& v) {
           using V = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<V, std::int64_t>) {
-            h = mix(h, static_cast<std::uint64_t>(v));
+            h = mix_signature(h, static_cast<std::uint64_t>(v));
           } else if constexpr (std::is_same_v<V, double>) {
-            h = mix(h, real_bits(v));
+            h = mix_signature(h, signature_bits(v));
           } else {
-            h = mix(h, v.size());
-            for (const std::int64_t x : v) h = mix(h, static_cast<std::uint64_t>(x));
+            h = mix_signature(h, v.size());
+            for (const std::int64_t x : v) h = mix_signature(h, static_cast<std::uint64_t>(x));
           }
         },
         value);

@@ -9,6 +9,7 @@
 // every output is dead and no closure reads them). Thread safety: called on the runtime's thread only.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -26,6 +27,8 @@ constexpr std::uint64_t mix_signature(std::uint64_t seed, std::uint64_t value) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
+// A real's bits, to mix into a signature (-0.0 and 0.0 differ: at worst one more timed run).
+constexpr std::uint64_t signature_bits(double value) { return std::bit_cast<std::uint64_t>(value); }
 
 class Computation {
  public:

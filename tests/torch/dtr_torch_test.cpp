@@ -54,53 +54,6 @@ TEST(DtrTorch, ARuntimeForWrappersTakesPyTorchsMemoryAndCountsBytes) {
   EXPECT_EQ(runtime->resident_bytes(), 0u);
 }
 
-// Measured costs are learnt per kernel signature (docs/runtime.md, "Cost model and clock"): an aten op's
-// scalar arguments are part of it. Two poolings of one overload and shapes but different windows must not
-// share a cost: with one timed run per signature (then runs 2, 4, 8, ...), the third run of a shared
-// signature would cost the least of the first two exactly.
-TEST(DtrTorch, AnOpsScalarArgumentsArePartOfItsMeasuredCostsSignature) {
-  std::vector<std::pair<std::string, double>> runs;
-  dtr::Config config;
-  config.budget_mode = dtr::BudgetMode::bytes;
-  config.cost_model = dtr::CostModel::measured;
-  config.timed_runs = 1;
-  config.kernel_observer = [&runs](const dtr::KernelRun& run) { runs.emplace_back(run.name, run.cost); };
-  auto runtime = dtr::torch::make_runtime(config);
-  const at::Tensor x = checkpoint(torch::randn({1, 4, 64, 64}), runtime);
-  const at::Tensor small1 = torch::avg_pool2d(x, 3, 1, 1);
-  const at::Tensor small2 = torch::avg_pool2d(x, 3, 1, 1);
-  const at::Tensor large = torch::avg_pool2d(x, 7, 1, 3);
-  ASSERT_EQ(small1.sizes(), large.sizes());
-  std::vector<double> costs;
-  for (const auto& [name, cost] : runs) {
-    if (name.find("avg_pool2d") != std::string::npos) costs.push_back(cost);
-  }
-  ASSERT_EQ(costs.size(), 3u) << "one kernel run per pooling";
-  EXPECT_NE(costs[2], std::min(costs[0], costs[1])) << "the 7x7 pooling was priced as the 3x3 one";
-}
-
-// The runtime sees an aten op's inputs as whole storages: a view's layout must join the signature, or the sum
-// of one row would be priced as the sum of the whole storage it views.
-TEST(DtrTorch, AViewsLayoutIsPartOfItsMeasuredCostsSignature) {
-  std::vector<std::pair<std::string, double>> runs;
-  dtr::Config config;
-  config.budget_mode = dtr::BudgetMode::bytes;
-  config.cost_model = dtr::CostModel::measured;
-  config.timed_runs = 1;
-  config.kernel_observer = [&runs](const dtr::KernelRun& run) { runs.emplace_back(run.name, run.cost); };
-  auto runtime = dtr::torch::make_runtime(config);
-  const at::Tensor x = checkpoint(torch::randn({512, 512}), runtime);
-  const at::Tensor whole1 = x.sum();
-  const at::Tensor whole2 = x.sum();
-  const at::Tensor row = x.slice(0, 0, 1).sum();
-  std::vector<double> costs;
-  for (const auto& [name, cost] : runs) {
-    if (name == "aten::sum") costs.push_back(cost);
-  }
-  ASSERT_EQ(costs.size(), 3u) << "one kernel run per sum";
-  EXPECT_NE(costs[2], std::min(costs[0], costs[1])) << "the row's sum was priced as the whole storage's";
-}
-
 // An op registered after dtr-torch (it reaches it through the backend fallback) whose first result is its
 // input itself and whose second is new memory of the same size: the runtime must adopt the second as the
 // second output. Offers taken by size, not by place, once gave the first output the second's buffer.
