@@ -17,6 +17,10 @@
 #include "dtr/config.h"
 #include "dtr/runtime.h"
 
+namespace torch::nn {
+class Module;
+}
+
 namespace dtr::torch {
 
 // A runtime for wrapped tensors: `config`, with its buffers from PyTorch's CPU allocator, where an op's
@@ -36,6 +40,19 @@ at::Tensor checkpoint(const at::Tensor& tensor, const std::shared_ptr<Runtime>& 
 // A plain CPU tensor with the value of `tensor` (recomputed if it was evicted); a plain tensor is returned as
 // is. The copy keeps sizes and strides; it does not require gradients.
 at::Tensor decheckpoint(const at::Tensor& tensor);
+// Makes every parameter and buffer of `module` (and of its submodules) a constant of `runtime` now: a mirror
+// of its storage (the runtime's copy of its bytes, which every op reading it uses while the bytes stay the
+// same; an update through .data(), as libtorch's optimizers make, is seen on the next read). The module keeps
+// its plain tensors: a C++ module's forward reads member fields, which share their TensorImpl with the
+// registry and cannot be swapped for wrappers (set_data refuses another type), so unlike Python's
+// dtr_torch.checkpoint_module nothing is replaced and an optimizer built before stays valid. Without this
+// call the same mirrors are made lazily, by the first op that reads each tensor; with it the runtime holds
+// (and its budget counts) the module's state before the first step. Returns the bytes of the distinct
+// storages mirrored (tied weights once). Already wrapped and undefined tensors are skipped.
+// dtr::InvalidArgument for a null or non-CPU runtime, or a tensor that is not a strided CPU tensor (named;
+// nothing is mirrored then). Thread safety: as the runtime's.
+std::uint64_t checkpoint_module(::torch::nn::Module& module,
+                                const std::shared_ptr<Runtime>& runtime = default_runtime());
 // Whether `tensor` is a dtr-torch wrapper.
 bool is_checkpointed(const at::Tensor& tensor);
 // The runtime a wrapped tensor lives in; nullptr for a plain tensor.
