@@ -26,11 +26,13 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "heuristics/eviction_index.h"
+#include "heuristics/forecast_index.h"
 #include "heuristics/heuristic.h"
 
 #if __has_include(<valgrind/callgrind.h>)
@@ -57,6 +59,21 @@ struct Node final : StorageView {
   double cost() const override { return c0; }
   std::uint64_t last_access() const override { return last; }
   bool evicted() const override { return is_evicted; }
+  // Forecasts (the forecast heuristic): program ticks of its forecast uses, read yet or not, the ops tick of
+  // its last use; the clocks are the bench's (one program op and one op a round).
+  std::vector<std::uint64_t> uses;
+  bool read = true;
+  const std::uint64_t* clock = nullptr;
+  std::optional<std::uint64_t> forecast_deadline() override {
+    const auto next = std::upper_bound(uses.begin(), uses.end(), *clock);
+    return next == uses.end() ? std::nullopt : std::optional<std::uint64_t>(*next);
+  }
+  double forecast_distance() override {
+    if (const auto d = forecast_deadline()) return static_cast<double>(*d - *clock);
+    return static_cast<double>(*clock - last + 1);
+  }
+  bool forecast_unread() override { return !read && forecast_deadline().has_value(); }
+  std::uint64_t last_use_op() const override { return last; }
   void for_each_input(dtr::heuristics::NeighbourVisitor visit) override {
     for (Node* n : inputs) visit(*n);
   }
@@ -108,14 +125,31 @@ Result run(const std::string& heuristic_name, std::size_t candidates, bool use_i
   }
   auto heuristic = dtr::heuristics::make_heuristic(heuristic_name);
   std::unique_ptr<dtr::heuristics::EvictionIndex> index;
-  if (use_index) index = std::make_unique<dtr::heuristics::EvictionIndex>(*heuristic);
+  std::unique_ptr<dtr::heuristics::ForecastIndex> forecast_index;  // `forecast`: both clocks are `now` here
+  if (use_index && heuristic->forecast_indexable()) {
+    forecast_index = std::make_unique<dtr::heuristics::ForecastIndex>(*heuristic);
+  } else if (use_index) {
+    index = std::make_unique<dtr::heuristics::EvictionIndex>(*heuristic);
+  }
   std::uint64_t now = 1000;
+  // Forecasts, as a training step's: two thirds of the storages have one to three uses ahead, spread over
+  // as many program ops as there are storages (a step makes about one storage per op, and a storage's uses
+  // fall within a step or two), so that about as many forecast uses come due each round as the program makes
+  // in an op; a fifth of those storages not read yet (last resorts); the others fall back to their staleness.
+  for (auto& n : nodes) {
+    n->clock = &now;
+    if (rng() % 3 == 0) continue;
+    for (std::uint64_t t = now, k = 1 + rng() % 3; k > 0; --k) n->uses.push_back(t += 1 + rng() % total);
+    n->read = rng() % 5 != 0;
+  }
+  const auto clocks = [&] { return dtr::heuristics::IndexClocks{now, now, now}; };
   std::vector<Node*> resident;  // candidates (node 0 is a constant: never one)
   std::vector<Node*> evicted;
   auto make_candidate = [&](Node& n) {
     n.candidate_slot = resident.size();
     resident.push_back(&n);
     if (index) index->add(n, now);
+    if (forecast_index) forecast_index->add(n, clocks());
   };
   auto drop_candidate = [&](Node& n) {
     Node* last = resident.back();
@@ -124,6 +158,7 @@ Result run(const std::string& heuristic_name, std::size_t candidates, bool use_i
     resident.pop_back();
     n.candidate_slot = static_cast<std::size_t>(-1);
     if (index) index->remove(n, now);
+    if (forecast_index) forecast_index->remove(n, clocks());
   };
   auto evict = [&](Node& n) {
     drop_candidate(n);
@@ -142,7 +177,9 @@ Result run(const std::string& heuristic_name, std::size_t candidates, bool use_i
     for (int k = 0; k < 2; ++k) {
       Node& n = *resident[rng() % resident.size()];
       n.last = now;
+      n.read = true;
       if (index) index->refresh(n, now);
+      if (forecast_index) forecast_index->used(n, clocks());
     }
     const std::uint64_t u1 = now_ns();
     // 2. The decision.
@@ -152,13 +189,19 @@ Result run(const std::string& heuristic_name, std::size_t candidates, bool use_i
     Node* victim = nullptr;
     if (index) {
       victim = static_cast<Node*>(index->choose(now));
+    } else if (forecast_index) {
+      victim = static_cast<Node*>(forecast_index->choose(clocks()));
     } else {
       double best = 0;
+      bool best_last_resort = true;
       for (Node* n : resident) {
+        const bool last_resort = heuristic->last_resort(*n);
+        if (victim != nullptr && last_resort && !best_last_resort) continue;
         const double score = heuristic->score(*n, now);
-        if (victim == nullptr || score < best) {
+        if (victim == nullptr || (best_last_resort && !last_resort) || score < best) {
           victim = n;
           best = score;
+          best_last_resort = last_resort;
         }
       }
     }
@@ -209,15 +252,19 @@ int main(int argc, char** argv) {
   std::printf("| heuristic | candidates | index: median µs | p99 µs | scores changed | reorders | upkeep median µs "
               "| scan: median µs | p99 µs | scan / index (median) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const std::string& name : heuristics) {
-    const bool indexable = dtr::heuristics::make_heuristic(name)->indexable();
+    const auto heuristic = dtr::heuristics::make_heuristic(name);
+    const bool indexable = heuristic->indexable() || heuristic->forecast_indexable();
     for (std::size_t n : sizes) {
       const int scan_rounds = std::max(20, static_cast<int>(std::min<std::size_t>(
                                                static_cast<std::size_t>(decisions), 20'000'000 / n)));
       const Result scan = index_only ? Result{} : run(name, n, false, scan_rounds);
       if (indexable) {
         const Result idx = run(name, n, true, decisions);
-        std::printf("| %s | %zu | %.2f | %.2f | %.0f | %.1f | %.2f | %.1f | %.1f | %.0f× |\n", name.c_str(), n,
-                    idx.decision_median_us, idx.decision_p99_us, idx.changes_median, idx.reorders_per_round,
+        // The forecast index counts neither (its scores change by re-keying, its heaps' swaps are its own).
+        const std::string changed = heuristic->forecast_indexable() ? "—" : std::to_string(static_cast<long>(idx.changes_median));
+        const std::string reorders = heuristic->forecast_indexable() ? "—" : std::to_string(idx.reorders_per_round).substr(0, 5);
+        std::printf("| %s | %zu | %.2f | %.2f | %s | %s | %.2f | %.1f | %.1f | %.0f× |\n", name.c_str(), n,
+                    idx.decision_median_us, idx.decision_p99_us, changed.c_str(), reorders.c_str(),
                     idx.upkeep_median_us,
                     scan.decision_median_us, scan.decision_p99_us, scan.decision_median_us / idx.decision_median_us);
       } else {

@@ -12,12 +12,13 @@
 
 #include <cstdint>
 
+#include "heuristics/candidate_index.h"
 #include "heuristics/heuristic.h"
 #include "heuristics/kinetic_heap.h"
 
 namespace dtr::heuristics {
 
-class EvictionIndex final : public ScoreListener {
+class EvictionIndex final : public CandidateIndex {
  public:
   // `heuristic` must be indexable and outlive the index; the index listens to it until destroyed.
   explicit EvictionIndex(Heuristic& heuristic) : heuristic_(heuristic), heap_(heuristic.timeless()) {
@@ -29,7 +30,13 @@ class EvictionIndex final : public ScoreListener {
   EvictionIndex& operator=(const EvictionIndex&) = delete;
 
   static bool contains(const StorageView& s) { return s.index_handle != StorageView::kNotIndexed; }
-  std::size_t size() const { return heap_.size(); }
+  std::size_t size() const override { return heap_.size(); }
+
+  // CandidateIndex: on the runtime's clock.
+  void add(StorageView& s, const IndexClocks& clocks) override { add(s, clocks.now); }
+  void remove(StorageView& s, const IndexClocks& clocks) override { remove(s, clocks.now); }
+  void used(StorageView& s, const IndexClocks& clocks) override { touched(s, clocks.now); }
+  StorageView* choose(const IndexClocks& clocks) override { return choose(clocks.now); }
 
   void add(StorageView& s, std::uint64_t now) {
     DTR_CHECK(!contains(s), InvalidArgument, "eviction index: the storage is already a candidate");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,16 @@ namespace dtr::heuristics {
 struct ScoreKey {
   double a = 0;
   double b = 0;
+};
+
+// A score as the forecast index keeps it (Heuristic::forecast_key): a / (deadline - p) while a forecast use is
+// ahead (p the program clock, deadline that use's program tick), else a / (o - stale_b) (o the ops clock,
+// stale_b its last use's tick - 1); last resorts go after every other candidate.
+struct ForecastKey {
+  double a = 0;
+  std::optional<std::uint64_t> deadline;
+  double stale_b = 0;
+  bool last_resort = false;
 };
 
 // m in the scores: a storage's bytes, at least 1 (so that an empty storage divides by one byte).
@@ -66,6 +77,11 @@ class Heuristic {
   virtual bool last_resort(StorageView& /*storage*/) { return false; }
   // The storage's score parameters in the current lineage state.
   virtual ScoreKey key(StorageView& storage) = 0;
+  // Whether forecast_key() gives every score and tier (then the runtime keeps a forecast index,
+  // heuristics/forecast_index.h, instead of scanning), though indexable() is false.
+  virtual bool forecast_indexable() const { return false; }
+  // The score and tier of forecast_indexable() heuristics: score() and last_resort() in the index's terms.
+  virtual ForecastKey forecast_key(StorageView& /*storage*/) { return {}; }
   // Score of a resident, evictable storage at clock `now`; lower is evicted first. The default is key()'s.
   virtual double score(StorageView& storage, std::uint64_t now) {
     const ScoreKey k = key(storage);
@@ -115,7 +131,7 @@ std::vector<std::string> heuristic_names();
 //   random     a seeded uniform draw ("random:SEED" for another seed)
 //   forecast   dtr-eq's cost over m·d, d the program ops until the storage's forecast next use (the uses of
 //              the storage the program made the same way last: StorageView::forecast_distance), its staleness
-//              where nothing is forecast; scanned, not indexed
+//              where nothing is forecast; kept in the forecast index (heuristics/forecast_index.h)
 //   window     fragmentation-aware (Coop): under a device budget, the contiguous window of free and evictable
 //              blocks covering the request with the least summed c0/s; otherwise dtr-local
 //   H+window   the same windows with H's costs (score times bytes), for H in dtr, dtr-eq, dtr-local, msps

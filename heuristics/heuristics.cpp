@@ -98,17 +98,23 @@ class WindowHeuristic final : public DelegatingHeuristic {
 // Belady's rule weighed by what eviction costs. A value the program has not read yet though its forecast says
 // it will is a last resort: it was made to be read, and its cost now misses what its lineage will cost once
 // its inputs are released (docs/heuristics.md). Scores move with the clock in both directions (a forecast use
-// comes nearer), so it is scanned, not indexed. h_DTR^eq keeps the classes.
+// comes nearer) and run on two clocks (program ops, and all ops for staleness), so the kinetic heap alone
+// cannot keep them: the forecast index does (heuristics/forecast_index.h). h_DTR^eq keeps the classes.
 class ForecastHeuristic final : public DelegatingHeuristic {
  public:
   ForecastHeuristic() : DelegatingHeuristic(make_dtr_eq_heuristic()) {}
   std::string name() const override { return "forecast"; }
   bool indexable() const override { return false; }
+  bool forecast_indexable() const override { return true; }
   bool reads_forecasts() const override { return true; }
   double score(StorageView& s, std::uint64_t /*now*/) override {
     return base().key(s).a / std::max(s.forecast_distance(), 1.0);
   }
   bool last_resort(StorageView& s) override { return s.forecast_unread(); }
+  ForecastKey forecast_key(StorageView& s) override {
+    return ForecastKey{base().key(s).a, s.forecast_deadline(), static_cast<double>(s.last_use_op()) - 1.0,
+                       s.forecast_unread()};
+  }
 };
 
 constexpr std::string_view kWindowSuffix = "+window";

@@ -7,6 +7,11 @@
 //
 // Items with `timeless` set score a_i alone (h_size, h_MSPS): their order never changes by itself.
 //
+// With Curve::deadline, item i scores a_i / (b_i - t) instead: a cost-per-byte over the ticks left until a
+// deadline b_i (the forecast heuristic's next use), which falls as the clock nears it. Two such curves cross
+// at most once too (the larger a overtakes as t grows); the owner takes an item out before the clock reaches
+// its deadline.
+//
 // Handles are small integers the heap hands out; `Payload` is what the caller gets back (a storage).
 // Thread safety: none; one heap belongs to one runtime's thread.
 #pragma once
@@ -24,7 +29,9 @@
 
 namespace dtr::heuristics {
 
-template <typename Payload>
+enum class Curve { staleness, deadline };
+
+template <typename Payload, Curve kCurve = Curve::staleness>
 class KineticHeap {
  public:
   using Handle = std::uint32_t;
@@ -40,9 +47,10 @@ class KineticHeap {
   std::size_t size() const { return heap_.size(); }
   Payload payload(Handle h) const { return items_[h].payload; }
 
-  // Adds an item scoring a / (t - b) from clock `now` on; `now` must not run behind earlier calls, and
-  // now - b must be > 0 (a staleness of at least one tick).
-  Handle insert(Payload payload, double a, double b, double now) {
+  // Adds an item scoring a / (t - b) (deadline curves: a / (b - t)) from clock `now` on; `now` must not run
+  // behind earlier calls, and now - b (b - now) must be > 0. Equal scores go to the later `arrival`
+  // (0: the next in insertion order).
+  Handle insert(Payload payload, double a, double b, double now, std::uint64_t arrival = 0) {
     advance(now);
     Handle h;
     if (!free_.empty()) {
@@ -53,7 +61,8 @@ class KineticHeap {
       items_.emplace_back();
     }
     Item& it = items_[h];
-    it = Item{payload, static_cast<std::uint32_t>(heap_.size()), false, 0, 0, ++arrivals_};
+    arrivals_ = std::max(arrivals_ + 1, arrival);
+    it = Item{payload, static_cast<std::uint32_t>(heap_.size()), false, 0, 0, arrival != 0 ? arrival : arrivals_};
     heap_.push_back(Slot{a, b, kNever, h, 0});
     sift_up(it.position, now);
     return h;
@@ -83,7 +92,7 @@ class KineticHeap {
     Item& it = items_[h];
     DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: updating an item that is not in it");
     Slot& slot = heap_[it.position];
-    if (!timeless_ && a >= slot.a && b > slot.b) {
+    if (!timeless_ && kCurve == Curve::staleness && a >= slot.a && b > slot.b) {
       it.pending_a = a;
       it.pending_b = b;
       it.pending = true;
@@ -121,6 +130,13 @@ class KineticHeap {
     if (!it.pending) return score(h, now);
     return timeless_ ? it.pending_a : it.pending_a / (now - it.pending_b);
   }
+
+  // The item's b as the heap orders it (a noted raise not applied yet aside).
+  double b(Handle h) const { return heap_[items_[h].position].b; }
+  // The item's arrival (its tie-break: equal scores go to the later one).
+  std::uint64_t arrival(Handle h) const { return items_[h].arrival; }
+  // The clock of the last call.
+  double clock() const { return clock_; }
 
   // Replays every order change due by `now`.
   void advance(double now) {
@@ -196,7 +212,10 @@ class KineticHeap {
     for (std::size_t c = first; c < end; ++c) f(c);
   }
 
-  double value(const Slot& s, double now) const { return timeless_ ? s.a : s.a / (now - s.b); }
+  double value(const Slot& s, double now) const {
+    if (timeless_) return s.a;
+    return kCurve == Curve::staleness ? s.a / (now - s.b) : s.a / (s.b - now);
+  }
   // Heap order: the lower score, and between equal scores the later arrival (as the DTR authors' runtime
   // breaks ties: the last candidate in its list). Equal curves stay equal, so ties need no certificate.
   bool before(const Slot& x, double vx, const Slot& y, double vy) const {
@@ -208,14 +227,17 @@ class KineticHeap {
 
   // When the item at `pos` (the child) drops below its parent, given that it does not at the clock: the
   // first clock tick after it at which it will, or kNever. With f = a / (t - b): child < parent  <=>
-  // t (a_c - a_p) < a_c b_p - a_p b_c, so as t grows the smaller a wins, and the curves cross once.
+  // t (a_c - a_p) < a_c b_p - a_p b_c, so as t grows the smaller a wins, and the curves cross once. With
+  // f = a / (b - t): child < parent  <=>  t (a_p - a_c) < a_p b_c - a_c b_p: the larger a wins, at the same
+  // crossing.
   double certificate(std::size_t pos) const {
     const Slot& p = heap_[parent_of(pos)];
     return certificate(heap_[pos], p.a, p.b);
   }
 
   double certificate(const Slot& c, double parent_a, double parent_b) const {
-    if (timeless_ || !(c.a < parent_a)) return kNever;  // the child never overtakes: its curve stays above
+    const bool overtakes = kCurve == Curve::staleness ? c.a < parent_a : c.a > parent_a;
+    if (timeless_ || !overtakes) return kNever;  // the child never overtakes: its curve stays above
     return crossing_tick(c.a, c.b, parent_a, parent_b);
   }
 
@@ -226,7 +248,7 @@ class KineticHeap {
     // relative term 1e-12 is 4500 times that) and of the scores' own comparison.
     const double cross_terms = std::fabs(ac * bp) + std::fabs(ap * bc);
     const double crossing = (ac * bp - ap * bc) / (ac - ap);
-    const double slack = 2 + 1e-12 * cross_terms / (ap - ac);
+    const double slack = 2 + 1e-12 * cross_terms / std::fabs(ap - ac);
     const double tick = std::floor(crossing - slack) + 1;
     return std::max(tick, clock_ + 1);
   }

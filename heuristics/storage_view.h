@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 namespace dtr::heuristics {
@@ -51,6 +52,13 @@ class StorageView {
   // made to be read (a gradient the backward engine reads next), which evicting would only make again. Only
   // for a heuristic whose reads_forecasts() is true (else false).
   virtual bool forecast_unread() { return false; }
+  // The program tick (program ops so far, as the forecast counts them) of its next forecast use, while one is
+  // ahead; nullopt where its staleness stands in (forecast_distance() is this minus the program clock, or
+  // its staleness). Only for a heuristic whose reads_forecasts() is true.
+  virtual std::optional<std::uint64_t> forecast_deadline() { return std::nullopt; }
+  // The ops clock (every kernel run, recomputations included) at its last use: forecast_distance() is
+  // ops clock - this + 1 where nothing is forecast.
+  virtual std::uint64_t last_use_op() const { return 0; }
   // Visits the storages its recomputation reads (its producer's inputs) ...
   virtual void for_each_input(NeighbourVisitor visit) = 0;
   // ... and those whose recomputation reads it (the outputs of the closures that take it as input).

@@ -16,9 +16,9 @@ void Runtime::Impl::sync_candidate(Storage& s) {
   s.candidate_since = is_candidate ? ++candidate_arrivals : 0;
   if (!index) return;
   if (is_candidate) {
-    heuristic_upkeep([&] { index->add(s, now()); });  // its score is computed now
+    heuristic_upkeep([&] { index->add(s, index_clocks()); });  // its score is computed now
   } else {
-    index->remove(s, now());
+    index->remove(s, index_clocks());
   }
 }
 
@@ -96,16 +96,16 @@ void Runtime::Impl::set_budget(std::optional<std::uint64_t> bytes) {
   DTR_CHECK(!bytes || *bytes > 0, InvalidArgument,
             "set_memory_budget: a budget of 0 bytes holds nothing; pass nullopt for no budget");
   const CurrentOp running(*this, "set_memory_budget");
-  if (bytes && !index && config.search == EvictionSearch::index && heuristic->indexable() && config.size_floor == 0) {
+  if (bytes && !index && config.search == EvictionSearch::index && config.size_floor == 0) {
     // Without a budget no index was kept: build it from the candidates, in the order they became candidates.
-    index = std::make_unique<heuristics::EvictionIndex>(*heuristic);
+    index = heuristics::make_candidate_index(*heuristic);  // none where scores need a scan (random)
     std::vector<Storage*> candidates;
     for (Storage* s : recomputable) {
-      if (candidate(*s)) candidates.push_back(s);
+      if (index && candidate(*s)) candidates.push_back(s);
     }
     std::sort(candidates.begin(), candidates.end(),
               [](const Storage* a, const Storage* b) { return a->candidate_since < b->candidate_since; });
-    for (Storage* s : candidates) index->add(*s, now());
+    for (Storage* s : candidates) index->add(*s, index_clocks());
   }
   if (config.budget_mode == BudgetMode::bytes || !allocator) {
     DTR_CHECK(config.budget_mode == BudgetMode::bytes || !bytes, ConfigError, "set_memory_budget: this runtime takes "
@@ -200,7 +200,7 @@ std::size_t Runtime::Impl::evict_one() {
   const std::uint64_t clock = now();
   Storage* victim = nullptr;
   if (index) {
-    victim = static_cast<Storage*>(index->choose(clock));  // the index holds only this runtime's storages
+    victim = static_cast<Storage*>(index->choose(index_clocks()));  // the index holds only this runtime's storages
   } else {
     const std::size_t floor = size_floor_bytes();
     double best = std::numeric_limits<double>::infinity();

@@ -94,6 +94,11 @@ double Forecaster::distance(Storage& s, std::uint64_t ops_clock) const {
   return static_cast<double>(ops_clock - std::min(ops_clock, s.last_touch_ops) + 1);
 }
 
+std::optional<std::uint64_t> Forecaster::next_use(Storage& s) const {
+  if (!forecast_ahead(s)) return std::nullopt;
+  return s.born + (*s.forecast)[s.forecast_cursor];
+}
+
 bool Forecaster::unread_but_forecast(Storage& s) const { return s.uses.empty() && forecast_ahead(s); }
 
 }  // namespace dtr::detail

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +39,9 @@ class Forecaster {
   // yet, or the forecast uses are all past: the program may still read it, and recomputations read it, which
   // no forecast sees), its staleness in ops, recomputations included (`ops_clock`), as h_DTR^eq has it.
   double distance(Storage& s, std::uint64_t ops_clock) const;
+  // The program clock of `s`'s next forecast use (distance() is this minus clock() then); nullopt where none
+  // is ahead.
+  std::optional<std::uint64_t> next_use(Storage& s) const;
   // Whether the program has not used `s` since its birth while a forecast use of it is still ahead.
   bool unread_but_forecast(Storage& s) const;
 

@@ -56,6 +56,10 @@ double Storage::forecast_distance() {
 
 bool Storage::forecast_unread() { return runtime.forecaster && runtime.forecaster->unread_but_forecast(*this); }
 
+std::optional<std::uint64_t> Storage::forecast_deadline() {
+  return runtime.forecaster ? runtime.forecaster->next_use(*this) : std::nullopt;
+}
+
 void Storage::for_each_input(heuristics::NeighbourVisitor visit) {
   if (producer == nullptr) return;
   for (const auto& in : producer->inputs) visit(*in);

@@ -82,6 +82,8 @@ struct Storage final : heuristics::StorageView {
   bool constant() const override { return producer == nullptr; }
   double forecast_distance() override;
   bool forecast_unread() override;
+  std::optional<std::uint64_t> forecast_deadline() override;
+  std::uint64_t last_use_op() const override { return last_touch_ops; }
   void for_each_input(heuristics::NeighbourVisitor visit) override;
   void for_each_dependent(heuristics::NeighbourVisitor visit) override;
 };

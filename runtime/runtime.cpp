@@ -38,9 +38,8 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
             ConfigError, "Config::thrash_base_compute ", config.thrash_base_compute.value_or(0),
             " must be a finite, non-negative cost");
   // Without a budget nothing is ever evicted: no index to keep. A size floor filters candidates: it scans.
-  if (config.memory_budget && config.search == EvictionSearch::index && heuristic->indexable() &&
-      config.size_floor == 0) {
-    index = std::make_unique<heuristics::EvictionIndex>(*heuristic);
+  if (config.memory_budget && config.search == EvictionSearch::index && config.size_floor == 0) {
+    index = heuristics::make_candidate_index(*heuristic);  // none where scores need a scan (random)
   }
   CachingAllocatorOptions options = config.allocator;
   options.budget_bytes = config.budget_mode == BudgetMode::device ? config.memory_budget : std::nullopt;
@@ -124,6 +123,10 @@ TensorHandle& Runtime::Impl::handle_of(const Tensor& tensor, std::string_view co
   return *tensor.handle_;
 }
 
+heuristics::IndexClocks Runtime::Impl::index_clocks() const {
+  return {now(), op_clock, forecaster ? forecaster->clock() : 0};
+}
+
 std::uint64_t Runtime::Impl::now() const {
   switch (config.clock) {
     case ClockKind::ops: return op_clock;
@@ -136,7 +139,7 @@ std::uint64_t Runtime::Impl::now() const {
 void Runtime::Impl::touch(Storage& s) {
   s.last_used = now();
   s.last_touch_ops = op_clock;
-  if (index) index->touched(s, s.last_used);
+  if (index) index->used(s, index_clocks());
 }
 
 std::string Runtime::Impl::memory_name() const {

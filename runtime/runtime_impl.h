@@ -21,8 +21,9 @@
 
 #include "dtr/caching_allocator.h"
 #include "dtr/config.h"
+#include "dtr/error.h"
 #include "dtr/runtime.h"
-#include "heuristics/eviction_index.h"
+#include "heuristics/candidate_index.h"
 #include "heuristics/heuristic.h"
 #include "heuristics/window.h"
 #include "runtime/backend.h"
@@ -64,7 +65,7 @@ struct Runtime::Impl final : Reclaimer {
   std::unique_ptr<heuristics::Heuristic> heuristic;
   bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
   bool walking_scores = false;  // heuristic->scores_walk_lineage(), read once: timed as search
-  std::unique_ptr<heuristics::EvictionIndex> index;  // the candidates in score order; none: scan `recomputable`
+  std::unique_ptr<heuristics::CandidateIndex> index;  // the candidates in score order; none: scan `recomputable`
   std::unique_ptr<detail::Forecaster> forecaster;  // only for a heuristic that reads forecasts
   // Where buffers come from: the caching allocator, or (BufferSource::memory_resource) `direct_memory` itself;
   // `memory` is the one in use.
@@ -122,6 +123,7 @@ struct Runtime::Impl final : Reclaimer {
   // op checks its inputs, and formatting the context each time cost more than the rest of the op.
   TensorHandle& input_handle(const Tensor& tensor, std::string_view op, std::size_t index) const;
   std::uint64_t now() const;  // the clock (Config::clock)
+  heuristics::IndexClocks index_clocks() const;  // the clocks the index reads
   void touch(Storage& s);     // s is used now
   RuntimeStats current_stats() const;
   // The memory resource the buffers come from in the end, for messages ("host", "simulated", ...).

@@ -50,14 +50,7 @@ void run_random_lineage(const std::string& name, std::uint64_t seed) {
       s->c0 = static_cast<double>(1 + rng() % 8);
       s->size = 1 + rng() % 4;
       s->last = now;
-      const int inputs = live.size() < 2 ? 0 : 1 + static_cast<int>(rng() % 2);
-      for (int k = 0; k < inputs; ++k) {
-        FakeStorage* in = pick([](const FakeStorage& t) { return !t.is_evicted; });
-        if (in == nullptr) break;
-        if (std::find(s->inputs.begin(), s->inputs.end(), in) != s->inputs.end()) continue;
-        s->inputs.push_back(in);
-        in->dependents.push_back(s.get());
-      }
+      read_random_residents(*s, live, rng);
       FakeStorage& added = *live.emplace_back(std::move(s));
       if (!added.inputs.empty()) index.add(added, now);
     } else if (action < 5) {  // the index's choice, as the runtime evicts

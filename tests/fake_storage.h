@@ -1,7 +1,11 @@
 // A storage for heuristic tests: the fields StorageView exposes, and explicit neighbour lists.
 #pragma once
 
+#include <cstdint>
+#include <algorithm>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "heuristics/storage_view.h"
@@ -17,12 +21,32 @@ struct FakeStorage final : heuristics::StorageView {
   std::vector<FakeStorage*> inputs;
   std::vector<FakeStorage*> dependents;  // storages whose producer reads this one
   std::size_t visits = 0;                 // neighbours visited by walks from it (tests of a walk's cost)
+  // Forecasts, for the forecast heuristic: the program ticks of its forecast uses, whether the program has
+  // read it, the ops clock at its last use, and the clocks they are read against (set both or neither).
+  std::vector<std::uint64_t> forecast_uses;
+  bool read = false;
+  std::uint64_t last_op = 0;
+  const std::uint64_t* program_clock = nullptr;
+  const std::uint64_t* ops_clock = nullptr;
 
   std::size_t bytes() const override { return size; }
   double cost() const override { return c0; }
   std::uint64_t last_access() const override { return last; }
   bool evicted() const override { return is_evicted; }
   bool constant() const override { return is_constant; }
+  std::optional<std::uint64_t> forecast_deadline() override {
+    if (program_clock == nullptr) return std::nullopt;
+    for (const std::uint64_t use : forecast_uses) {
+      if (use > *program_clock) return use;
+    }
+    return std::nullopt;
+  }
+  double forecast_distance() override {
+    if (const auto deadline = forecast_deadline()) return static_cast<double>(*deadline - *program_clock);
+    return ops_clock != nullptr ? static_cast<double>(*ops_clock - last_op + 1) : 1.0;
+  }
+  bool forecast_unread() override { return !read && forecast_deadline().has_value(); }
+  std::uint64_t last_use_op() const override { return last_op; }
   void for_each_input(heuristics::NeighbourVisitor visit) override {
     visits += inputs.size();
     for (FakeStorage* s : inputs) visit(*s);
@@ -32,5 +56,23 @@ struct FakeStorage final : heuristics::StorageView {
     for (FakeStorage* s : dependents) visit(*s);
   }
 };
+
+// Makes `s` read one or two resident storages of `live`, drawn by `rng` (none while fewer than two live): an
+// op's inputs are in memory when it runs. Random lineage for the index tests.
+template <typename Rng>
+void read_random_residents(FakeStorage& s, const std::vector<std::unique_ptr<FakeStorage>>& live, Rng& rng) {
+  const int inputs = live.size() < 2 ? 0 : 1 + static_cast<int>(rng() % 2);
+  for (int k = 0; k < inputs; ++k) {
+    std::vector<FakeStorage*> resident;
+    for (const auto& t : live) {
+      if (!t->is_evicted) resident.push_back(t.get());
+    }
+    if (resident.empty()) break;
+    FakeStorage* in = resident[rng() % resident.size()];
+    if (std::find(s.inputs.begin(), s.inputs.end(), in) != s.inputs.end()) continue;
+    s.inputs.push_back(in);
+    in->dependents.push_back(&s);
+  }
+}
 
 }  // namespace dtr::test

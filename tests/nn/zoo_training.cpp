@@ -59,6 +59,7 @@ TrainingRecord train_steps(const ZooCase& zoo, const RunOptions& options) {
   config.budget_mode = BudgetMode::bytes;
   config.memory_budget = options.budget_bytes;
   config.heuristic = options.heuristic;
+  config.search = options.search;
   // A heuristic that needs more than 5x the step's compute has lost: it stops (dtr::Thrashing) instead of
   // spending the suite's time (at 10x the LSTM case took 72 s, at 5x 30 s); every budget keeps finishers.
   config.thrash_limit = 5.0;
@@ -106,6 +107,7 @@ TrainingRecord train_steps(const ZooCase& zoo, const RunOptions& options) {
     const RuntimeStats stats = rt.stats();
     record.peak_resident_bytes = stats.peak_resident_bytes;
     record.evictions = stats.evictions;
+    record.rematerializations = stats.rematerializations;
     record.ops = stats.ops;
   }
   return record;

@@ -27,6 +27,7 @@ ZooCase zoo_case(const std::string& name);
 struct RunOptions {
   std::optional<std::uint64_t> budget_bytes;  // bytes budget (resident storage bytes)
   std::string heuristic = "dtr-eq";
+  EvictionSearch search = EvictionSearch::index;
   std::int64_t checkpoint_segments = -1;  // -1: none; 0: round(√N)
   int steps = 3;
 };
@@ -35,6 +36,7 @@ struct TrainingRecord {
   std::map<std::string, std::vector<std::uint8_t>> values;  // name -> the bits
   std::uint64_t peak_resident_bytes = 0;
   std::uint64_t evictions = 0;
+  std::uint64_t rematerializations = 0;
   std::uint64_t ops = 0;
 };
 

@@ -1,0 +1,188 @@
+// The forecast index (heuristics/forecast_index.h) and the choice of a runtime's candidate index.
+#include "heuristics/forecast_index.h"
+
+#include <algorithm>
+
+#include "dtr/check.h"
+#include "heuristics/eviction_index.h"
+
+namespace dtr::heuristics {
+
+std::unique_ptr<CandidateIndex> make_candidate_index(Heuristic& heuristic) {
+  if (heuristic.forecast_indexable()) return std::make_unique<ForecastIndex>(heuristic);
+  if (heuristic.indexable()) return std::make_unique<EvictionIndex>(heuristic);
+  return nullptr;
+}
+
+ForecastIndex::ForecastIndex(Heuristic& heuristic) : heuristic_(heuristic) {
+  DTR_CHECK(heuristic.forecast_indexable(), InvalidArgument, "heuristic '", heuristic.name(),
+            "' has no forecast keys");
+  heuristic_.set_listener(this);
+}
+
+ForecastIndex::~ForecastIndex() { heuristic_.set_listener(nullptr); }
+
+void ForecastIndex::add(StorageView& s, const IndexClocks& clocks) {
+  DTR_CHECK(s.index_handle == StorageView::kNotIndexed, InvalidArgument,
+            "forecast index: the storage is already a candidate");
+  sync(clocks);
+  std::uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(records_.size());
+    records_.emplace_back();
+  }
+  records_[slot] = Record{&s, Group::none, 0, ++arrivals_, 0};
+  s.index_handle = slot;
+  size_ += 1;
+  place(slot);
+}
+
+void ForecastIndex::remove(StorageView& s, const IndexClocks& clocks) {
+  if (s.index_handle == StorageView::kNotIndexed) return;
+  sync(clocks);
+  Record& r = records_[s.index_handle];
+  take_out(r);
+  r.storage = nullptr;
+  free_.push_back(s.index_handle);
+  s.index_handle = StorageView::kNotIndexed;
+  size_ -= 1;
+}
+
+void ForecastIndex::used(StorageView& s, const IndexClocks& clocks) {
+  if (s.index_handle == StorageView::kNotIndexed) return;
+  sync(clocks);
+  rekey(s);
+}
+
+void ForecastIndex::score_changed(StorageView& s) {
+  if (s.index_handle != StorageView::kNotIndexed) rekey(s);
+}
+
+StorageView* ForecastIndex::choose(const IndexClocks& clocks) {
+  sync(clocks);
+  const auto program = static_cast<double>(clocks_.program);
+  const auto ops = static_cast<double>(clocks_.ops);
+  const Record* best = nullptr;
+  double best_score = 0;
+  if (!ahead_.empty()) {
+    const auto h = ahead_.top(program);
+    best = &records_[ahead_.payload(h)];
+    best_score = ahead_.score(h, program);
+  }
+  if (!stale_.empty()) {
+    const auto h = stale_.top(ops);
+    const Record& r = records_[stale_.payload(h)];
+    const double score = stale_.score(h, ops);
+    if (best == nullptr || score < best_score || (score == best_score && r.arrival > best->arrival)) best = &r;
+  }
+  if (best == nullptr && !unread_.empty()) best = &records_[unread_.payload(unread_.top(program))];
+  return best != nullptr ? best->storage : nullptr;
+}
+
+double ForecastIndex::score(const StorageView& s, const IndexClocks& clocks) {
+  sync(clocks);
+  const Record& r = records_[s.index_handle];
+  if (r.group == Group::stale) return stale_.current_score(r.handle, static_cast<double>(clocks_.ops));
+  return deadline_heap(r.group).current_score(r.handle, static_cast<double>(clocks_.program));
+}
+
+bool ForecastIndex::last_resort(const StorageView& s) const { return records_[s.index_handle].group == Group::unread; }
+
+bool ForecastIndex::valid(const IndexClocks& clocks) {
+  sync(clocks);
+  const auto program = static_cast<double>(clocks_.program);
+  const auto ops = static_cast<double>(clocks_.ops);
+  ahead_.advance(program);
+  unread_.advance(program);
+  stale_.advance(ops);
+  return ahead_.valid(program) && unread_.valid(program) && stale_.valid(ops);
+}
+
+// Moves the clocks on. Candidates whose deadline the program clock reached leave their heap first, while its
+// clock is still before every deadline in it, and come back keyed anew (their next forecast use, or their
+// staleness).
+void ForecastIndex::sync(const IndexClocks& clocks) {
+  DTR_CHECK(clocks.program >= clocks_.program && clocks.ops >= clocks_.ops, InvalidArgument,
+            "forecast index: a clock ran backwards");
+  std::vector<std::uint32_t> due;
+  TickQueue::Entry e{};
+  while (deadlines_.pop_due(clocks.program, e)) {
+    Record& r = records_[e.handle];
+    if (r.storage == nullptr || r.stamp != e.stamp || (r.group != Group::ahead && r.group != Group::unread)) continue;
+    take_out(r);
+    due.push_back(e.handle);
+  }
+  clocks_ = clocks;
+  for (const std::uint32_t slot : due) place(slot);
+}
+
+// Puts the record's storage in the heap its key says, at the current clocks.
+void ForecastIndex::place(std::uint32_t slot) {
+  Record& r = records_[slot];
+  const ForecastKey k = heuristic_.forecast_key(*r.storage);
+  if (k.deadline) {
+    DTR_CHECK(*k.deadline > clocks_.program, InvalidArgument, "forecast index: a deadline at or before the clock");
+    r.group = k.last_resort ? Group::unread : Group::ahead;
+    r.handle = deadline_heap(r.group).insert(slot, k.a, static_cast<double>(*k.deadline),
+                                             static_cast<double>(clocks_.program), r.arrival);
+    live_deadlines_ += 1;
+    push_deadline(slot, *k.deadline);
+  } else {
+    DTR_CHECK(!k.last_resort, InvalidArgument, "forecast index: a last resort without a forecast use");
+    r.group = Group::stale;
+    r.handle = stale_.insert(slot, k.a, k.stale_b, static_cast<double>(clocks_.ops), r.arrival);
+  }
+}
+
+// The record's deadline entry, which makes any earlier one of it stale; stale entries are dropped once they
+// outnumber the live ones four to one.
+void ForecastIndex::push_deadline(std::uint32_t slot, std::uint64_t deadline) {
+  Record& r = records_[slot];
+  r.stamp = ++stamps_;
+  deadlines_.push(deadline, slot, r.stamp);
+  if (deadlines_.size() > 4 * live_deadlines_ + 4096) {
+    deadlines_.compact([this](const TickQueue::Entry& entry) {
+      const Record& held = records_[entry.handle];
+      return held.storage != nullptr && held.stamp == entry.stamp &&
+             (held.group == Group::ahead || held.group == Group::unread);
+    });
+  }
+}
+
+// Takes the record's storage out of its heap at that heap's own clock (the runtime's may have moved past a
+// deadline in it: see sync).
+void ForecastIndex::take_out(Record& r) {
+  if (r.group == Group::stale) {
+    stale_.erase(r.handle, stale_.clock());
+  } else if (r.group != Group::none) {
+    DeadlineHeap& heap = deadline_heap(r.group);
+    heap.erase(r.handle, heap.clock());
+    live_deadlines_ -= 1;
+  }
+  r.group = Group::none;
+}
+
+// A candidate whose key changed: moved within its heap where it stays in the same one (a read of a stale
+// one is only noted there, see KineticHeap::update), else taken out and placed anew.
+void ForecastIndex::rekey(StorageView& s) {
+  const std::uint32_t slot = s.index_handle;
+  Record& r = records_[slot];
+  const ForecastKey k = heuristic_.forecast_key(s);
+  const Group group = !k.deadline ? Group::stale : k.last_resort ? Group::unread : Group::ahead;
+  if (group != r.group) {
+    take_out(r);
+    place(slot);
+  } else if (group == Group::stale) {
+    stale_.update(r.handle, k.a, k.stale_b, static_cast<double>(clocks_.ops));
+  } else {
+    DeadlineHeap& heap = deadline_heap(group);
+    const bool new_deadline = heap.b(r.handle) != static_cast<double>(*k.deadline);
+    heap.update(r.handle, k.a, static_cast<double>(*k.deadline), static_cast<double>(clocks_.program));
+    if (new_deadline) push_deadline(slot, *k.deadline);  // the old entry is stale by its stamp
+  }
+}
+
+}  // namespace dtr::heuristics

@@ -1,0 +1,215 @@
+// The forecast index against a scan: on random lineage with random forecasts, as two clocks run apart (the
+// program's, which forecasts count in, and every op's, which staleness counts in), every candidate's indexed
+// score and tier must equal its fresh ones, and the choice must be the scan's: the lowest score among the
+// candidates that are not last resorts (the last resorts' lowest when all are), equal scores going to the
+// later candidate.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "fake_storage.h"
+#include "heuristics/candidate_index.h"
+#include "heuristics/forecast_index.h"
+#include "heuristics/heuristic.h"
+
+namespace dtr::test {
+namespace {
+
+using heuristics::IndexClocks;
+
+class ForecastLineage {
+ public:
+  explicit ForecastLineage(std::uint64_t seed) : rng_(seed), heuristic_(heuristics::make_heuristic("forecast")) {}
+
+  void run(int steps) {
+    heuristics::ForecastIndex index(*heuristic_);
+    index_ = &index;
+    for (int step = 0; step < steps; ++step) {
+      act();
+      check(step);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    while (!live_.empty()) {  // everything dies, the index empties
+      FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); });
+      ASSERT_NE(s, nullptr);
+      destroy(*s);
+    }
+    EXPECT_EQ(index.size(), 0u);
+    EXPECT_EQ(heuristic_->live_slots(), 0u);
+  }
+
+ private:
+  IndexClocks clocks() const { return {ops_, ops_, program_}; }
+
+  template <typename Accept>
+  FakeStorage* pick(Accept&& accept) {
+    std::vector<FakeStorage*> found;
+    for (auto& s : live_) {
+      if (accept(*s)) found.push_back(s.get());
+    }
+    return found.empty() ? nullptr : found[rng_() % found.size()];
+  }
+
+  void add(FakeStorage& s) {
+    index_->add(s, clocks());
+    arrival_[&s] = ++arrivals_;
+  }
+
+  void evict(FakeStorage& s) {
+    index_->remove(s, clocks());
+    arrival_.erase(&s);
+    s.is_evicted = true;
+    heuristic_->on_evict(s);
+  }
+
+  void destroy(FakeStorage& s) {
+    for (FakeStorage* in : s.inputs) std::erase(in->dependents, &s);
+    heuristic_->on_destroy(s);
+    index_->remove(s, clocks());
+    arrival_.erase(&s);
+    std::erase_if(live_, [&](const auto& p) { return p.get() == &s; });
+  }
+
+  void act() {
+    // The ops clock runs through recomputations, the program clock only through the program's own ops.
+    const std::uint64_t ticks = rng_() % 3;
+    ops_ += ticks;
+    if (rng_() % 2 == 0) program_ += rng_() % 3 == 0 ? rng_() % 40 : ticks;  // sometimes past many deadlines
+    const unsigned action = static_cast<unsigned>(rng_() % 13);
+    if (action < 3 || live_.size() < 4) {
+      auto s = std::make_unique<FakeStorage>();
+      s->c0 = static_cast<double>(1 + rng_() % 8);
+      s->size = 1 + rng_() % 4;
+      s->last = ops_;
+      s->last_op = ops_;
+      s->program_clock = &program_;
+      s->ops_clock = &ops_;
+      // None to three forecast uses ahead (none: its staleness decides), close together or far apart.
+      const unsigned uses = static_cast<unsigned>(rng_() % 4);
+      for (std::uint64_t t = program_, k = 0; k < uses; ++k) s->forecast_uses.push_back(t += 1 + rng_() % 30);
+      read_random_residents(*s, live_, rng_);
+      FakeStorage& added = *live_.emplace_back(std::move(s));
+      if (!added.inputs.empty()) add(added);
+    } else if (action < 5) {  // the index's choice, as the runtime evicts
+      if (heuristics::StorageView* chosen = index_->choose(clocks())) evict(static_cast<FakeStorage&>(*chosen));
+    } else if (action < 6) {  // an eager eviction
+      if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) evict(*s);
+    } else if (action < 8) {  // a rematerialization: used now by the op that asked for it
+      if (FakeStorage* s = pick([](const FakeStorage& t) { return t.is_evicted; })) {
+        s->is_evicted = false;
+        s->last = ops_;
+        s->last_op = ops_;
+        heuristic_->on_rematerialize(*s);
+        add(*s);
+      }
+    } else if (action < 10) {  // a use: by the program (it is read now) or by a recomputation
+      if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted; })) {
+        if (rng_() % 2 == 0) s->read = true;
+        s->last = ops_;
+        s->last_op = ops_;
+        index_->used(*s, clocks());
+      }
+    } else if (action == 10) {  // made a constant: its inputs go
+      if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) {
+        heuristic_->on_cut(*s);
+        index_->remove(*s, clocks());
+        arrival_.erase(s);
+        for (FakeStorage* in : s->inputs) std::erase(in->dependents, s);
+        s->inputs.clear();
+      }
+    } else if (FakeStorage* s = pick([](const FakeStorage& t) { return t.dependents.empty(); })) {
+      destroy(*s);
+    }
+  }
+
+  void check(int step) {
+    std::vector<FakeStorage*> all;
+    for (auto& s : live_) {
+      if (!s->is_evicted && !s->inputs.empty()) all.push_back(s.get());
+    }
+    ASSERT_EQ(index_->size(), all.size()) << "step " << step;
+    FakeStorage* best = nullptr;
+    double best_score = 0;
+    bool best_last_resort = true;
+    for (FakeStorage* c : all) {
+      const double fresh = heuristic_->score(*c, ops_);
+      const bool last_resort = heuristic_->last_resort(*c);
+      ASSERT_EQ(index_->score(*c, clocks()), fresh)
+          << "a stale score at step " << step << std::setprecision(17) << " index " << index_->score(*c, clocks());
+      ASSERT_EQ(index_->last_resort(*c), last_resort) << "a stale tier at step " << step;
+      if (best != nullptr && last_resort && !best_last_resort) continue;
+      if (best == nullptr || (best_last_resort && !last_resort) || fresh < best_score ||
+          (fresh == best_score && arrival_.at(c) > arrival_.at(best))) {
+        best = c;
+        best_score = fresh;
+        best_last_resort = last_resort;
+      }
+    }
+    ASSERT_TRUE(index_->valid(clocks())) << "step " << step;
+    ASSERT_EQ(index_->choose(clocks()), best) << "step " << step;
+  }
+
+  std::mt19937_64 rng_;
+  std::unique_ptr<heuristics::Heuristic> heuristic_;
+  heuristics::ForecastIndex* index_ = nullptr;
+  std::vector<std::unique_ptr<FakeStorage>> live_;
+  std::map<const FakeStorage*, std::uint64_t> arrival_;  // when each candidate became one
+  std::uint64_t arrivals_ = 0;
+  std::uint64_t ops_ = 1;
+  std::uint64_t program_ = 1;
+};
+
+TEST(ForecastIndex, ChoosesWhatAScanChoosesAsBothClocksRun) {
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ForecastLineage(seed).run(2000);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A forecast score and a staleness score live in two heaps on two clocks; when they are equal, the later
+// candidate goes, as in a scan, whichever heap it is in.
+TEST(ForecastIndex, EqualScoresInTwoHeapsGoToTheLaterCandidate) {
+  for (const bool forecast_first : {true, false}) {
+    SCOPED_TRACE(forecast_first ? "the forecast one first" : "the stale one first");
+    auto heuristic = heuristics::make_heuristic("forecast");
+    heuristics::ForecastIndex index(*heuristic);
+    std::uint64_t program = 10, ops = 50;
+    FakeStorage root, ahead, stale;
+    for (FakeStorage* s : {&ahead, &stale}) {
+      s->inputs.push_back(&root);
+      root.dependents.push_back(s);
+      s->program_clock = &program;
+      s->ops_clock = &ops;
+      s->read = true;
+    }
+    ahead.forecast_uses = {12};  // 2 program ops away
+    stale.last_op = 49;          // a staleness of 2 ops
+    FakeStorage& first = forecast_first ? ahead : stale;
+    FakeStorage& second = forecast_first ? stale : ahead;
+    index.add(first, {ops, ops, program});
+    index.add(second, {ops, ops, program});
+    ASSERT_EQ(heuristic->score(ahead, ops), heuristic->score(stale, ops));
+    EXPECT_EQ(index.choose({ops, ops, program}), &second);
+    index.remove(ahead, {ops, ops, program});
+    index.remove(stale, {ops, ops, program});
+  }
+}
+
+TEST(ForecastIndex, IsTheIndexOfTheForecastHeuristicOnly) {
+  auto forecast = heuristics::make_heuristic("forecast");
+  EXPECT_NE(dynamic_cast<heuristics::ForecastIndex*>(heuristics::make_candidate_index(*forecast).get()), nullptr);
+  auto dtr_eq = heuristics::make_heuristic("dtr-eq");
+  EXPECT_THROW(heuristics::ForecastIndex{*dtr_eq}, InvalidArgument);
+  EXPECT_EQ(dynamic_cast<heuristics::ForecastIndex*>(heuristics::make_candidate_index(*dtr_eq).get()), nullptr);
+  auto random = heuristics::make_heuristic("random");
+  EXPECT_EQ(heuristics::make_candidate_index(*random), nullptr);
+}
+
+}  // namespace
+}  // namespace dtr::test
