@@ -83,13 +83,17 @@ StorageView* ForecastIndex::choose(const IndexClocks& clocks) {
 }
 
 double ForecastIndex::score(const StorageView& s, const IndexClocks& clocks) {
+  DTR_CHECK(s.index_handle != StorageView::kNotIndexed, InvalidArgument, "forecast index: not a candidate");
   sync(clocks);
   const Record& r = records_[s.index_handle];
   if (r.group == Group::stale) return stale_.current_score(r.handle, static_cast<double>(clocks_.ops));
   return deadline_heap(r.group).current_score(r.handle, static_cast<double>(clocks_.program));
 }
 
-bool ForecastIndex::last_resort(const StorageView& s) const { return records_[s.index_handle].group == Group::unread; }
+bool ForecastIndex::last_resort(const StorageView& s) const {
+  DTR_CHECK(s.index_handle != StorageView::kNotIndexed, InvalidArgument, "forecast index: not a candidate");
+  return records_[s.index_handle].group == Group::unread;
+}
 
 bool ForecastIndex::valid(const IndexClocks& clocks) {
   sync(clocks);

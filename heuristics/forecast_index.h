@@ -7,8 +7,8 @@
 // (a / (o - b) on the ops clock o, which runs through recomputations, falling). Two clocks that advance apart
 // cannot share one kinetic heap, so three heaps keep the candidates, each on its own clock: deadline curves
 // (program clock), last resorts (deadline curves too: a value made and not read yet with a forecast use
-// ahead), and staleness curves (ops clock). The decision compares the first two heaps' tops, and takes the
-// last resorts' top only when both are empty. A candidate's curve changes when the program clock reaches its
+// ahead), and staleness curves (ops clock). The decision compares the first and the third heaps' tops, and
+// takes the last resorts' top only when both are empty. A candidate's curve changes when the program clock reaches its
 // deadline (its next forecast use, or its staleness, takes over): a queue of deadlines moves it, before any
 // heap's clock passes that deadline. A use and a neighbourhood change re-key it at once.
 //

@@ -128,7 +128,7 @@ class KineticHeap {
   double current_score(Handle h, double now) const {
     const Item& it = items_[h];
     if (!it.pending) return score(h, now);
-    return timeless_ ? it.pending_a : it.pending_a / (now - it.pending_b);
+    return value(Slot{it.pending_a, it.pending_b, kNever, h, 0}, now);
   }
 
   // The item's b as the heap orders it (a noted raise not applied yet aside).
@@ -236,7 +236,9 @@ class KineticHeap {
   }
 
   double certificate(const Slot& c, double parent_a, double parent_b) const {
-    const bool overtakes = kCurve == Curve::staleness ? c.a < parent_a : c.a > parent_a;
+    // A deadline child with the larger a overtakes only if its deadline is the later one: else it scores
+    // above its parent until its own deadline.
+    const bool overtakes = kCurve == Curve::staleness ? c.a < parent_a : c.a > parent_a && c.b > parent_b;
     if (timeless_ || !overtakes) return kNever;  // the child never overtakes: its curve stays above
     return crossing_tick(c.a, c.b, parent_a, parent_b);
   }

@@ -37,8 +37,8 @@ void Runtime::Impl::release_handle(Storage& s, std::uint64_t handle_id, bool las
 void Runtime::Impl::destroyed(Storage& s) {
   // A storage leaving the lineage changes the evicted regions next to it, which the heuristic's scores follow.
   heuristic_upkeep([&] { heuristic->on_destroy(s); });
+  if (s.in_memory) release_buffer(s);  // first: it leaves the index, which may still read its forecast
   if (forecaster) forecaster->destroyed(s);
-  if (s.in_memory) release_buffer(s);
   live_storages -= 1;
   if (orphaned && live_storages == 0 && allocator) allocator->empty_cache();  // the last of its memory
 }

@@ -321,6 +321,7 @@ RuntimeFootprint Runtime::footprint() const {
   f.candidates = impl_->recomputable.size();
   f.heuristic_records = impl_->heuristic != nullptr ? impl_->heuristic->live_slots() : 0;
   f.forecast_records = impl_->forecaster != nullptr ? impl_->forecaster->records() : 0;
+  f.indexed_candidates = impl_->index != nullptr ? impl_->index->size() : 0;
   f.segments = impl_->allocator != nullptr ? impl_->allocator->stats().segments.current : 0;
   return f;
 }

@@ -53,6 +53,25 @@ TEST(Runtime, FootprintCountsTheLineageAndComesBackWhenTheProgramsTensorsDie) {
   EXPECT_EQ(f.heuristic_records, 0u);
 }
 
+// Under a budget every heuristic but random keeps its candidates in an index (forecast its own); without a
+// budget, or with DTR_SEARCH=scan, nothing is indexed.
+TEST(Runtime, FootprintSaysWhetherDecisionsUseAnIndex) {
+  for (const std::string& heuristic : heuristic_names()) {
+    SCOPED_TRACE(heuristic);
+    for (const auto& [budget, search] : {std::pair{std::optional<std::uint64_t>(1u << 20), EvictionSearch::index},
+                                         std::pair{std::optional<std::uint64_t>(1u << 20), EvictionSearch::scan},
+                                         std::pair{std::optional<std::uint64_t>(), EvictionSearch::index}}) {
+      Config config = deterministic_config(budget, BudgetMode::bytes, heuristic);
+      config.search = search;
+      Runtime rt(config);
+      std::vector<Tensor> chain{rt.constant(TensorMeta{{256}}, std::vector<float>(256, 0.5F))};
+      for (int i = 0; i < 20; ++i) chain.push_back(rt.call1(ops::relu(), {chain.back()}));
+      const bool indexed = budget && search == EvictionSearch::index && heuristic != "random";
+      EXPECT_EQ(rt.footprint().indexed_candidates, indexed ? 20u : 0u);
+    }
+  }
+}
+
 TEST(Runtime, ShapeErrorsComeBeforeAnyAllocation) {
   Runtime rt(deterministic_config());
   Tensor a = constant(rt, {2, 3}, 0.0f);

@@ -45,6 +45,8 @@ struct RuntimeFootprint {
   std::uint64_t heuristic_records = 0;  // the heuristic's own records (dtr-eq: its union-find nodes; dtr: its
                                         // lists of evicted readers)
   std::uint64_t forecast_records = 0;   // signatures whose last uses the forecast heuristic keeps (at most 2^20)
+  std::uint64_t indexed_candidates = 0;  // candidates in the eviction index (0 where decisions scan: no budget,
+                                         // DTR_SEARCH=scan, a size floor, random)
   std::uint64_t segments = 0;           // the caching allocator's segments (0 without one)
 };
 

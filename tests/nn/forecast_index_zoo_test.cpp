@@ -1,6 +1,7 @@
 // The forecast heuristic's index (heuristics/forecast_index.h) in real training: three steps of every zoo
-// model under budgets make the same decisions with the index as with a scan of every candidate (the same
-// evictions and recomputations, or the same refusal), and the unbudgeted run's bits.
+// model under budgets make the same decisions with the index as with a scan of every candidate (as many
+// evictions, the same values recomputed in the same order, or the same refusal), and the unbudgeted run's
+// bits. (That the runtime keeps a forecast index at all: Runtime.FootprintSaysWhetherDecisionsUseAnIndex.)
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -22,6 +23,7 @@ Outcome run(const ZooCase& zoo, std::uint64_t budget, EvictionSearch search) {
   options.heuristic = "forecast";
   options.search = search;
   options.budget_bytes = budget;
+  options.record_recomputations = true;
   try {
     return {"", train_steps(zoo, options)};
   } catch (const Thrashing&) {
@@ -49,6 +51,7 @@ TEST_P(ForecastIndexZoo, DecidesAsAScanDoes) {
     EXPECT_GT(indexed.record.evictions, 0u) << "the budget never bit";
     EXPECT_EQ(indexed.record.evictions, scanned.record.evictions);
     EXPECT_EQ(indexed.record.rematerializations, scanned.record.rematerializations);
+    EXPECT_TRUE(indexed.record.recomputed == scanned.record.recomputed) << "other values recomputed, or in another order";
     EXPECT_TRUE(indexed.record.values == reference.values) << "not the unbudgeted run's bits";
   }
 }

@@ -60,10 +60,16 @@ TrainingRecord train_steps(const ZooCase& zoo, const RunOptions& options) {
   config.memory_budget = options.budget_bytes;
   config.heuristic = options.heuristic;
   config.search = options.search;
+  TrainingRecord record;
+  if (options.record_recomputations) {
+    config.kernel_observer = [&record](const KernelRun& run) {
+      if (!run.rematerialization) return;
+      record.recomputed.insert(record.recomputed.end(), run.output_storages.begin(), run.output_storages.end());
+    };
+  }
   // A heuristic that needs more than 5x the step's compute has lost: it stops (dtr::Thrashing) instead of
   // spending the suite's time (at 10x the LSTM case took 72 s, at 5x 30 s); every budget keeps finishers.
   config.thrash_limit = 5.0;
-  TrainingRecord record;
   {
     Runtime rt(config);
     Generator init(1234);

@@ -28,6 +28,7 @@ struct RunOptions {
   std::optional<std::uint64_t> budget_bytes;  // bytes budget (resident storage bytes)
   std::string heuristic = "dtr-eq";
   EvictionSearch search = EvictionSearch::index;
+  bool record_recomputations = false;  // fill TrainingRecord::recomputed
   std::int64_t checkpoint_segments = -1;  // -1: none; 0: round(√N)
   int steps = 3;
 };
@@ -37,6 +38,7 @@ struct TrainingRecord {
   std::uint64_t peak_resident_bytes = 0;
   std::uint64_t evictions = 0;
   std::uint64_t rematerializations = 0;
+  std::vector<std::uint64_t> recomputed;  // with record_recomputations: each recomputation's output storages
   std::uint64_t ops = 0;
 };
 
