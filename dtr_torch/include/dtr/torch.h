@@ -47,10 +47,12 @@ at::Tensor decheckpoint(const at::Tensor& tensor);
 // registry and cannot be swapped for wrappers (set_data refuses another type), so unlike Python's
 // dtr_torch.checkpoint_module nothing is replaced and an optimizer built before stays valid. Without this
 // call the same mirrors are made lazily, by the first op that reads each tensor; with it the runtime holds
-// (and its budget counts) the module's state before the first step. Returns the bytes of the distinct
-// storages mirrored (tied weights once). Already wrapped and undefined tensors are skipped.
+// (and its budget counts) the module's state before the first step. Returns the bytes of the module's state
+// the runtime now holds: its distinct storages (tied weights and views once; a second call returns the same).
+// Already wrapped and undefined tensors are skipped.
 // dtr::InvalidArgument for a null or non-CPU runtime, or a tensor that is not a strided CPU tensor (named;
-// nothing is mirrored then). Thread safety: as the runtime's.
+// nothing is mirrored then). dtr::OutOfMemory when the budget cannot hold the state: the storages mirrored
+// before stay held (constants) until they die. Thread safety: as the runtime's.
 std::uint64_t checkpoint_module(::torch::nn::Module& module,
                                 const std::shared_ptr<Runtime>& runtime = default_runtime());
 // Whether `tensor` is a dtr-torch wrapper.
