@@ -3,6 +3,7 @@
 #include <torch/nn/module.h>
 
 #include <unordered_set>
+#include <utility>
 
 #include "dtr/check.h"
 #include "dtr/error.h"
@@ -29,17 +30,17 @@ std::uint64_t checkpoint_module(::torch::nn::Module& module, const std::shared_p
             "; dtr-torch holds CPU tensors in a CPU runtime");
   const auto parameters = module.named_parameters(/*recurse=*/true);
   const auto buffers = module.named_buffers(/*recurse=*/true);
+  const std::pair<const char*, const decltype(parameters)*> kinds[] = {{"parameter", &parameters}, {"buffer", &buffers}};
   // Every tensor is checked before any is mirrored: a bad one leaves the runtime as it was.
-  for (const auto& p : parameters) {
-    if (p.value().defined() && !is_checkpointed(p.value())) check_mirrorable("parameter", p.key(), p.value());
-  }
-  for (const auto& b : buffers) {
-    if (b.value().defined() && !is_checkpointed(b.value())) check_mirrorable("buffer", b.key(), b.value());
+  for (const auto& [kind, items] : kinds) {
+    for (const auto& item : *items) {
+      if (item.value().defined() && !is_checkpointed(item.value())) check_mirrorable(kind, item.key(), item.value());
+    }
   }
   std::unordered_set<const c10::StorageImpl*> storages;  // tied weights and views share one mirror
   std::uint64_t bytes = 0;
-  for (const auto* items : {&parameters, &buffers}) {
-    for (const auto& item : *items) {
+  for (const auto& kind : kinds) {
+    for (const auto& item : *kind.second) {
       const at::Tensor& tensor = item.value();
       if (!tensor.defined() || is_checkpointed(tensor)) continue;
       detail::mirror_of(tensor, runtime);

@@ -123,20 +123,27 @@ void ForecastIndex::sync(const IndexClocks& clocks) {
   for (const std::uint32_t slot : due) place(slot);
 }
 
+// The heap a key belongs in.
+ForecastIndex::Group ForecastIndex::group_of(const ForecastKey& k) {
+  if (!k.deadline) {
+    DTR_CHECK(!k.last_resort, InvalidArgument, "forecast index: a last resort without a forecast use");
+    return Group::stale;
+  }
+  return k.last_resort ? Group::unread : Group::ahead;
+}
+
 // Puts the record's storage in the heap its key says, at the current clocks.
 void ForecastIndex::place(std::uint32_t slot) {
   Record& r = records_[slot];
   const ForecastKey k = heuristic_.forecast_key(*r.storage);
-  if (k.deadline) {
+  r.group = group_of(k);
+  if (r.group != Group::stale) {
     DTR_CHECK(*k.deadline > clocks_.program, InvalidArgument, "forecast index: a deadline at or before the clock");
-    r.group = k.last_resort ? Group::unread : Group::ahead;
     r.handle = deadline_heap(r.group).insert(slot, k.a, static_cast<double>(*k.deadline),
                                              static_cast<double>(clocks_.program), r.arrival);
     live_deadlines_ += 1;
     push_deadline(slot, *k.deadline);
   } else {
-    DTR_CHECK(!k.last_resort, InvalidArgument, "forecast index: a last resort without a forecast use");
-    r.group = Group::stale;
     r.handle = stale_.insert(slot, k.a, k.stale_b, static_cast<double>(clocks_.ops), r.arrival);
   }
 }
@@ -175,7 +182,7 @@ void ForecastIndex::rekey(StorageView& s) {
   const std::uint32_t slot = s.index_handle;
   Record& r = records_[slot];
   const ForecastKey k = heuristic_.forecast_key(s);
-  const Group group = !k.deadline ? Group::stale : k.last_resort ? Group::unread : Group::ahead;
+  const Group group = group_of(k);
   if (group != r.group) {
     take_out(r);
     place(slot);

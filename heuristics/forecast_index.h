@@ -57,6 +57,7 @@ class ForecastIndex final : public CandidateIndex {
   };
   using DeadlineHeap = KineticHeap<std::uint32_t, Curve::deadline>;
 
+  static Group group_of(const ForecastKey& k);
   void sync(const IndexClocks& clocks);
   void place(std::uint32_t slot);
   void take_out(Record& r);

@@ -133,8 +133,6 @@ class KineticHeap {
 
   // The item's b as the heap orders it (a noted raise not applied yet aside).
   double b(Handle h) const { return heap_[items_[h].position].b; }
-  // The item's arrival (its tie-break: equal scores go to the later one).
-  std::uint64_t arrival(Handle h) const { return items_[h].arrival; }
   // The clock of the last call.
   double clock() const { return clock_; }
 

@@ -200,7 +200,7 @@ std::size_t Runtime::Impl::evict_one() {
   const std::uint64_t clock = now();
   Storage* victim = nullptr;
   if (index) {
-    victim = static_cast<Storage*>(index->choose(index_clocks()));  // the index holds only this runtime's storages
+    victim = static_cast<Storage*>(index->choose(index_clocks(clock)));  // the index holds only this runtime's storages
   } else {
     const std::size_t floor = size_floor_bytes();
     double best = std::numeric_limits<double>::infinity();

@@ -90,7 +90,7 @@ bool Forecaster::forecast_ahead(Storage& s) const {
 }
 
 double Forecaster::distance(Storage& s, std::uint64_t ops_clock) const {
-  if (forecast_ahead(s)) return static_cast<double>((*s.forecast)[s.forecast_cursor] - (clock_ - s.born));
+  if (const std::optional<std::uint64_t> use = next_use(s)) return static_cast<double>(*use - clock_);
   return static_cast<double>(ops_clock - std::min(ops_clock, s.last_touch_ops) + 1);
 }
 

@@ -123,8 +123,8 @@ TensorHandle& Runtime::Impl::handle_of(const Tensor& tensor, std::string_view co
   return *tensor.handle_;
 }
 
-heuristics::IndexClocks Runtime::Impl::index_clocks() const {
-  return {now(), op_clock, forecaster ? forecaster->clock() : 0};
+heuristics::IndexClocks Runtime::Impl::index_clocks(std::uint64_t time) const {
+  return {time, op_clock, forecaster ? forecaster->clock() : 0};
 }
 
 std::uint64_t Runtime::Impl::now() const {
@@ -139,7 +139,7 @@ std::uint64_t Runtime::Impl::now() const {
 void Runtime::Impl::touch(Storage& s) {
   s.last_used = now();
   s.last_touch_ops = op_clock;
-  if (index) index->used(s, index_clocks());
+  if (index) index->used(s, index_clocks(s.last_used));
 }
 
 std::string Runtime::Impl::memory_name() const {

@@ -123,7 +123,9 @@ struct Runtime::Impl final : Reclaimer {
   // op checks its inputs, and formatting the context each time cost more than the rest of the op.
   TensorHandle& input_handle(const Tensor& tensor, std::string_view op, std::size_t index) const;
   std::uint64_t now() const;  // the clock (Config::clock)
-  heuristics::IndexClocks index_clocks() const;  // the clocks the index reads
+  // The clocks the index reads, at `time` on the runtime's clock (now() when the caller has not read it).
+  heuristics::IndexClocks index_clocks(std::uint64_t time) const;
+  heuristics::IndexClocks index_clocks() const { return index_clocks(now()); }
   void touch(Storage& s);     // s is used now
   RuntimeStats current_stats() const;
   // The memory resource the buffers come from in the end, for messages ("host", "simulated", ...).

@@ -12,20 +12,15 @@
 #include "dtr/error.h"
 #include "dtr/torch.h"
 
+#include "bytes_runtime.h"
+
 namespace {
 
 using dtr::torch::checkpoint;
 using dtr::torch::checkpoint_module;
 using dtr::torch::decheckpoint;
 
-std::shared_ptr<dtr::Runtime> bytes_runtime(std::optional<std::uint64_t> budget = std::nullopt) {
-  dtr::Config config;
-  config.budget_mode = dtr::BudgetMode::bytes;
-  config.memory_budget = budget;
-  config.cost_model = dtr::CostModel::bytes;  // the same decisions on every run
-  config.thrash_limit = std::nullopt;
-  return dtr::torch::make_runtime(config);
-}
+using dtr::torch::test::bytes_runtime;
 
 // Linear, BatchNorm (buffers, an int64 counter among them), Linear; fc1's weight tied under a second name, and
 // a transposed view of fc2's weight as a buffer (another TensorImpl over the same storage).

@@ -11,21 +11,14 @@
 #include "dtr/error.h"
 #include "dtr/torch.h"
 
+#include "bytes_runtime.h"
+
 namespace {
 
 using dtr::torch::checkpoint;
 using dtr::torch::decheckpoint;
 
-std::shared_ptr<dtr::Runtime> bytes_runtime(std::optional<std::uint64_t> budget = std::nullopt) {
-  dtr::Config config;
-  config.budget_mode = dtr::BudgetMode::bytes;
-  config.memory_budget = budget;
-  // Costs by bytes moved, not timings: the same eviction decisions on every run, so the budgets tested stay
-  // the budgets that train. Exactness, not the thrash limit, is under test here.
-  config.cost_model = dtr::CostModel::bytes;
-  config.thrash_limit = std::nullopt;
-  return dtr::torch::make_runtime(config);
-}
+using dtr::torch::test::bytes_runtime;
 
 void expect_bitwise(const at::Tensor& expected, const at::Tensor& actual, const std::string& what) {
   const at::Tensor plain = decheckpoint(actual);
