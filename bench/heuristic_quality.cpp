@@ -1,7 +1,7 @@
 // How many recomputations each eviction heuristic costs, through the real runtime (issue 4, "proof that it
 // matters"): the unit chain against Revolve's optimum, and random DAGs against each other.
 //
-//   dtr-bench-heuristic-quality [--chain N]... [--dags K] [--steps S] [--heuristic H]...
+//   dtr-bench-heuristic-quality [--chain N]... [--chain-passes P] [--dags K] [--steps S] [--heuristic H]...
 //
 // Defaults: chains of 1600 and 10000, 4 random DAGs of 400 steps, every heuristic. Prints Markdown tables
 // (docs/results/heuristic-quality.md pastes them).
@@ -10,7 +10,9 @@
 // every tensor 4 KiB, every op the same cost (cost model flops), clock ops, budget mode bytes, so a budget of
 // B tensors is B * 4 KiB. Recomputations are closures replayed; Revolve's optimum for the same chain is taken
 // with B - 3 checkpoint slots (the input x_0, the gradient, and the value being produced take the other
-// three), as the DTR paper's simulator does. A run that passes 50 N recomputations is stopped ("thrash").
+// three), as the DTR paper's simulator does. A run that passes 50 N recomputations a pass is stopped
+// ("thrash"). With --chain-passes P the program runs P passes in one runtime and the last is counted: the
+// steady state of a training loop, where `forecast` knows the pass before.
 //
 // Random DAGs: a forward pass where each step reads the previous value and, with probability 1/2, one of the
 // 8 before it (skip connections), tensors of 1 to 4 KiB; then a backward pass reading each forward value
@@ -91,23 +93,35 @@ Outcome measure(dtr::Config config, std::uint64_t cap, Program program) {
   return out;
 }
 
-Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std::string& heuristic) {
+// `passes` times the chain's forward and backward, each pass from a fresh input once the last one's values
+// are gone, as training repeats its step; the recomputations reported are the last pass's (Revolve's
+// optimum is per pass), so a heuristic that forecasts from earlier passes shows its steady state.
+Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std::string& heuristic, int passes) {
   std::optional<std::uint64_t> budget;
   if (budget_tensors) budget = *budget_tensors * kChainElements * sizeof(float);
-  const auto cap = static_cast<std::uint64_t>(kThrashFactor * n);
-  return measure(config_for(budget, heuristic), cap, [n](dtr::Runtime& rt, auto&& thrashing) {
-    std::vector<Tensor> x;
-    x.push_back(rt.constant(dtr::TensorMeta{{kChainElements}}, std::vector<float>(kChainElements, 1.0f)));
-    for (int i = 0; i < n; ++i) x.push_back(rt.call1(dtr::ops::relu(), {x.back()}));
-    Tensor g = x.back();
-    x.pop_back();
-    for (int i = n - 1; i >= 0; --i) {
-      g = rt.call1(dtr::ops::add(), {g, x[static_cast<std::size_t>(i)]});
+  const auto cap = static_cast<std::uint64_t>(kThrashFactor * n * passes);
+  std::uint64_t before_last_pass = 0;
+  Outcome out = measure(config_for(budget, heuristic), cap, [&](dtr::Runtime& rt, auto&& thrashing) {
+    Tensor result;
+    for (int pass = 0; pass < passes; ++pass) {
+      before_last_pass = rt.stats().rematerializations;
+      std::vector<Tensor> x;
+      x.push_back(rt.constant(dtr::TensorMeta{{kChainElements}}, std::vector<float>(kChainElements, 1.0f)));
+      for (int i = 0; i < n; ++i) x.push_back(rt.call1(dtr::ops::relu(), {x.back()}));
+      Tensor g = x.back();
       x.pop_back();
-      if (thrashing()) return Tensor();
+      for (int i = n - 1; i >= 0; --i) {
+        g = rt.call1(dtr::ops::add(), {g, x[static_cast<std::size_t>(i)]});
+        x.pop_back();
+        if (thrashing()) return Tensor();
+      }
+      g.to_host();  // the pass's result read; then its lineage goes with it
+      if (pass + 1 == passes) result = g;
     }
-    return g;
+    return result;
   });
+  if (out.feasible && !out.thrashed) out.recomputations -= before_last_pass;
+  return out;
 }
 
 // A random DAG program with tensors of 1 to `max_kib` KiB; the same seed is the same program.
@@ -153,13 +167,13 @@ std::string cell(const Outcome& o) {
   return std::to_string(o.recomputations);
 }
 
-void chain_table(int n, const std::vector<std::string>& heuristics) {
+void chain_table(int n, int passes, const std::vector<std::string>& heuristics) {
   // The smallest budget (in tensors) at which any heuristic finishes.
   std::uint64_t smallest = 3;
   while (smallest < static_cast<std::uint64_t>(n)) {
     bool any = false;
     for (const std::string& h : heuristics) {
-      const Outcome o = run_chain(n, smallest, h);
+      const Outcome o = run_chain(n, smallest, h, passes);
       if (o.feasible && !o.thrashed) {
         any = true;
         break;
@@ -176,9 +190,11 @@ void chain_table(int n, const std::vector<std::string>& heuristics) {
   if (std::find(budgets.begin(), budgets.end(), root) == budgets.end() && root > smallest) budgets.push_back(root);
   std::sort(budgets.begin(), budgets.end());
 
-  std::printf("\n### Unit chain, N = %d\n\nRecomputations (closures replayed) per budget; in brackets, the ratio to "
+  const std::string repeated =
+      passes == 1 ? std::string() : ", pass " + std::to_string(passes) + " of " + std::to_string(passes);
+  std::printf("\n### Unit chain, N = %d%s\n\nRecomputations (closures replayed) per budget; in brackets, the ratio to "
               "Revolve's optimum with budget − 3 slots. Smallest budget any heuristic finishes: %llu tensors.\n\n",
-              n, static_cast<unsigned long long>(smallest));
+              n, repeated.c_str(), static_cast<unsigned long long>(smallest));
   std::printf("| budget (tensors) | Revolve |");
   for (const std::string& h : heuristics) std::printf(" %s |", h.c_str());
   std::printf("\n|---:|---:|");
@@ -188,7 +204,7 @@ void chain_table(int n, const std::vector<std::string>& heuristics) {
     const double optimum = revolve_recomputations(n, static_cast<int>(b) - 3);
     std::printf("| %llu | %.0f |", static_cast<unsigned long long>(b), optimum);
     for (const std::string& h : heuristics) {
-      const Outcome o = run_chain(n, b, h);
+      const Outcome o = run_chain(n, b, h, passes);
       if (o.feasible && !o.thrashed && optimum > 0) {
         std::printf(" %s (%.2f) |", cell(o).c_str(), static_cast<double>(o.recomputations) / optimum);
       } else {
@@ -260,6 +276,7 @@ void device_tables(int dags, int steps, const std::vector<std::string>& heuristi
 int main(int argc, char** argv) {
   CLI::App app{"Recomputations per eviction heuristic: the unit chain against Revolve, and random DAGs"};
   std::vector<int> chains = {1600, 10000};
+  int chain_passes = 1;
   int dags = 4;
   int device_dags = 2;
   int steps = 400;
@@ -267,6 +284,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> device_heuristics = {"dtr", "dtr+window", "dtr-eq", "dtr-eq+window", "dtr-local", "window",
                                                 "lru", "lru+window"};
   app.add_option("--chain", chains, "chain lengths")->check(CLI::PositiveNumber);
+  app.add_option("--chain-passes", chain_passes,
+                 "forward and backward passes of each chain, as training repeats its step; the last is counted")
+      ->check(CLI::Range(1, 100));
   app.add_option("--dags", dags, "number of random DAGs (bytes budgets)")->check(CLI::NonNegativeNumber);
   app.add_option("--device-dags", device_dags, "number of random DAGs under device budgets")
       ->check(CLI::NonNegativeNumber);
@@ -285,7 +305,7 @@ int main(int argc, char** argv) {
   std::erase_if(heuristics, [](const std::string& h) {
     return dtr::heuristics::make_heuristic(h)->fragmentation_aware();
   });
-  for (int n : chains) chain_table(n, heuristics);
+  for (int n : chains) chain_table(n, chain_passes, heuristics);
   dag_tables(dags, steps, heuristics);
   device_tables(device_dags, steps, device_heuristics);
   return 0;

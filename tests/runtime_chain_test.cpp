@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "heuristics/revolve.h"
 #include "test_resources.h"
@@ -63,6 +64,50 @@ TEST(RuntimeChain, TwoSqrtNBudgetStaysLinear) {
     EXPECT_LE(run.total_ops, 4u * static_cast<std::uint64_t>(n)) << "n = " << n;  // 2n without any eviction
     EXPECT_GT(run.rematerializations, 0u);
   }
+}
+
+// The chain `passes` times in one runtime, each pass from a fresh input once the last pass's values are gone
+// (as training repeats its step): the recomputations of each pass.
+std::vector<std::uint64_t> recomputations_per_pass(int n, std::uint64_t budget_tensors, const char* heuristic,
+                                                   int passes) {
+  constexpr std::int64_t kElements = 1024;
+  Runtime rt(deterministic_config(budget_tensors * kElements * sizeof(float), BudgetMode::bytes, heuristic));
+  std::vector<std::uint64_t> per_pass;
+  for (int pass = 0; pass < passes; ++pass) {
+    const std::uint64_t before = rt.stats().rematerializations;
+    std::vector<Tensor> x;
+    x.push_back(rt.constant(TensorMeta{{kElements}}, std::vector<float>(kElements, 1.0f)));
+    for (int i = 0; i < n; ++i) x.push_back(rt.call1(ops::relu(), {x.back()}));
+    Tensor g = x.back();
+    x.pop_back();
+    for (int i = n - 1; i >= 0; --i) {
+      g = rt.call1(ops::add(), {g, x[static_cast<std::size_t>(i)]});
+      x.pop_back();
+    }
+    EXPECT_EQ(g.to_host_as<float>().at(0), static_cast<float>(n + 1)) << heuristic << ", pass " << pass;
+    per_pass.push_back(rt.stats().rematerializations - before);
+  }
+  return per_pass;
+}
+
+// `forecast` replaces staleness by the next use the pass before forecasts: from the second pass on it
+// recomputes less than in the first, where it decides as dtr-eq does, and less than dtr-eq, which learns
+// nothing. docs/results/heuristic-quality.md has the full tables (dtr-bench-heuristic-quality --chain-passes).
+TEST(RuntimeChain, ForecastRecomputesLessOnceAPassHasBeenSeen) {
+  const std::vector<std::uint64_t> eq = recomputations_per_pass(400, 10, "dtr-eq", 3);
+  const std::vector<std::uint64_t> forecast = recomputations_per_pass(400, 10, "forecast", 3);
+  EXPECT_EQ(eq[1], eq[0]);
+  EXPECT_EQ(eq[2], eq[0]);
+  EXPECT_EQ(forecast[0], eq[0]);
+  EXPECT_LT(forecast[1], eq[1]);
+  EXPECT_EQ(forecast[2], forecast[1]);  // the steady state: pass 2 forecasts pass 3 as pass 1 did pass 2
+  EXPECT_GE(static_cast<double>(forecast[1]), revolve_recomputations(400, 10 - 3));
+  std::printf("chain n=400 budget 10 tensors, recomputations per pass: dtr-eq %llu %llu %llu, forecast %llu %llu "
+              "%llu; Revolve %.0f\n",
+              static_cast<unsigned long long>(eq[0]), static_cast<unsigned long long>(eq[1]),
+              static_cast<unsigned long long>(eq[2]), static_cast<unsigned long long>(forecast[0]),
+              static_cast<unsigned long long>(forecast[1]), static_cast<unsigned long long>(forecast[2]),
+              revolve_recomputations(400, 10 - 3));
 }
 
 }  // namespace
