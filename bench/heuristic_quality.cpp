@@ -10,9 +10,9 @@
 // every tensor 4 KiB, every op the same cost (cost model flops), clock ops, budget mode bytes, so a budget of
 // B tensors is B * 4 KiB. Recomputations are closures replayed; Revolve's optimum for the same chain is taken
 // with B - 3 checkpoint slots (the input x_0, the gradient, and the value being produced take the other
-// three), as the DTR paper's simulator does. A run that passes 50 N recomputations a pass is stopped
-// ("thrash"). With --chain-passes P the program runs P passes in one runtime and the last is counted: the
-// steady state of a training loop, where `forecast` knows the pass before.
+// three), as the DTR paper's simulator does. A run that passes 50 N recomputations (50 N P over all its
+// passes) is stopped ("thrash"). With --chain-passes P the program runs P passes in one runtime and the last
+// is counted: the steady state of a training loop, where `forecast` knows the pass before.
 //
 // Random DAGs: a forward pass where each step reads the previous value and, with probability 1/2, one of the
 // 8 before it (skip connections), tensors of 1 to 4 KiB; then a backward pass reading each forward value
