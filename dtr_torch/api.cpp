@@ -80,10 +80,7 @@ std::shared_ptr<Runtime> default_runtime() {
 at::Tensor checkpoint(const at::Tensor& tensor, const std::shared_ptr<Runtime>& runtime) {
   DTR_CHECK(tensor.defined(), InvalidArgument, "dtr::torch::checkpoint: the tensor is undefined");
   if (wrapped(tensor) != nullptr) return tensor;
-  DTR_CHECK(runtime != nullptr, InvalidArgument, "dtr::torch::checkpoint: the runtime is null");
-  DTR_CHECK(runtime->config().device.kind == DeviceKind::cpu, InvalidArgument,
-            "dtr::torch::checkpoint: the runtime runs on ", runtime->config().device.to_string(),
-            "; dtr-torch wraps CPU tensors in a CPU runtime");
+  detail::check_cpu_runtime("dtr::torch::checkpoint", runtime);
   DTR_CHECK(tensor.device().is_cpu() && tensor.layout() == c10::kStrided, InvalidArgument,
             "dtr::torch::checkpoint: only strided CPU tensors can be wrapped; this one is ", tensor.toString(),
             " on ", tensor.device().str());

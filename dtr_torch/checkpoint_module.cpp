@@ -24,10 +24,7 @@ void check_mirrorable(const char* kind, const std::string& name, const at::Tenso
 }  // namespace
 
 std::uint64_t checkpoint_module(::torch::nn::Module& module, const std::shared_ptr<Runtime>& runtime) {
-  DTR_CHECK(runtime != nullptr, InvalidArgument, "dtr::torch::checkpoint_module: the runtime is null");
-  DTR_CHECK(runtime->config().device.kind == DeviceKind::cpu, InvalidArgument,
-            "dtr::torch::checkpoint_module: the runtime runs on ", runtime->config().device.to_string(),
-            "; dtr-torch holds CPU tensors in a CPU runtime");
+  detail::check_cpu_runtime("dtr::torch::checkpoint_module", runtime);
   const auto parameters = module.named_parameters(/*recurse=*/true);
   const auto buffers = module.named_buffers(/*recurse=*/true);
   const std::pair<const char*, const decltype(parameters)*> kinds[] = {{"parameter", &parameters}, {"buffer", &buffers}};

@@ -5,7 +5,9 @@
 #include <memory>
 #include <span>
 
+#include "dtr/check.h"
 #include "dtr/computation.h"
+#include "dtr/config.h"
 #include "dtr/error.h"
 
 namespace dtr::torch::detail {
@@ -55,6 +57,12 @@ void WrappedTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorIm
               "(dtr::torch::checkpoint)");
   group_ = other->group_;
   set_layout(other->layout());
+}
+
+void check_cpu_runtime(std::string_view caller, const std::shared_ptr<Runtime>& runtime) {
+  DTR_CHECK(runtime != nullptr, InvalidArgument, caller, ": the runtime is null");
+  DTR_CHECK(runtime->config().device.kind == DeviceKind::cpu, InvalidArgument, caller, ": the runtime runs on ",
+            runtime->config().device.to_string(), "; dtr-torch holds CPU tensors in a CPU runtime");
 }
 
 WrappedTensorImpl* wrapped(const at::Tensor& t) {

@@ -9,6 +9,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include <memory>
+#include <string_view>
 
 #include "dtr/runtime.h"
 
@@ -51,6 +52,8 @@ class WrappedTensorImpl final : public c10::TensorImpl {
   std::shared_ptr<AliasGroup> group_;
 };
 
+// InvalidArgument naming `caller` unless `runtime` can hold dtr-torch's tensors: not null, on the CPU.
+void check_cpu_runtime(std::string_view caller, const std::shared_ptr<Runtime>& runtime);
 // The wrapper behind `t`, or nullptr for any other tensor.
 WrappedTensorImpl* wrapped(const at::Tensor& t);
 // A new wrapper over `group` with `layout`.

@@ -90,23 +90,26 @@ void Runtime::Impl::evict(Storage& s) {
   heuristic_upkeep([&] { heuristic->on_evict(s); });
 }
 
+void Runtime::Impl::build_index() {
+  if (config.search != EvictionSearch::index || config.size_floor != 0) return;  // a size floor filters: it scans
+  index = heuristics::make_candidate_index(*heuristic);
+  if (!index) return;  // scores that need a scan (random)
+  std::vector<Storage*> candidates;
+  for (Storage* s : recomputable) {
+    if (candidate(*s)) candidates.push_back(s);
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Storage* a, const Storage* b) { return a->candidate_since < b->candidate_since; });
+  for (Storage* s : candidates) index->add(*s, index_clocks());
+}
+
 // A smaller budget evicts what it must at once; a budget nothing evictable can reach is an OutOfMemory and
 // leaves the old one (with what was evicted meanwhile evicted).
 void Runtime::Impl::set_budget(std::optional<std::uint64_t> bytes) {
   DTR_CHECK(!bytes || *bytes > 0, InvalidArgument,
             "set_memory_budget: a budget of 0 bytes holds nothing; pass nullopt for no budget");
   const CurrentOp running(*this, "set_memory_budget");
-  if (bytes && !index && config.search == EvictionSearch::index && config.size_floor == 0) {
-    // Without a budget no index was kept: build it from the candidates, in the order they became candidates.
-    index = heuristics::make_candidate_index(*heuristic);  // none where scores need a scan (random)
-    std::vector<Storage*> candidates;
-    for (Storage* s : recomputable) {
-      if (index && candidate(*s)) candidates.push_back(s);
-    }
-    std::sort(candidates.begin(), candidates.end(),
-              [](const Storage* a, const Storage* b) { return a->candidate_since < b->candidate_since; });
-    for (Storage* s : candidates) index->add(*s, index_clocks());
-  }
+  if (bytes && !index) build_index();  // without a budget none was kept
   if (config.budget_mode == BudgetMode::bytes || !allocator) {
     DTR_CHECK(config.budget_mode == BudgetMode::bytes || !bytes, ConfigError, "set_memory_budget: this runtime takes "
               "its buffers from ", memory_name(), " directly: only a bytes budget (Config::budget_mode) applies");

@@ -37,10 +37,7 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
                 (std::isfinite(*config.thrash_base_compute) && *config.thrash_base_compute >= 0),
             ConfigError, "Config::thrash_base_compute ", config.thrash_base_compute.value_or(0),
             " must be a finite, non-negative cost");
-  // Without a budget nothing is ever evicted: no index to keep. A size floor filters candidates: it scans.
-  if (config.memory_budget && config.search == EvictionSearch::index && config.size_floor == 0) {
-    index = heuristics::make_candidate_index(*heuristic);  // none where scores need a scan (random)
-  }
+  if (config.memory_budget) build_index();  // without a budget nothing is ever evicted: no index to keep
   CachingAllocatorOptions options = config.allocator;
   options.budget_bytes = config.budget_mode == BudgetMode::device ? config.memory_budget : std::nullopt;
   // Kernels run where the memory is; over simulated memory only replayed ops run, and they touch nothing.

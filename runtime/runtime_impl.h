@@ -194,6 +194,10 @@ struct Runtime::Impl final : Reclaimer {
   void allocate(Storage& s);
   void release_buffer(Storage& s);
   void set_budget(std::optional<std::uint64_t> bytes);
+  // Keeps the candidates in an index from now on, those there are already in the order they became
+  // candidates; none where decisions scan (DTR_SEARCH=scan, a size floor, a heuristic whose scores need a
+  // scan: random).
+  void build_index();
   void evict(Storage& s);
   // Runs `upkeep` (the heuristic keeping its scores: a new candidate's, an eviction's, a rematerialization's, a
   // death's) and counts its time as search time (RuntimeStats::search_ns), under a budget only (without one

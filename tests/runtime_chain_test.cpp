@@ -28,22 +28,33 @@ struct ChainRun {
   std::uint64_t rematerializations = 0;
 };
 
-// x_{i+1} = relu(x_i) for i < n; then g_{i} = add(g_{i+1}, x_i) for i = n-1 .. 0, dropping x_i once read.
-ChainRun run_chain(int n, std::uint64_t budget_tensors, const char* heuristic) {
-  constexpr std::int64_t kElements = 1024;  // 4 KiB tensors
-  Runtime rt(deterministic_config(budget_tensors * kElements * sizeof(float), BudgetMode::bytes, heuristic));
+constexpr std::int64_t kElements = 1024;  // 4 KiB tensors
+
+// One pass in `rt`: x_{i+1} = relu(x_i) for i < n; then g_{i} = add(g_{i+1}, x_i) for i = n-1 .. 0, dropping
+// x_i once read. `forward_done` is told when the forward pass is over; returns g_0 (= n + 1 everywhere).
+template <typename AfterForward>
+Tensor chain_pass(Runtime& rt, int n, AfterForward&& forward_done) {
   std::vector<Tensor> x;
   x.push_back(rt.constant(TensorMeta{{kElements}}, std::vector<float>(kElements, 1.0f)));
   for (int i = 0; i < n; ++i) x.push_back(rt.call1(ops::relu(), {x.back()}));
-  ChainRun run;
-  run.forward_ops = rt.stats().ops;
+  forward_done();
   Tensor g = x.back();
   x.pop_back();
   for (int i = n - 1; i >= 0; --i) {
     g = rt.call1(ops::add(), {g, x[static_cast<std::size_t>(i)]});
     x.pop_back();
   }
-  g.to_host();
+  return g;
+}
+
+Runtime chain_runtime(std::uint64_t budget_tensors, const char* heuristic) {
+  return Runtime(deterministic_config(budget_tensors * kElements * sizeof(float), BudgetMode::bytes, heuristic));
+}
+
+ChainRun run_chain(int n, std::uint64_t budget_tensors, const char* heuristic) {
+  Runtime rt = chain_runtime(budget_tensors, heuristic);
+  ChainRun run;
+  chain_pass(rt, n, [&] { run.forward_ops = rt.stats().ops; }).to_host();
   const RuntimeStats s = rt.stats();
   run.rematerializations = s.rematerializations;
   run.total_ops = s.ops + s.rematerializations;
@@ -70,20 +81,11 @@ TEST(RuntimeChain, TwoSqrtNBudgetStaysLinear) {
 // (as training repeats its step): the recomputations of each pass.
 std::vector<std::uint64_t> recomputations_per_pass(int n, std::uint64_t budget_tensors, const char* heuristic,
                                                    int passes) {
-  constexpr std::int64_t kElements = 1024;
-  Runtime rt(deterministic_config(budget_tensors * kElements * sizeof(float), BudgetMode::bytes, heuristic));
+  Runtime rt = chain_runtime(budget_tensors, heuristic);
   std::vector<std::uint64_t> per_pass;
   for (int pass = 0; pass < passes; ++pass) {
     const std::uint64_t before = rt.stats().rematerializations;
-    std::vector<Tensor> x;
-    x.push_back(rt.constant(TensorMeta{{kElements}}, std::vector<float>(kElements, 1.0f)));
-    for (int i = 0; i < n; ++i) x.push_back(rt.call1(ops::relu(), {x.back()}));
-    Tensor g = x.back();
-    x.pop_back();
-    for (int i = n - 1; i >= 0; --i) {
-      g = rt.call1(ops::add(), {g, x[static_cast<std::size_t>(i)]});
-      x.pop_back();
-    }
+    const Tensor g = chain_pass(rt, n, [] {});
     EXPECT_EQ(g.to_host_as<float>().at(0), static_cast<float>(n + 1)) << heuristic << ", pass " << pass;
     per_pass.push_back(rt.stats().rematerializations - before);
   }
