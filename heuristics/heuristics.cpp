@@ -1,6 +1,6 @@
 // The DTR family of eviction heuristics (design section 5): the simpler ones the DTR paper compares h_DTR
 // with, and the names that make them all. h_DTR with the exact evicted neighbourhood and h_MSPS are in
-// walking.cpp, the union-find approximation h_DTR^eq in dtr_eq.cpp.
+// walking.cpp, the union-find approximation h_DTR^eq in dtr_eq.cpp, h_forecast in forecast.cpp.
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -9,6 +9,7 @@
 
 #include "dtr/check.h"
 #include "heuristics/dtr_eq.h"
+#include "heuristics/forecast.h"
 #include "heuristics/heuristic.h"
 #include "heuristics/walking.h"
 
@@ -93,30 +94,6 @@ class WindowHeuristic final : public DelegatingHeuristic {
   std::string name_;
 };
 
-// h_forecast = (c0 + Σ c0 over e*(t)) / (m·d): h_DTR^eq with staleness replaced by d, the program ops until
-// the storage's forecast next use (StorageView::forecast_distance; its staleness where nothing is forecast):
-// Belady's rule weighed by what eviction costs. A value the program has not read yet though its forecast says
-// it will is a last resort: it was made to be read, and its cost now misses what its lineage will cost once
-// its inputs are released (docs/heuristics.md). Scores move with the clock in both directions (a forecast use
-// comes nearer) and run on two clocks (program ops, and all ops for staleness), so the kinetic heap alone
-// cannot keep them: the forecast index does (heuristics/forecast_index.h). h_DTR^eq keeps the classes.
-class ForecastHeuristic final : public DelegatingHeuristic {
- public:
-  ForecastHeuristic() : DelegatingHeuristic(make_dtr_eq_heuristic()) {}
-  std::string name() const override { return "forecast"; }
-  bool indexable() const override { return false; }
-  bool forecast_indexable() const override { return true; }
-  bool reads_forecasts() const override { return true; }
-  double score(StorageView& s, std::uint64_t /*now*/) override {
-    return base().key(s).a / std::max(s.forecast_distance(), 1.0);
-  }
-  bool last_resort(StorageView& s) override { return s.forecast_unread(); }
-  ForecastKey forecast_key(StorageView& s) override {
-    return ForecastKey{base().key(s).a, s.forecast_deadline(), static_cast<double>(s.last_use_op()) - 1.0,
-                       s.forecast_unread()};
-  }
-};
-
 constexpr std::string_view kWindowSuffix = "+window";
 
 std::unique_ptr<Heuristic> make_plain_heuristic(std::string_view name) {
@@ -126,7 +103,7 @@ std::unique_ptr<Heuristic> make_plain_heuristic(std::string_view name) {
   if (name == "lru") return std::make_unique<LruHeuristic>();
   if (name == "size") return std::make_unique<SizeHeuristic>();
   if (name == "msps") return make_msps_heuristic();
-  if (name == "forecast") return std::make_unique<ForecastHeuristic>();
+  if (name == "forecast") return make_forecast_heuristic();
   if (name == "random") return std::make_unique<RandomHeuristic>(kDefaultRandomSeed);
   if (name.starts_with("random:")) {
     const std::string_view digits = name.substr(7);

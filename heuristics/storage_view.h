@@ -1,7 +1,7 @@
 // What a heuristic may know of a storage: a narrow view, so that heuristics are unit-tested on hand-built
 // graphs and know nothing of tensors, closures or kernels. Its virtual accessors only read; its public
-// scratch fields are written: heuristic_slot, heuristic_mark and heuristic_sum by the heuristics, index_handle by the
-// eviction index. The runtime's Storage implements it; tests implement it with a few fields.
+// scratch fields are written: heuristic_slot, walk_slot, heuristic_mark and heuristic_sum by the heuristics,
+// index_handle by the eviction index. The runtime's Storage implements it; tests implement it with a few fields.
 #pragma once
 
 #include <cstddef>
@@ -64,10 +64,13 @@ class StorageView {
   // ... and those whose recomputation reads it (the outputs of the closures that take it as input).
   virtual void for_each_dependent(NeighbourVisitor visit) = 0;
 
-  // Scratch for the heuristic that owns the runtime's decisions (h_DTR^eq's union-find node, h_DTR's list of
-  // evicted readers) ...
+  // Scratch for the heuristics that own the runtime's decisions: h_DTR^eq's union-find node ...
   void* heuristic_slot = nullptr;
-  // ... and for its graph walks (the walk that last reached this storage) ...
+  // ... h_DTR's and h_MSPS's list of evicted readers (apart, as `forecast` keeps both h_DTR^eq's classes and
+  // h_DTR's walks) ...
+  void* walk_slot = nullptr;
+  // ... and for their graph walks (the walk that last reached this storage; h_DTR^eq counts its marks up from
+  // 1, the walks from 2^63, so that one storage can carry both) ...
   std::uint64_t heuristic_mark = 0;
   // ... and, while resident, the summed cost of the evicted classes next to it (h_DTR^eq keeps it current on
   // every lineage event, so that a score never walks the storage's dependents).

@@ -12,7 +12,7 @@
 namespace dtr::heuristics {
 namespace {
 
-// What h_DTR keeps about a storage (in its heuristic_slot): the evicted storages whose producer reads it, so
+// What h_DTR keeps about a storage (in its walk_slot): the evicted storages whose producer reads it, so
 // that a dependents' side walks those alone rather than every reader (a weight read by each step of an
 // unrolled RNN has thousands, nearly all resident); and, while the storage is evicted itself, where it is
 // listed in its inputs' records, so that it leaves them in O(1) when it comes back or dies.
@@ -29,7 +29,7 @@ struct Readers {
 // at the count's worth beyond: more of a hub's readers evicted never makes the hub look cheaper. An event at s can change only the
 // scores whose walks reach s, and notify_region finds a superset of them by walking the other way (each walk
 // keeps one direction), so the eviction index stays equal to a scan.
-class WalkingHeuristic : public Heuristic {
+class WalkingHeuristic : public EvictedNeighbourhood {
  public:
   explicit WalkingHeuristic(bool dependents) : dependents_(dependents) {}
   bool scores_walk_lineage() const override { return true; }
@@ -45,30 +45,34 @@ class WalkingHeuristic : public Heuristic {
   void on_destroy(StorageView& s) override {
     if (dependents_) unlist(s);  // only an evicted storage is listed; a resident one's list is empty
     if (s.evicted()) notify_region(s);
-    if (s.heuristic_slot != nullptr) {  // nothing reads a dying storage: its list of evicted readers is empty
-      Readers* record = static_cast<Readers*>(s.heuristic_slot);
+    if (s.walk_slot != nullptr) {  // nothing reads a dying storage: its list of evicted readers is empty
+      Readers* record = static_cast<Readers*>(s.walk_slot);
       record->evicted.clear();
       free_.push_back(record);
-      s.heuristic_slot = nullptr;
+      s.walk_slot = nullptr;
     }
   }
   std::size_t live_slots() const override { return records_.size() - free_.size(); }
 
  protected:
   // c0 summed over the evicted storages the walks from `s` count (not `s`'s own).
-  double evicted_reach_cost(StorageView& s) {
+  double evicted_reach_cost(StorageView& s) { return reach(s).cost; }
+
+ public:
+  EvictedReach reach(StorageView& s) override {
     const std::uint64_t mark = next_mark();
     s.heuristic_mark = mark;
-    double cost = reach_one_way(s, /*inputs=*/true, mark);
-    if (dependents_) cost += reach_one_way(s, /*inputs=*/false, mark);
-    return cost;
+    EvictedReach result;
+    reach_one_way(s, /*inputs=*/true, mark, result);
+    if (dependents_) reach_one_way(s, /*inputs=*/false, mark, result);
+    return result;
   }
 
  private:
   std::uint64_t next_mark() { return ++marks_; }
 
   Readers& record(StorageView& s) {
-    if (s.heuristic_slot == nullptr) {
+    if (s.walk_slot == nullptr) {
       Readers* r = nullptr;
       if (free_.empty()) {
         r = &records_.emplace_back();
@@ -76,9 +80,9 @@ class WalkingHeuristic : public Heuristic {
         r = free_.back();
         free_.pop_back();
       }
-      s.heuristic_slot = r;
+      s.walk_slot = r;
     }
-    return *static_cast<Readers*>(s.heuristic_slot);
+    return *static_cast<Readers*>(s.walk_slot);
   }
 
   // `s` was evicted: each distinct input lists it among its evicted readers (an op may read one storage
@@ -97,22 +101,24 @@ class WalkingHeuristic : public Heuristic {
 
   // `s` is resident again, or dying: its inputs stop listing it (swap-remove; the moved entry learns where).
   void unlist(StorageView& s) {
-    if (s.heuristic_slot == nullptr) return;
-    Readers& mine = *static_cast<Readers*>(s.heuristic_slot);
+    if (s.walk_slot == nullptr) return;
+    Readers& mine = *static_cast<Readers*>(s.walk_slot);
     for (const auto& [in, at] : mine.listed_in) {
-      std::vector<StorageView*>& list = static_cast<Readers*>(in->heuristic_slot)->evicted;
+      std::vector<StorageView*>& list = static_cast<Readers*>(in->walk_slot)->evicted;
       StorageView* moved = list.back();
       list[at] = moved;
       list.pop_back();
       if (moved == &s) continue;
-      for (auto& [listed, position] : static_cast<Readers*>(moved->heuristic_slot)->listed_in) {
+      for (auto& [listed, position] : static_cast<Readers*>(moved->walk_slot)->listed_in) {
         if (listed == in) position = at;
       }
     }
     mine.listed_in.clear();
   }
 
-  double reach_one_way(StorageView& s, bool inputs, std::uint64_t mark) {
+  // Adds one side's walk to `result`: its cost, and whether it stopped at a bound with evicted storages beyond
+  // (the count reached, or evicted storages one hop past the last level).
+  void reach_one_way(StorageView& s, bool inputs, std::uint64_t mark, EvictedReach& result) {
     double total = 0;
     std::size_t counted = 0;
     double level_cost = 0;
@@ -125,30 +131,39 @@ class WalkingHeuristic : public Heuristic {
       level_.push_back(&n);
       full = counted + level_.size() == kWalkCount;
     };
-    auto expand = [&](StorageView& n) {
+    auto expand = [&](StorageView& n, auto& f) {
       if (inputs) {
-        n.for_each_input(visit);
-      } else if (n.heuristic_slot != nullptr) {
-        for (StorageView* reader : static_cast<Readers*>(n.heuristic_slot)->evicted) {
+        n.for_each_input(f);
+      } else if (n.walk_slot != nullptr) {
+        for (StorageView* reader : static_cast<Readers*>(n.walk_slot)->evicted) {
           if (full) break;  // a hub's thousands of evicted readers end the walk after kWalkCount
-          visit(*reader);
+          f(*reader);
         }
       }
     };
-    expand(s);
+    expand(s, visit);
     for (int depth = 1; !level_.empty(); ++depth) {
       total += level_cost;
       counted += level_.size();
+      if (full) result.complete = false;
       if (full || depth == kWalkDepth) break;
       level_cost = 0;
       next_level_.clear();
       std::swap(level_, next_level_);  // visit() fills level_ with the next depth
       for (StorageView* n : next_level_) {
         if (full) break;
-        expand(*n);
+        expand(*n, visit);
       }
     }
-    return total;
+    if (result.complete && !full && !level_.empty()) {  // at the last depth: is anything evicted beyond it?
+      bool beyond = false;
+      auto probe = [&](StorageView& n) { beyond = beyond || (n.evicted() && n.heuristic_mark != mark); };
+      for (StorageView* n : level_) {
+        if (!beyond) expand(*n, probe);
+      }
+      if (beyond) result.complete = false;
+    }
+    result.cost += total;
   }
 
   // Tells the listener about every resident storage whose score walk reaches `s`: those that reach it from
@@ -162,8 +177,9 @@ class WalkingHeuristic : public Heuristic {
     for (StorageView* r : dirty_) listener()->score_changed(*r);  // after the walks: listeners walk too
   }
 
-  // Adds to dirty_ the resident storages within kWalkDepth hops of `s` going one way through evicted storages
-  // (a superset of those whose bounded walks reach `s`).
+  // Adds to dirty_ the resident storages within kWalkDepth + 1 hops of `s` going one way through evicted
+  // storages: a superset of those whose bounded walks reach `s`, or whose completeness (EvictedReach) looks
+  // one hop past the last level at `s`.
   void collect_reaching(StorageView& s, bool down) {
     const std::uint64_t mark = next_mark();
     s.heuristic_mark = mark;
@@ -173,8 +189,8 @@ class WalkingHeuristic : public Heuristic {
       n.heuristic_mark = mark;
       (n.evicted() ? level_ : dirty_).push_back(&n);
     };
-    // Depth d expands the storages d hops away: resident ones up to kWalkDepth hops are reached.
-    for (int depth = 0; depth < kWalkDepth && !level_.empty(); ++depth) {
+    // Depth d expands the storages d hops away: resident ones up to kWalkDepth + 1 hops are reached.
+    for (int depth = 0; depth <= kWalkDepth && !level_.empty(); ++depth) {
       next_level_.clear();
       std::swap(level_, next_level_);
       for (StorageView* n : next_level_) {
@@ -188,7 +204,7 @@ class WalkingHeuristic : public Heuristic {
   }
 
   const bool dependents_;
-  std::uint64_t marks_ = 0;
+  std::uint64_t marks_ = std::uint64_t{1} << 63;  // apart from h_DTR^eq's marks (forecast holds both)
   std::deque<Readers> records_;  // stable addresses; freed records are reused
   std::vector<Readers*> free_;
   std::vector<StorageView*> dirty_;
@@ -218,6 +234,7 @@ class MspsHeuristic final : public WalkingHeuristic {
 }  // namespace
 
 std::unique_ptr<Heuristic> make_dtr_heuristic() { return std::make_unique<DtrHeuristic>(); }
+std::unique_ptr<EvictedNeighbourhood> make_dtr_neighbourhood() { return std::make_unique<DtrHeuristic>(); }
 std::unique_ptr<Heuristic> make_msps_heuristic() { return std::make_unique<MspsHeuristic>(); }
 
 }  // namespace dtr::heuristics

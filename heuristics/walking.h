@@ -8,7 +8,23 @@
 
 namespace dtr::heuristics {
 
+// What the bounded walks from a storage find (h_DTR's e*): the summed c0 of the evicted storages they count,
+// and whether they counted all there are (neither side stopped at kWalkDepth hops with evicted storages one
+// hop further, nor at kWalkCount storages).
+struct EvictedReach {
+  double cost = 0;
+  bool complete = true;
+};
+
+// A heuristic whose events keep the walks' state (h_DTR's), and that answers the walks for another heuristic
+// built on it (`forecast`): its listener is told of every resident storage whose reach() an event changes.
+class EvictedNeighbourhood : public Heuristic {
+ public:
+  virtual EvictedReach reach(StorageView& storage) = 0;
+};
+
 std::unique_ptr<Heuristic> make_dtr_heuristic();
+std::unique_ptr<EvictedNeighbourhood> make_dtr_neighbourhood();
 std::unique_ptr<Heuristic> make_msps_heuristic();
 
 }  // namespace dtr::heuristics

@@ -26,9 +26,28 @@ class ForecastLineage {
  public:
   explicit ForecastLineage(std::uint64_t seed) : rng_(seed), heuristic_(heuristics::make_heuristic("forecast")) {}
 
-  void run(int steps) {
+  // `chain`: first a chain of `chain` storages whose middle is evicted (runs longer than the walks' bounds,
+  // where the scores fall back to classes), then the random steps.
+  void run(int steps, int chain = 0) {
     heuristics::ForecastIndex index(*heuristic_);
     index_ = &index;
+    for (int k = 0; k < chain; ++k) {
+      FakeStorage* last = live_.empty() ? nullptr : live_.back().get();
+      FakeStorage& s = *live_.emplace_back(make());
+      if (last != nullptr) {
+        s.inputs.push_back(last);
+        last->dependents.push_back(&s);
+        add(s);
+      }
+    }
+    std::vector<FakeStorage*> middle;
+    for (int k = chain / 8; k < chain - chain / 8; ++k) middle.push_back(live_[static_cast<std::size_t>(k)].get());
+    std::shuffle(middle.begin(), middle.end(), rng_);
+    for (FakeStorage* s : middle) {
+      evict(*s);
+      check(-1);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
     for (int step = 0; step < steps; ++step) {
       act();
       check(step);
@@ -75,6 +94,21 @@ class ForecastLineage {
     std::erase_if(live_, [&](const auto& p) { return p.get() == &s; });
   }
 
+  // A new storage, read by nobody yet, with none to three forecast uses ahead (none: its staleness decides),
+  // close together or far apart.
+  std::unique_ptr<FakeStorage> make() {
+    auto s = std::make_unique<FakeStorage>();
+    s->c0 = static_cast<double>(1 + rng_() % 8);
+    s->size = 1 + rng_() % 4;
+    s->last = ops_;
+    s->last_op = ops_;
+    s->program_clock = &program_;
+    s->ops_clock = &ops_;
+    const unsigned uses = static_cast<unsigned>(rng_() % 4);
+    for (std::uint64_t t = program_, k = 0; k < uses; ++k) s->forecast_uses.push_back(t += 1 + rng_() % 30);
+    return s;
+  }
+
   void act() {
     // The ops clock runs through recomputations, the program clock only through the program's own ops.
     const std::uint64_t ticks = rng_() % 3;
@@ -82,18 +116,9 @@ class ForecastLineage {
     if (rng_() % 2 == 0) program_ += rng_() % 3 == 0 ? rng_() % 40 : ticks;  // sometimes past many deadlines
     const unsigned action = static_cast<unsigned>(rng_() % 13);
     if (action < 3 || live_.size() < 4) {
-      auto s = std::make_unique<FakeStorage>();
-      s->c0 = static_cast<double>(1 + rng_() % 8);
-      s->size = 1 + rng_() % 4;
-      s->last = ops_;
-      s->last_op = ops_;
-      s->program_clock = &program_;
-      s->ops_clock = &ops_;
-      // None to three forecast uses ahead (none: its staleness decides), close together or far apart.
-      const unsigned uses = static_cast<unsigned>(rng_() % 4);
-      for (std::uint64_t t = program_, k = 0; k < uses; ++k) s->forecast_uses.push_back(t += 1 + rng_() % 30);
-      read_random_residents(*s, live_, rng_);
-      FakeStorage& added = *live_.emplace_back(std::move(s));
+      std::unique_ptr<FakeStorage> made = make();
+      read_random_residents(*made, live_, rng_);
+      FakeStorage& added = *live_.emplace_back(std::move(made));
       if (!added.inputs.empty()) add(added);
     } else if (action < 5) {  // the index's choice, as the runtime evicts
       if (heuristics::StorageView* chosen = index_->choose(clocks())) evict(static_cast<FakeStorage&>(*chosen));
@@ -168,6 +193,16 @@ TEST(ForecastIndex, ChoosesWhatAScanChoosesAsBothClocksRun) {
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     ForecastLineage(seed).run(2000);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Evicted runs longer than the walks' bounds (kWalkDepth hops): a score falls back to h_DTR^eq's classes
+// there, and an event one hop past a walk's last level changes which it uses.
+TEST(ForecastIndex, ChoosesWhatAScanChoosesBesideEvictedRunsLongerThanTheWalks) {
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ForecastLineage(seed).run(1500, /*chain=*/4 * heuristics::kWalkDepth);
     if (HasFatalFailure()) return;
   }
 }

@@ -7,11 +7,13 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "fake_storage.h"
 #include "heuristics/eviction_index.h"
 #include "heuristics/heuristic.h"
+#include "heuristics/walking.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -320,6 +322,81 @@ TEST(DtrHeuristic, UsesTheExactEvictedNeighbourhood) {
   // A rematerialized storage stops the walk.
   g.t[3].is_evicted = false;
   EXPECT_DOUBLE_EQ(h->score(g.t[5], 0), 1.0);
+}
+
+// A run of `evicted` evicted storages between two resident ones (all costs 1): head -> run... -> tail.
+struct EvictedRun {
+  std::vector<FakeStorage> t;
+  explicit EvictedRun(int evicted, heuristics::Heuristic& h) : t(static_cast<std::size_t>(evicted) + 2) {
+    for (std::size_t i = 1; i < t.size(); ++i) {
+      t[i].inputs.push_back(&t[i - 1]);
+      t[i - 1].dependents.push_back(&t[i]);
+    }
+    for (std::size_t i = 1; i + 1 < t.size(); ++i) {
+      t[i].is_evicted = true;
+      h.on_evict(t[i]);
+    }
+  }
+  FakeStorage& head() { return t.front(); }
+  FakeStorage& tail() { return t.back(); }
+};
+
+// The walks count kWalkDepth hops a side: complete while nothing evicted lies one hop further.
+TEST(DtrNeighbourhood, SaysWhetherItsWalksCountedTheWholeEvictedRegion) {
+  for (const int run : {heuristics::kWalkDepth, heuristics::kWalkDepth + 1}) {
+    SCOPED_TRACE("an evicted run of " + std::to_string(run));
+    auto walks = heuristics::make_dtr_neighbourhood();
+    EvictedRun r(run, *walks);
+    for (FakeStorage* end : {&r.head(), &r.tail()}) {
+      const heuristics::EvictedReach reach = walks->reach(*end);
+      EXPECT_EQ(reach.cost, static_cast<double>(heuristics::kWalkDepth));
+      EXPECT_EQ(reach.complete, run == heuristics::kWalkDepth);
+    }
+  }
+  // kWalkCount storages on one side: the count ends the walk, whatever lies beyond.
+  auto walks = heuristics::make_dtr_neighbourhood();
+  FakeStorage hub;
+  std::vector<FakeStorage> readers(heuristics::kWalkCount + 1);
+  for (FakeStorage& r : readers) {
+    r.inputs.push_back(&hub);
+    hub.dependents.push_back(&r);
+    r.is_evicted = true;
+    walks->on_evict(r);
+  }
+  EXPECT_FALSE(walks->reach(hub).complete);
+  readers.back().is_evicted = false;
+  walks->on_rematerialize(readers.back());
+  EXPECT_FALSE(walks->reach(hub).complete);  // exactly kWalkCount: counted to the bound
+  readers.front().is_evicted = false;
+  walks->on_rematerialize(readers.front());
+  const heuristics::EvictedReach reach = walks->reach(hub);
+  EXPECT_TRUE(reach.complete);
+  EXPECT_EQ(reach.cost, static_cast<double>(heuristics::kWalkCount - 1));
+}
+
+// forecast charges h_DTR's exact e* where the walks count all of it: beside classes that merged through a
+// storage since rematerialized, h_DTR^eq charges the whole class. Beyond the walks' bounds it charges the
+// class, which counts a long run in full.
+TEST(ForecastHeuristic, ChargesTheWalkedNeighbourhoodWhereItIsCompleteElseTheClass) {
+  auto forecast = heuristics::make_heuristic("forecast");
+  auto dtr_eq = heuristics::make_heuristic("dtr-eq");
+  Graph g;
+  Graph g_eq;
+  for (int i : {1, 3, 4}) {
+    g.evict(*forecast, i);
+    g_eq.evict(*dtr_eq, i);
+  }
+  // No forecasts (no clocks): d is 1, the score its cost per byte.
+  EXPECT_DOUBLE_EQ(forecast->score(g.t[2], 0), 1.0 + 2.0);  // e*(t2) = {t1, t4}
+  EXPECT_DOUBLE_EQ(dtr_eq->score(g_eq.t[2], 0), 1.0 + 3.0);  // t1, t3, t4's class
+  EXPECT_DOUBLE_EQ(forecast->score(g.t[6], 0), 1.0 + 3.0);  // e*(t6) = {t1, t3, t4}
+  for (const int run : {heuristics::kWalkDepth, 3 * heuristics::kWalkDepth}) {
+    SCOPED_TRACE("an evicted run of " + std::to_string(run));
+    auto h = heuristics::make_heuristic("forecast");
+    EvictedRun r(run, *h);
+    EXPECT_DOUBLE_EQ(h->score(r.head(), 0), 1.0 + run);
+    EXPECT_DOUBLE_EQ(h->score(r.tail(), 0), 1.0 + run);
+  }
 }
 
 TEST(MspsHeuristic, CountsEvictedAncestorsOnlyAndNoStaleness) {

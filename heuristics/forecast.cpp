@@ -1,0 +1,84 @@
+// h_forecast: the cost of what evicting a storage recomputes over the program ops until it is next needed
+// (docs/heuristics.md).
+#include "heuristics/forecast.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "heuristics/dtr_eq.h"
+#include "heuristics/walking.h"
+
+namespace dtr::heuristics {
+namespace {
+
+// h_forecast = (c0 + Σ c0 over e*(t)) / (m·d), d the program ops until the storage is next needed.
+// e*(t) is h_DTR's: the evicted ancestors and descendants the bounded walks reach (heuristics/walking.h),
+// where the walks count all there are; where a region is larger than the walks' bounds (a long chain's), the
+// union-find class costs h_DTR^eq charges instead, which follow a region however long it grows (so a long
+// evicted chain is never undercounted). Beside a long chain h_DTR^eq's classes, which never split, charge a
+// storage for evicted storages it is no longer connected to; the walks do not.
+// d: the program ops until its next forecast use (StorageView::forecast_deadline); its staleness where it
+// has none ahead (as h_DTR's). A value the program has not read yet though its forecast says it will is a
+// last resort: it was made to be read, and its cost now misses what its lineage will cost once its inputs
+// are released. Scores move with the clock in both directions (a use comes nearer) and run on two clocks
+// (program ops, and all ops for staleness): the forecast index keeps them (heuristics/forecast_index.h).
+class ForecastHeuristic final : public Heuristic {
+ public:
+  ForecastHeuristic() : classes_(make_dtr_eq_heuristic()), walks_(make_dtr_neighbourhood()) {}
+  std::string name() const override { return "forecast"; }
+  bool indexable() const override { return false; }
+  bool forecast_indexable() const override { return true; }
+  bool reads_forecasts() const override { return true; }
+  bool scores_walk_lineage() const override { return true; }
+
+  ScoreKey key(StorageView& s) override { return {cost_per_byte(s), stale_base(s)}; }
+  double score(StorageView& s, std::uint64_t /*now*/) override {
+    return cost_per_byte(s) / std::max(s.forecast_distance(), 1.0);
+  }
+  bool last_resort(StorageView& s) override { return s.forecast_unread(); }
+  ForecastKey forecast_key(StorageView& s) override {
+    return ForecastKey{cost_per_byte(s), s.forecast_deadline(), static_cast<double>(s.last_use_op()) - 1.0,
+                       s.forecast_unread()};
+  }
+
+  // Both keep their state; each tells the listener of the scores it changes, the walks last (a score reads
+  // both, and the walks' upkeep reaches every score the event can change through them).
+  void on_evict(StorageView& s) override {
+    classes_->on_evict(s);
+    walks_->on_evict(s);
+  }
+  void on_rematerialize(StorageView& s) override {
+    classes_->on_rematerialize(s);
+    walks_->on_rematerialize(s);
+  }
+  void on_destroy(StorageView& s) override {
+    classes_->on_destroy(s);
+    walks_->on_destroy(s);
+  }
+  void on_cut(StorageView& s) override {
+    classes_->on_cut(s);
+    walks_->on_cut(s);
+  }
+  std::size_t live_slots() const override { return classes_->live_slots() + walks_->live_slots(); }
+  void set_listener(ScoreListener* listener) override {
+    Heuristic::set_listener(listener);
+    classes_->set_listener(listener);
+    walks_->set_listener(listener);
+  }
+
+ private:
+  // (c0 + Σ c0 over e*) / m: the walks' e* where they counted all of it, else h_DTR^eq's.
+  double cost_per_byte(StorageView& s) {
+    const EvictedReach reach = walks_->reach(s);
+    return reach.complete ? (s.cost() + reach.cost) / bytes_of(s) : classes_->key(s).a;
+  }
+
+  std::unique_ptr<Heuristic> classes_;
+  std::unique_ptr<EvictedNeighbourhood> walks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Heuristic> make_forecast_heuristic() { return std::make_unique<ForecastHeuristic>(); }
+
+}  // namespace dtr::heuristics
