@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "heuristics/dtr_eq.h"
 #include "heuristics/walking.h"
@@ -41,29 +42,37 @@ class ForecastHeuristic final : public Heuristic {
                        s.forecast_unread()};
   }
 
-  // Both keep their state; each tells the listener of the scores it changes, the walks last (a score reads
-  // both, and the walks' upkeep reaches every score the event can change through them).
+  // Both keep their state and report the scores an event changes; the storages they report are re-keyed once
+  // each when the event is over (the two report many of the same, and a re-key walks).
   void on_evict(StorageView& s) override {
+    changed_.storages.clear();  // what an event that threw left
     classes_->on_evict(s);
     walks_->on_evict(s);
+    tell_changed();
   }
   void on_rematerialize(StorageView& s) override {
+    changed_.storages.clear();
     classes_->on_rematerialize(s);
     walks_->on_rematerialize(s);
+    tell_changed();
   }
   void on_destroy(StorageView& s) override {
+    changed_.storages.clear();
     classes_->on_destroy(s);
     walks_->on_destroy(s);
+    tell_changed();
   }
   void on_cut(StorageView& s) override {
+    changed_.storages.clear();
     classes_->on_cut(s);
     walks_->on_cut(s);
+    tell_changed();
   }
   std::size_t live_slots() const override { return classes_->live_slots() + walks_->live_slots(); }
   void set_listener(ScoreListener* listener) override {
     Heuristic::set_listener(listener);
-    classes_->set_listener(listener);
-    walks_->set_listener(listener);
+    classes_->set_listener(listener != nullptr ? &changed_ : nullptr);
+    walks_->set_listener(listener != nullptr ? &changed_ : nullptr);
   }
 
  private:
@@ -73,8 +82,25 @@ class ForecastHeuristic final : public Heuristic {
     return reach.complete ? (s.cost() + reach.cost) / bytes_of(s) : classes_->key(s).a;
   }
 
+  // What the two bases report during an event.
+  class Changed final : public ScoreListener {
+   public:
+    void score_changed(StorageView& s) override { storages.push_back(&s); }
+    std::vector<StorageView*> storages;
+  };
+
+  void tell_changed() {
+    std::vector<StorageView*>& changed = changed_.storages;
+    if (changed.empty()) return;
+    std::sort(changed.begin(), changed.end());
+    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
+    for (StorageView* s : changed) listener()->score_changed(*s);
+    changed.clear();
+  }
+
   std::unique_ptr<Heuristic> classes_;
   std::unique_ptr<EvictedNeighbourhood> walks_;
+  Changed changed_;
 };
 
 }  // namespace

@@ -399,6 +399,34 @@ TEST(ForecastHeuristic, ChargesTheWalkedNeighbourhoodWhereItIsCompleteElseTheCla
   }
 }
 
+// An event reports each storage whose score it changed once: forecast's two bases (dtr-eq's classes and
+// dtr's walks) report many of the same storages, and each report re-keys, which walks. (dtr's two walks from
+// the event's storage, down and up, cannot both reach one storage in a DAG.)
+TEST(HeuristicEvents, ReportEachChangedStorageOncePerEvent) {
+  struct Reports final : heuristics::ScoreListener {
+    std::vector<heuristics::StorageView*> seen;
+    void score_changed(heuristics::StorageView& s) override { seen.push_back(&s); }
+  };
+  for (const char* name : {"dtr", "forecast"}) {
+    SCOPED_TRACE(name);
+    auto h = heuristics::make_heuristic(name);
+    Reports reports;
+    h->set_listener(&reports);
+    Graph g;  // t2 is read by t4, which t3 also feeds: evicting t1, t3, t4 reaches t2, t5, t6 both ways
+    std::size_t told = 0;
+    for (int i : {1, 3, 4, 2}) {
+      reports.seen.clear();
+      g.evict(*h, i);
+      auto sorted = reports.seen;
+      std::sort(sorted.begin(), sorted.end());
+      EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "evicting t" << i;
+      told += reports.seen.size();
+    }
+    EXPECT_GT(told, 0u);
+    h->set_listener(nullptr);
+  }
+}
+
 TEST(MspsHeuristic, CountsEvictedAncestorsOnlyAndNoStaleness) {
   auto h = heuristics::make_heuristic("msps");
   Graph g;
