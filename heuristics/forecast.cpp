@@ -42,32 +42,10 @@ class ForecastHeuristic final : public Heuristic {
                        s.forecast_unread()};
   }
 
-  // Both keep their state and report the scores an event changes; the storages they report are re-keyed once
-  // each when the event is over (the two report many of the same, and a re-key walks).
-  void on_evict(StorageView& s) override {
-    changed_.storages.clear();  // what an event that threw left
-    classes_->on_evict(s);
-    walks_->on_evict(s);
-    tell_changed();
-  }
-  void on_rematerialize(StorageView& s) override {
-    changed_.storages.clear();
-    classes_->on_rematerialize(s);
-    walks_->on_rematerialize(s);
-    tell_changed();
-  }
-  void on_destroy(StorageView& s) override {
-    changed_.storages.clear();
-    classes_->on_destroy(s);
-    walks_->on_destroy(s);
-    tell_changed();
-  }
-  void on_cut(StorageView& s) override {
-    changed_.storages.clear();
-    classes_->on_cut(s);
-    walks_->on_cut(s);
-    tell_changed();
-  }
+  void on_evict(StorageView& s) override { both(&Heuristic::on_evict, s); }
+  void on_rematerialize(StorageView& s) override { both(&Heuristic::on_rematerialize, s); }
+  void on_destroy(StorageView& s) override { both(&Heuristic::on_destroy, s); }
+  void on_cut(StorageView& s) override { both(&Heuristic::on_cut, s); }
   std::size_t live_slots() const override { return classes_->live_slots() + walks_->live_slots(); }
   void set_listener(ScoreListener* listener) override {
     Heuristic::set_listener(listener);
@@ -89,12 +67,18 @@ class ForecastHeuristic final : public Heuristic {
     std::vector<StorageView*> storages;
   };
 
-  void tell_changed() {
+  // One lineage event: both bases keep their state and report the scores it changes; each storage reported is
+  // re-keyed once when the event is over (the two report many of the same, and a re-key walks). What an event
+  // that threw left reported is dropped first.
+  void both(void (Heuristic::*event)(StorageView&), StorageView& s) {
     std::vector<StorageView*>& changed = changed_.storages;
+    changed.clear();
+    (classes_.get()->*event)(s);
+    (walks_.get()->*event)(s);
     if (changed.empty()) return;
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-    for (StorageView* s : changed) listener()->score_changed(*s);
+    for (StorageView* r : changed) listener()->score_changed(*r);
     changed.clear();
   }
 
