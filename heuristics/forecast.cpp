@@ -37,9 +37,9 @@ class ForecastHeuristic final : public Heuristic {
     return cost_per_byte(s) / std::max(s.forecast_distance(), 1.0);
   }
   bool last_resort(StorageView& s) override { return s.forecast_unread(); }
-  ForecastKey forecast_key(StorageView& s) override {
-    return ForecastKey{cost_per_byte(s), s.forecast_deadline(), static_cast<double>(s.last_use_op()) - 1.0,
-                       s.forecast_unread()};
+  ForecastKey forecast_key(StorageView& s) override { return forecast_key_after_use(s, cost_per_byte(s)); }
+  ForecastKey forecast_key_after_use(StorageView& s, double a) override {
+    return ForecastKey{a, s.forecast_deadline(), static_cast<double>(s.last_use_op()) - 1.0, s.forecast_unread()};
   }
 
   void on_evict(StorageView& s) override { both(&Heuristic::on_evict, s); }

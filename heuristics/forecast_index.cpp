@@ -37,7 +37,7 @@ void ForecastIndex::add(StorageView& s, const IndexClocks& clocks) {
   records_[slot] = Record{&s, Group::none, 0, ++arrivals_, 0};
   s.index_handle = slot;
   size_ += 1;
-  place(slot);
+  mark_pending(slot, /*cost_changed=*/true);  // placed at the next decision, if still a candidate then
 }
 
 void ForecastIndex::remove(StorageView& s, const IndexClocks& clocks) {
@@ -54,15 +54,41 @@ void ForecastIndex::remove(StorageView& s, const IndexClocks& clocks) {
 void ForecastIndex::used(StorageView& s, const IndexClocks& clocks) {
   if (s.index_handle == StorageView::kNotIndexed) return;
   sync(clocks);
-  rekey(s);
+  mark_pending(s.index_handle, /*cost_changed=*/false);
 }
 
 void ForecastIndex::score_changed(StorageView& s) {
-  if (s.index_handle != StorageView::kNotIndexed) rekey(s);
+  if (s.index_handle != StorageView::kNotIndexed) mark_pending(s.index_handle, /*cost_changed=*/true);
+}
+
+void ForecastIndex::mark_pending(std::uint32_t slot, bool cost_changed) {
+  Record& r = records_[slot];
+  r.cost_changed = r.cost_changed || cost_changed;
+  if (r.pending) return;
+  r.pending = true;
+  pending_.push_back(slot);
+}
+
+// Re-keys (or places, if new) each candidate whose key may have changed since the last decision, once: between
+// two decisions a storage is reported many times (every eviction, rematerialization and use near it), and a
+// key walks the lineage. Keys read at a decision are what a scan would compute then.
+void ForecastIndex::settle() {
+  for (std::size_t k = 0; k < pending_.size(); ++k) {  // place() may not add to pending_, but be index-safe
+    const std::uint32_t slot = pending_[k];
+    Record& r = records_[slot];
+    if (r.storage == nullptr || !r.pending) continue;  // gone, or placed anew by sync() since
+    if (r.group == Group::none) {
+      place(slot);
+    } else {
+      rekey(*r.storage);
+    }
+  }
+  pending_.clear();
 }
 
 StorageView* ForecastIndex::choose(const IndexClocks& clocks) {
   sync(clocks);
+  settle();
   const auto program = static_cast<double>(clocks_.program);
   const auto ops = static_cast<double>(clocks_.ops);
   const Record* best = nullptr;
@@ -85,18 +111,21 @@ StorageView* ForecastIndex::choose(const IndexClocks& clocks) {
 double ForecastIndex::score(const StorageView& s, const IndexClocks& clocks) {
   DTR_CHECK(s.index_handle != StorageView::kNotIndexed, InvalidArgument, "forecast index: not a candidate");
   sync(clocks);
+  settle();
   const Record& r = records_[s.index_handle];
   if (r.group == Group::stale) return stale_.current_score(r.handle, static_cast<double>(clocks_.ops));
   return deadline_heap(r.group).current_score(r.handle, static_cast<double>(clocks_.program));
 }
 
-bool ForecastIndex::last_resort(const StorageView& s) const {
+bool ForecastIndex::last_resort(const StorageView& s) {
   DTR_CHECK(s.index_handle != StorageView::kNotIndexed, InvalidArgument, "forecast index: not a candidate");
+  settle();
   return records_[s.index_handle].group == Group::unread;
 }
 
 bool ForecastIndex::valid(const IndexClocks& clocks) {
   sync(clocks);
+  settle();
   const auto program = static_cast<double>(clocks_.program);
   const auto ops = static_cast<double>(clocks_.ops);
   ahead_.advance(program);
@@ -132,10 +161,22 @@ ForecastIndex::Group ForecastIndex::group_of(const ForecastKey& k) {
   return k.last_resort ? Group::unread : Group::ahead;
 }
 
+// The record's key now: walked anew where its a may have changed (a new candidate, a reported change), else
+// its a as last keyed with the timing a use moved. The record is keyed from then on.
+ForecastKey ForecastIndex::key_of(Record& r) {
+  const ForecastKey k =
+      r.cost_changed ? heuristic_.forecast_key(*r.storage) : heuristic_.forecast_key_after_use(*r.storage, r.a);
+  r.pending = false;
+  r.cost_changed = false;
+  r.a = k.a;
+  return k;
+}
+
 // Puts the record's storage in the heap its key says, at the current clocks.
-void ForecastIndex::place(std::uint32_t slot) {
+void ForecastIndex::place(std::uint32_t slot) { insert(slot, key_of(records_[slot])); }
+
+void ForecastIndex::insert(std::uint32_t slot, const ForecastKey& k) {
   Record& r = records_[slot];
-  const ForecastKey k = heuristic_.forecast_key(*r.storage);
   r.group = group_of(k);
   if (r.group != Group::stale) {
     DTR_CHECK(*k.deadline > clocks_.program, InvalidArgument, "forecast index: a deadline at or before the clock");
@@ -181,11 +222,11 @@ void ForecastIndex::take_out(Record& r) {
 void ForecastIndex::rekey(StorageView& s) {
   const std::uint32_t slot = s.index_handle;
   Record& r = records_[slot];
-  const ForecastKey k = heuristic_.forecast_key(s);
+  const ForecastKey k = key_of(r);
   const Group group = group_of(k);
   if (group != r.group) {
     take_out(r);
-    place(slot);
+    insert(slot, k);
   } else if (group == Group::stale) {
     stale_.update(r.handle, k.a, k.stale_b, static_cast<double>(clocks_.ops));
   } else {

@@ -10,7 +10,9 @@
 // ahead), and staleness curves (ops clock). The decision compares the first and the third heaps' tops, and
 // takes the last resorts' top only when both are empty. A candidate's curve changes when the program clock reaches its
 // deadline (its next forecast use, or its staleness, takes over): a queue of deadlines moves it, before any
-// heap's clock passes that deadline. A use and a neighbourhood change re-key it at once.
+// heap's clock passes that deadline. A new candidate, a use and a neighbourhood change mark it pending; the
+// next decision keys each pending candidate once (a key walks the lineage, and between two decisions the same
+// storage is reported tens of times), so the heaps hold a scan's keys whenever a decision reads them.
 //
 // Thread safety: none; an index belongs to one runtime's thread.
 #pragma once
@@ -40,9 +42,10 @@ class ForecastIndex final : public CandidateIndex {
   // ScoreListener: re-keyed at the clocks of the last call (a change is reported in the middle of an event).
   void score_changed(StorageView& s) override;
 
-  // Tests: the score and tier the index holds for a candidate at `clocks` (a scan's, if the index is right).
+  // Tests: the score and tier the index holds for a candidate at `clocks` (a scan's, if the index is right;
+  // pending keys are settled first, as for a decision).
   double score(const StorageView& s, const IndexClocks& clocks);
-  bool last_resort(const StorageView& s) const;
+  bool last_resort(const StorageView& s);
   // Whether every heap is in order at `clocks` (tests).
   bool valid(const IndexClocks& clocks);
 
@@ -54,15 +57,22 @@ class ForecastIndex final : public CandidateIndex {
     std::uint32_t handle = 0;   // in its group's heap
     std::uint64_t arrival = 0;  // when it became a candidate: ties go to the later one, as in a scan
     std::uint32_t stamp = 0;    // of its current deadline entry
+    bool pending = false;       // its key may have changed since it was keyed (settle() keys it) ...
+    bool cost_changed = false;  // ... and more than a use changed it: its a too
+    double a = 0;               // its key's a, as last keyed
   };
   using DeadlineHeap = KineticHeap<std::uint32_t, Curve::deadline>;
 
   static Group group_of(const ForecastKey& k);
   void sync(const IndexClocks& clocks);
+  ForecastKey key_of(Record& r);
   void place(std::uint32_t slot);
+  void insert(std::uint32_t slot, const ForecastKey& k);
   void take_out(Record& r);
   void push_deadline(std::uint32_t slot, std::uint64_t deadline);
   void rekey(StorageView& s);
+  void mark_pending(std::uint32_t slot, bool cost_changed);
+  void settle();
   DeadlineHeap& deadline_heap(Group g) { return g == Group::unread ? unread_ : ahead_; }
 
   Heuristic& heuristic_;
@@ -73,6 +83,7 @@ class ForecastIndex final : public CandidateIndex {
   std::size_t live_deadlines_ = 0;
   std::vector<Record> records_;        // by StorageView::index_handle
   std::vector<std::uint32_t> free_;
+  std::vector<std::uint32_t> pending_;  // slots marked pending since the last settle(), once each
   IndexClocks clocks_;
   std::uint64_t arrivals_ = 0;
   std::uint32_t stamps_ = 0;

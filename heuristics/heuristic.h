@@ -82,6 +82,9 @@ class Heuristic {
   virtual bool forecast_indexable() const { return false; }
   // The score and tier of forecast_indexable() heuristics: score() and last_resort() in the index's terms.
   virtual ForecastKey forecast_key(StorageView& /*storage*/) { return {}; }
+  // The same where only a use changed the storage since its key was `a`'s (the listener hears of every other
+  // change to a): a heuristic whose a walks the lineage answers without walking.
+  virtual ForecastKey forecast_key_after_use(StorageView& storage, double /*a*/) { return forecast_key(storage); }
   // Score of a resident, evictable storage at clock `now`; lower is evicted first. The default is key()'s.
   virtual double score(StorageView& storage, std::uint64_t now) {
     const ScoreKey k = key(storage);

@@ -5,9 +5,11 @@
 #                                  build/gpu/dtr.tar.gz, and the Debian libraries they need that the GPU
 #                                  machine lacks (oneDNN, OpenBLAS, spdlog, fmt, ...) into build/gpu/syslibs.tar.gz
 #   scripts/gpu-check.sh tests     (there) every test binary on the GPU (dtr-tests in 12 shards), then
-#                                  dtr-train --compare on ResNet-32 and the Transformer
+#                                  dtr-train --compare (with its forecast rows) on ResNet-32, the Transformer, the LSTM
 #   scripts/gpu-check.sh cost      (there) the tests a GPU turns on, then step times under DTR_COST_MODEL=measured
 #                                  and flops, with --compare
+#   scripts/gpu-check.sh compare   (there) the tests a GPU turns on, then the --compare runs of `tests` (a
+#                                  shorter check of a change to the heuristics or the runtime: about 2 minutes)
 #
 # On the GPU machine, run it from the repository root with build/gpu carried (run's `carry`); everything it
 # prints goes to $OUT/log-MODE.txt too. The binaries expect the checkout they were built in (their rpath and
@@ -36,7 +38,7 @@ if [ "$mode" = bundle ]; then
   ls -l "$root/build/gpu"
   exit 0
 fi
-case "$mode" in tests|cost) ;; *) echo "usage: scripts/gpu-check.sh bundle|tests|cost" >&2; exit 2 ;; esac
+case "$mode" in tests|cost|compare) ;; *) echo "usage: scripts/gpu-check.sh bundle|tests|cost|compare" >&2; exit 2 ;; esac
 
 out="${OUT:-/tmp/out}"
 mkdir -p "$out"
@@ -51,6 +53,21 @@ cudnnlibs=$(dirname "$(find / -name 'libcudnn.so.*' -not -path '/proc/*' 2>/dev/
 export LD_LIBRARY_PATH="$B/lib:$cudalibs:$cudnnlibs:${LD_LIBRARY_PATH:-}"
 "$B/tests/dtr-tests" --gtest_list_tests > /dev/null || { echo "dtr-tests does not load"; ldd "$B/tests/dtr-tests"; exit 1; }
 
+# The tests a GPU turns on, and the measured cost model's.
+gpu_tests() {
+  timeout 120 "$B/tests/dtr-tests" --gtest_filter='BackendParity*:Device*:CudaKernels*:MeasuredCost*:*Cuda*' 2>&1 |
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' | sort | uniq -c
+}
+# dtr-train --compare (its forecast rows included) on ResNet-32, the Transformer and the LSTM.
+compare_runs() {
+  cd "$root"
+  for run in "resnet dtr-eq" "transformer dtr-eq" "lstm dtr-eq"; do
+    set -- $run
+    echo "== dtr-train --model $1 --heuristic $2"; date -u
+    timeout 80 "$B/tools/dtr-train" --model "$1" --data synthetic --steps 8 --compare --heuristic "$2" 2>&1 | tail -22
+  done
+}
+
 if [ "$mode" = tests ]; then
   cd "$B/tests"
   pids=()
@@ -61,16 +78,12 @@ if [ "$mode" = tests ]; then
   timeout 300 ./dtr-train-tests > "$out/dtr-train-tests.txt" 2>&1 & pids+=($!)
   for p in "${pids[@]}"; do wait "$p"; echo "exit $?"; done
   grep -h -E "^\[  (PASSED|FAILED|SKIPPED) " "$out"/dtr-*.txt | sort | uniq -c
-  cd "$root"
-  for run in "resnet dtr-eq" "resnet dtr" "transformer dtr"; do
-    set -- $run
-    echo "== dtr-train --model $1 --heuristic $2"; date -u
-    timeout 100 "$B/tools/dtr-train" --model "$1" --data synthetic --steps 8 --compare --heuristic "$2" 2>&1 | tail -22
-  done
+  compare_runs
+elif [ "$mode" = compare ]; then
+  gpu_tests
+  compare_runs
 else
-  # The tests a GPU turns on, and the measured cost model's, first.
-  timeout 120 "$B/tests/dtr-tests" --gtest_filter='BackendParity*:Device*:CudaKernels*:MeasuredCost*:*Cuda*' 2>&1 |
-    grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' | sort | uniq -c
+  gpu_tests
   for m in resnet transformer; do
     for cm in measured flops; do
       echo "== $m, DTR_COST_MODEL=$cm --compare, 10 steps"; date -u
