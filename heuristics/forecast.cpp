@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "heuristics/dtr_eq.h"
 #include "heuristics/walking.h"
@@ -47,10 +46,13 @@ class ForecastHeuristic final : public Heuristic {
   void on_destroy(StorageView& s) override { both(&Heuristic::on_destroy, s); }
   void on_cut(StorageView& s) override { both(&Heuristic::on_cut, s); }
   std::size_t live_slots() const override { return classes_->live_slots() + walks_->live_slots(); }
+  // Both bases report to the listener: many of the same storages, some twice (the walks go both ways from an
+  // event). The forecast index marks a reported candidate pending and keys it once at the next decision, so
+  // a repeat costs a flag test; gathering and sorting the reports to drop repeats cost more than that.
   void set_listener(ScoreListener* listener) override {
     Heuristic::set_listener(listener);
-    classes_->set_listener(listener != nullptr ? &changed_ : nullptr);
-    walks_->set_listener(listener != nullptr ? &changed_ : nullptr);
+    classes_->set_listener(listener);
+    walks_->set_listener(listener);
   }
 
  private:
@@ -60,31 +62,14 @@ class ForecastHeuristic final : public Heuristic {
     return reach.complete ? (s.cost() + reach.cost) / bytes_of(s) : classes_->key(s).a;
   }
 
-  // What the two bases report during an event.
-  class Changed final : public ScoreListener {
-   public:
-    void score_changed(StorageView& s) override { storages.push_back(&s); }
-    std::vector<StorageView*> storages;
-  };
-
-  // One lineage event: both bases keep their state and report the scores it changes; each storage reported is
-  // re-keyed once when the event is over (the two report many of the same, and a re-key walks). What an event
-  // that threw left reported is dropped first.
+  // One lineage event: both bases keep their state and report the scores it changes.
   void both(void (Heuristic::*event)(StorageView&), StorageView& s) {
-    std::vector<StorageView*>& changed = changed_.storages;
-    changed.clear();
     (classes_.get()->*event)(s);
     (walks_.get()->*event)(s);
-    if (changed.empty()) return;
-    std::sort(changed.begin(), changed.end());
-    changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
-    for (StorageView* r : changed) listener()->score_changed(*r);
-    changed.clear();
   }
 
   std::unique_ptr<Heuristic> classes_;
   std::unique_ptr<EvictedNeighbourhood> walks_;
-  Changed changed_;
 };
 
 }  // namespace

@@ -224,6 +224,46 @@ TEST(ForecastIndex, ChoosesWhatAScanChoosesWhenDecisionsAreFarApart) {
   }
 }
 
+// A key walks the lineage: a candidate reported changed by many events between two decisions (both bases
+// report it, at every eviction beside it) is keyed once, at the decision; one only used is keyed without
+// walking. `visits` counts the neighbours walks from a storage visit: a key of s visits its one input.
+TEST(ForecastIndex, KeysACandidateOnceADecisionHoweverOftenReported) {
+  auto heuristic = heuristics::make_heuristic("forecast");
+  heuristics::ForecastIndex index(*heuristic);
+  const IndexClocks clocks{1, 1, 1};
+  FakeStorage p;  // p -> s -> d1, d2, d3
+  FakeStorage s;
+  std::vector<std::unique_ptr<FakeStorage>> readers;
+  s.inputs = {&p};
+  p.dependents = {&s};
+  index.add(s, clocks);
+  for (int k = 0; k < 3; ++k) {
+    auto& d = *readers.emplace_back(std::make_unique<FakeStorage>());
+    d.inputs = {&s};
+    d.c0 = 100;  // dear: s goes first
+    s.dependents.push_back(&d);
+    index.add(d, clocks);
+  }
+  EXPECT_EQ(index.choose(clocks), &s);
+  EXPECT_EQ(s.visits, 1u) << "keyed once when added";
+  for (auto& d : readers) {  // each eviction tells s (its walks reach d now)
+    index.remove(*d, clocks);
+    d->is_evicted = true;
+    heuristic->on_evict(*d);
+  }
+  EXPECT_EQ(s.visits, 1u) << "reports key nothing before a decision";
+  EXPECT_EQ(index.choose(clocks), &s);
+  EXPECT_EQ(s.visits, 2u) << "three evictions beside it, one key";
+  s.last = 2;
+  s.last_op = 2;
+  index.used(s, IndexClocks{2, 2, 2});
+  EXPECT_EQ(index.choose(IndexClocks{2, 2, 2}), &s);
+  EXPECT_EQ(s.visits, 2u) << "a use keys without walking";
+  for (auto& d : readers) heuristic->on_destroy(*d);
+  heuristic->on_destroy(s);
+  index.remove(s, IndexClocks{2, 2, 2});
+}
+
 // A forecast score and a staleness score live in two heaps on two clocks; when they are equal, the later
 // candidate goes, as in a scan, whichever heap it is in.
 TEST(ForecastIndex, EqualScoresInTwoHeapsGoToTheLaterCandidate) {
