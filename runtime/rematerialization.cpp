@@ -104,7 +104,7 @@ void Runtime::Impl::check_thrashing(std::string_view recomputing) {
             config.memory_budget ? format_bytes(*config.memory_budget) : std::string("none"), " (",
             to_string(config.budget_mode), " mode) with heuristic ", config.heuristic, "; recomputed most: ",
             describe_recomputations(recomputations_by_op(), 3),
-            ". Try a larger DTR_MEMORY_BUDGET or another DTR_HEURISTIC (dtr-eq is the default); DTR_THRASH_LIMIT "
+            ". Try a larger DTR_MEMORY_BUDGET or another DTR_HEURISTIC (forecast is the default); DTR_THRASH_LIMIT "
             "raises the limit (off removes it).");
 }
 

@@ -5,7 +5,8 @@
 #                                  build/gpu/dtr.tar.gz, and the Debian libraries they need that the GPU
 #                                  machine lacks (oneDNN, OpenBLAS, spdlog, fmt, ...) into build/gpu/syslibs.tar.gz
 #   scripts/gpu-check.sh tests     (there) every test binary on the GPU (dtr-tests in 12 shards), then
-#                                  dtr-train --compare (with its forecast rows) on ResNet-32, the Transformer, the LSTM
+#                                  dtr-train --compare (forecast, the default, and its dtr-eq rows) on ResNet-32, the
+#                                  Transformer, the LSTM
 #   scripts/gpu-check.sh cost      (there) the tests a GPU turns on, then step times under DTR_COST_MODEL=measured
 #                                  and flops, with --compare
 #   scripts/gpu-check.sh compare   (there) the tests a GPU turns on, then the --compare runs of `tests` (a
@@ -58,13 +59,12 @@ gpu_tests() {
   timeout 120 "$B/tests/dtr-tests" --gtest_filter='BackendParity*:Device*:CudaKernels*:MeasuredCost*:*Cuda*' 2>&1 |
     grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' | sort | uniq -c
 }
-# dtr-train --compare (its forecast rows included) on ResNet-32, the Transformer and the LSTM.
+# dtr-train --compare (the default heuristic's rows, then dtr-eq's) on ResNet-32, the Transformer and the LSTM.
 compare_runs() {
   cd "$root"
-  for run in "resnet dtr-eq" "transformer dtr-eq" "lstm dtr-eq"; do
-    set -- $run
-    echo "== dtr-train --model $1 --heuristic $2"; date -u
-    timeout 80 "$B/tools/dtr-train" --model "$1" --data synthetic --steps 8 --compare --heuristic "$2" 2>&1 | tail -22
+  for model in resnet transformer lstm; do
+    echo "== dtr-train --model $model"; date -u
+    timeout 80 "$B/tools/dtr-train" --model "$model" --data synthetic --steps 8 --compare 2>&1 | tail -22
   done
 }
 

@@ -23,7 +23,7 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EXPECT_EQ(c.size_floor, 0.0);
   EXPECT_EQ(c.timed_runs, std::uint32_t{3});
   EXPECT_EQ(c.memory_budget, std::nullopt);
-  EXPECT_EQ(c.heuristic, "dtr-eq");
+  EXPECT_EQ(c.heuristic, "forecast");
   EXPECT_EQ(c.cost_model, CostModel::measured);
   EXPECT_EQ(c.clock, ClockKind::ops);
   EXPECT_EQ(c.budget_mode, BudgetMode::device);

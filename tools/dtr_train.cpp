@@ -53,7 +53,7 @@ struct Flags {
   std::string save;
   std::string load;
   double time_budget = 300;
-  std::string compare_heuristics = "forecast";
+  std::string compare_heuristics = "dtr-eq";
 };
 
 // "none" -> -1, "static" -> 0 (round(√N)), "static:K" -> K.
@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
       ->excludes(steps);
   app.add_option("--budget", f.budget, "DTR's memory budget: 2GiB, 512MiB, 1500000000, 60% (of the device); a flag "
                                        "wins over DTR_MEMORY_BUDGET; --max-batch: the budget to fit");
-  app.add_option("--heuristic", f.heuristic, "the eviction heuristic (DTR_HEURISTIC's names; default dtr-eq)");
+  app.add_option("--heuristic", f.heuristic, "the eviction heuristic (DTR_HEURISTIC's names; default forecast)");
   app.add_option("--checkpoint", f.checkpoint, "none, static (round(sqrt(N)) segments) or static:SEGMENTS")
       ->capture_default_str();
   app.add_option("--data", f.data, "fashion-mnist or synthetic")->check(CLI::IsMember({"fashion-mnist", "synthetic"}))

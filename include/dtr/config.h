@@ -37,7 +37,7 @@ enum class EvictionSearch { index, scan };
 
 struct Config {
   std::optional<std::uint64_t> memory_budget;  // DTR_MEMORY_BUDGET; nullopt: none; 0 is a ConfigError
-  std::string heuristic = "dtr-eq";            // DTR_HEURISTIC: see heuristics::make_heuristic
+  std::string heuristic = "forecast";          // DTR_HEURISTIC: see heuristics::make_heuristic
   CostModel cost_model = CostModel::measured;  // DTR_COST_MODEL: measured, flops, bytes
   ClockKind clock = ClockKind::ops;            // DTR_CLOCK: ops, time, compute
   // DTR_TIMED_RUNS: under the measured cost model, N: the first N runs of each kernel signature (its name,

@@ -85,8 +85,8 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
                           (plot ? " --plot " + path("plot.svg") : std::string()));
   ASSERT_EQ(exit_code(r), 0) << r.output;
   for (const char* row : {"| unbudgeted |", "| static, sqrt(N) segments |", "| DTR at static's peak |", "| DTR at 50% |",
-                          "| DTR at 30% |", "| DTR (forecast) at static's peak |", "| DTR (forecast) at 50% |",
-                          "| DTR (forecast) at 30% |", "Losses: bitwise equal in every completed row"}) {
+                          "| DTR at 30% |", "| DTR (dtr-eq) at static's peak |", "| DTR (dtr-eq) at 50% |",
+                          "| DTR (dtr-eq) at 30% |", "Losses: bitwise equal in every completed row"}) {
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
   }
   std::ifstream csv(path("rows.csv"));
@@ -125,8 +125,8 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
   ASSERT_EQ(exit_code(listed), 0) << listed.output;
   EXPECT_NE(listed.output.find("What DTR recomputed most"), std::string::npos) << listed.output;
   EXPECT_NE(listed.output.find("- DTR at 30%: linear "), std::string::npos) << listed.output;
-  // Two more heuristics: their DTR rows follow, the runtime's own (dtr-eq) is not repeated.
-  const Outcome more = train(kSmall + " --compare --steps 2 --json --compare-heuristics lru,dtr-eq,dtr");
+  // Two more heuristics: their DTR rows follow, the runtime's own (forecast) is not repeated.
+  const Outcome more = train(kSmall + " --compare --steps 2 --json --compare-heuristics lru,forecast,dtr");
   ASSERT_EQ(exit_code(more), 0) << more.output;
   const nlohmann::json rows9 = last_json_line(more.output)["rows"];
   ASSERT_EQ(rows9.size(), 11U) << more.output;
