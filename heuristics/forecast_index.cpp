@@ -34,7 +34,9 @@ void ForecastIndex::add(StorageView& s, const IndexClocks& clocks) {
     slot = static_cast<std::uint32_t>(records_.size());
     records_.emplace_back();
   }
+  const bool listed = records_[slot].listed;  // a freed slot may still be in pending_
   records_[slot] = Record{&s, Group::none, 0, ++arrivals_, 0};
+  records_[slot].listed = listed;
   s.index_handle = slot;
   size_ += 1;
   mark_pending(slot, /*cost_changed=*/true);  // placed at the next decision, if still a candidate then
@@ -64,8 +66,9 @@ void ForecastIndex::score_changed(StorageView& s) {
 void ForecastIndex::mark_pending(std::uint32_t slot, bool cost_changed) {
   Record& r = records_[slot];
   r.cost_changed = r.cost_changed || cost_changed;
-  if (r.pending) return;
   r.pending = true;
+  if (r.listed) return;
+  r.listed = true;
   pending_.push_back(slot);
 }
 
@@ -76,6 +79,7 @@ void ForecastIndex::settle() {
   for (std::size_t k = 0; k < pending_.size(); ++k) {  // place() may not add to pending_, but be index-safe
     const std::uint32_t slot = pending_[k];
     Record& r = records_[slot];
+    r.listed = false;
     if (r.storage == nullptr || !r.pending) continue;  // gone, or placed anew by sync() since
     if (r.group == Group::none) {
       place(slot);

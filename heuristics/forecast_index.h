@@ -39,7 +39,8 @@ class ForecastIndex final : public CandidateIndex {
   void remove(StorageView& s, const IndexClocks& clocks) override;
   void used(StorageView& s, const IndexClocks& clocks) override;
   StorageView* choose(const IndexClocks& clocks) override;
-  // ScoreListener: re-keyed at the clocks of the last call (a change is reported in the middle of an event).
+  // ScoreListener: marks it pending (keyed at the next decision). It must not walk the lineage: a heuristic
+  // reports in the middle of its own walks (dtr-eq's report loop reads marks the walks also write).
   void score_changed(StorageView& s) override;
 
   // Tests: the score and tier the index holds for a candidate at `clocks` (a scan's, if the index is right;
@@ -48,6 +49,8 @@ class ForecastIndex final : public CandidateIndex {
   bool last_resort(const StorageView& s);
   // Whether every heap is in order at `clocks` (tests).
   bool valid(const IndexClocks& clocks);
+  // Entries waiting for the next decision (tests: at most one a slot, however often candidates come and go).
+  std::size_t pending_entries() const { return pending_.size(); }
 
  private:
   enum class Group : std::uint8_t { none, ahead, unread, stale };
@@ -57,6 +60,7 @@ class ForecastIndex final : public CandidateIndex {
     std::uint32_t handle = 0;   // in its group's heap
     std::uint64_t arrival = 0;  // when it became a candidate: ties go to the later one, as in a scan
     std::uint32_t stamp = 0;    // of its current deadline entry
+    bool listed = false;        // in pending_ (once a slot, whoever holds it: a reused slot stays listed)
     bool pending = false;       // its key may have changed since it was keyed (settle() keys it) ...
     bool cost_changed = false;  // ... and more than a use changed it: its a too
     double a = 0;               // its key's a, as last keyed
@@ -83,7 +87,8 @@ class ForecastIndex final : public CandidateIndex {
   std::size_t live_deadlines_ = 0;
   std::vector<Record> records_;        // by StorageView::index_handle
   std::vector<std::uint32_t> free_;
-  std::vector<std::uint32_t> pending_;  // slots marked pending since the last settle(), once each
+  std::vector<std::uint32_t> pending_;  // slots marked pending since the last settle(), each once (at most one
+                                        // entry a slot, however often a candidate comes and goes between two)
   IndexClocks clocks_;
   std::uint64_t arrivals_ = 0;
   std::uint32_t stamps_ = 0;

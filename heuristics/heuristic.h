@@ -128,7 +128,7 @@ std::vector<std::string> heuristic_names();
 
 // By name (design section 5; lowest score evicted first):
 //   dtr        (c0 + Σ c0 over e*(t)) / (m·s), e* exact: evicted ancestors and descendants through evicted ones
-//   dtr-eq     the same with e* approximated by union-find classes (the default)
+//   dtr-eq     the same with e* approximated by union-find classes (the DTR paper's reference)
 //   dtr-local  c0 / (m·s)          lru   1 / s          size   1 / m
 //   msps       (c0 + Σ c0 over evicted ancestors) / m
 //   random     a seeded uniform draw ("random:SEED" for another seed)

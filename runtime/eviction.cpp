@@ -16,7 +16,7 @@ void Runtime::Impl::sync_candidate(Storage& s) {
   s.candidate_since = is_candidate ? ++candidate_arrivals : 0;
   if (!index) return;
   if (is_candidate) {
-    heuristic_upkeep([&] { index->add(s, index_clocks()); });  // its score is computed now
+    heuristic_upkeep([&] { index->add(s, index_clocks()); });  // keyed now, or at the next decision (forecast)
   } else {
     index->remove(s, index_clocks());
   }
@@ -109,7 +109,9 @@ void Runtime::Impl::set_budget(std::optional<std::uint64_t> bytes) {
   DTR_CHECK(!bytes || *bytes > 0, InvalidArgument,
             "set_memory_budget: a budget of 0 bytes holds nothing; pass nullopt for no budget");
   const CurrentOp running(*this, "set_memory_budget");
-  if (bytes && !index) build_index();  // without a budget none was kept
+  // Without a budget neither forecasts nor an index were kept: forecasts start with the ops from now on.
+  if (bytes && !forecaster && heuristic->reads_forecasts()) forecaster = std::make_unique<detail::Forecaster>();
+  if (bytes && !index) build_index();
   if (config.budget_mode == BudgetMode::bytes || !allocator) {
     DTR_CHECK(config.budget_mode == BudgetMode::bytes || !bytes, ConfigError, "set_memory_budget: this runtime takes "
               "its buffers from ", memory_name(), " directly: only a bytes budget (Config::budget_mode) applies");

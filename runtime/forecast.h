@@ -4,7 +4,8 @@
 // signatures (a constant's is its shape and dtype with how many of that shape are alive; an assigned value
 // keeps the signature of the value it replaces, so that a parameter is the same input at every step). Nothing
 // is planned ahead: a storage whose signature has not been seen falls back to its staleness.
-// Internal to runtime/; driven by the runtime's thread. Kept only when the heuristic reads forecasts.
+// Internal to runtime/; driven by the runtime's thread. Kept only when the heuristic reads forecasts, and from
+// when a budget is set (without one nothing is decided: an unbudgeted run records nothing).
 #pragma once
 
 #include <cstdint>

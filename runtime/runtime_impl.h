@@ -66,7 +66,7 @@ struct Runtime::Impl final : Reclaimer {
   bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
   bool walking_scores = false;  // heuristic->scores_walk_lineage(), read once: timed as search
   std::unique_ptr<heuristics::CandidateIndex> index;  // the candidates in score order; none: scan `recomputable`
-  std::unique_ptr<detail::Forecaster> forecaster;  // only for a heuristic that reads forecasts
+  std::unique_ptr<detail::Forecaster> forecaster;  // a heuristic that reads forecasts, under a budget
   // Where buffers come from: the caching allocator, or (BufferSource::memory_resource) `direct_memory` itself;
   // `memory` is the one in use.
   std::unique_ptr<CachingAllocator> allocator;

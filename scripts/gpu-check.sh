@@ -10,13 +10,14 @@
 #   scripts/gpu-check.sh cost      (there) the tests a GPU turns on, then step times under DTR_COST_MODEL=measured
 #                                  and flops, with --compare
 #   scripts/gpu-check.sh compare   (there) the tests a GPU turns on, then the --compare runs of `tests` (a
-#                                  shorter check of a change to the heuristics or the runtime: about 2 minutes)
+#                                  shorter check of a change to the heuristics or the runtime: under a minute)
 #
 # On the GPU machine, run it from the repository root with build/gpu carried (run's `carry`); everything it
 # prints goes to $OUT/log-MODE.txt too. The binaries expect the checkout they were built in (their rpath and
 # the paths compiled into the tests): `bundle` records its root in build/gpu/origin, and the device modes
 # link that path to the carried tree when the two differ.
-set -u
+set -u -o pipefail  # a pipeline's status is its first failure: a test binary or dtr-train that timed out or
+                   # crashed says so below, not only by printing fewer lines
 mode="${1:-}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 B="$root/${DTR_GPU_BUILD:-build/release}"  # the build to carry (CUDA on); DTR_GPU_BUILD names another
@@ -57,14 +58,15 @@ export LD_LIBRARY_PATH="$B/lib:$cudalibs:$cudnnlibs:${LD_LIBRARY_PATH:-}"
 # The tests a GPU turns on, and the measured cost model's.
 gpu_tests() {
   timeout 120 "$B/tests/dtr-tests" --gtest_filter='BackendParity*:Device*:CudaKernels*:MeasuredCost*:*Cuda*' 2>&1 |
-    grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' | sort | uniq -c
+    grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' | sort | uniq -c || echo "dtr-tests (GPU subset): exit status $?"
 }
 # dtr-train --compare (the default heuristic's rows, then dtr-eq's) on ResNet-32, the Transformer and the LSTM.
 compare_runs() {
   cd "$root"
   for model in resnet transformer lstm; do
     echo "== dtr-train --model $model"; date -u
-    timeout 80 "$B/tools/dtr-train" --model "$model" --data synthetic --steps 8 --compare 2>&1 | tail -22
+    timeout 80 "$B/tools/dtr-train" --model "$model" --data synthetic --steps 8 --compare 2>&1 | tail -22 ||
+      echo "dtr-train --model $model: exit status $?"
   done
 }
 

@@ -264,6 +264,30 @@ TEST(ForecastIndex, KeysACandidateOnceADecisionHoweverOftenReported) {
   index.remove(s, IndexClocks{2, 2, 2});
 }
 
+// The runtime removes and re-adds an op's inputs at every op (pinned while it runs): with no decision for a
+// long time (a budget never reached), the pending list must stay one entry a slot.
+TEST(ForecastIndex, PendingCandidatesStayOneEntryASlotWithoutDecisions) {
+  auto heuristic = heuristics::make_heuristic("forecast");
+  heuristics::ForecastIndex index(*heuristic);
+  FakeStorage p;
+  FakeStorage a;
+  FakeStorage b;
+  a.inputs = {&p};
+  b.inputs = {&p};
+  p.dependents = {&a, &b};
+  index.add(b, IndexClocks{1, 1, 1});
+  for (std::uint64_t k = 0; k < 10000; ++k) {
+    const IndexClocks clocks{k + 1, k + 1, k + 1};
+    index.add(a, clocks);
+    index.used(b, clocks);
+    index.remove(a, clocks);
+  }
+  EXPECT_LE(index.pending_entries(), 2u);
+  EXPECT_EQ(index.choose(IndexClocks{20000, 20000, 20000}), &b);
+  EXPECT_EQ(index.pending_entries(), 0u);
+  index.remove(b, IndexClocks{20000, 20000, 20000});
+}
+
 // A forecast score and a staleness score live in two heaps on two clocks; when they are equal, the later
 // candidate goes, as in a scan, whichever heap it is in.
 TEST(ForecastIndex, EqualScoresInTwoHeapsGoToTheLaterCandidate) {

@@ -66,10 +66,30 @@ TEST(Forecast, TheLastStepsUsesChooseTheVictimWhereStalenessMisleads) {
     EXPECT_EQ(eq.remats[s], 2u) << "step " << s;
     EXPECT_EQ(forecast.remats[s], 1u) << "step " << s << ": a, read last, should have gone";
   }
-  // The forecasts kept are one per signature: flat from step to step; none for another heuristic.
+  // The forecasts kept are one per signature: flat from step to step; none for another heuristic, nor without
+  // a budget (nothing is decided there).
   EXPECT_GT(forecast.forecast_records[1], 0u);
   EXPECT_EQ(forecast.forecast_records.back(), forecast.forecast_records[1]);
   EXPECT_EQ(eq.forecast_records.back(), 0u);
+  const StepRecord unbudgeted = run_steps("forecast", steps, std::nullopt);
+  EXPECT_EQ(unbudgeted.values, plain.values);
+  EXPECT_EQ(unbudgeted.forecast_records.back(), 0u);
+}
+
+// A budget set on a running runtime starts the forecasts: the steps after it forecast from the one before.
+TEST(Forecast, ABudgetSetLaterStartsForecasting) {
+  Runtime rt(deterministic_config(std::nullopt, BudgetMode::bytes, "forecast"));
+  const auto step = [&](float v) {
+    Tensor x = constant(rt, {kElements}, v);
+    Tensor a = rt.call1(ops::tanh(), {x});
+    return rt.call1(ops::sum(), {a}).to_host();
+  };
+  (void)step(1);
+  EXPECT_EQ(rt.footprint().forecast_records, 0u);
+  rt.set_memory_budget(std::uint64_t{1} << 30);
+  (void)step(2);
+  (void)step(3);
+  EXPECT_GT(rt.footprint().forecast_records, 0u);
 }
 
 // Each step, as an LSTM's backward: v is made from g (one cheap op, its input resident), and d needs room while

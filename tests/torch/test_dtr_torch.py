@@ -123,8 +123,8 @@ class ZooTest(unittest.TestCase):
     bitwise those of plain PyTorch. Sized so that activations dominate: below about a quarter of the peak a
     step's largest op and the constants (parameters, momentum, gradients) no longer fit (a batch of 8 for
     ResNet-20, a depth of 4 for the Transformer, measured). The run's thrash limit is off (ctest's
-    DTR_THRASH_LIMIT): with costs counted in bytes dtr-eq recomputes the Transformer's cheap clones and
-    softmaxes past twice the base compute (issue 18); exactness is what is tested here."""
+    DTR_THRASH_LIMIT): with costs counted in bytes dtr-eq (the default when this was written) recomputed the
+    Transformer's cheap clones and softmaxes past twice the base compute (issue 18); exactness is tested here."""
 
     STEPS = 20
 
