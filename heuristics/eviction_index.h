@@ -4,13 +4,16 @@
 //
 // The runtime adds a storage when it becomes a candidate (resident, unpinned, with a producer), removes it
 // when it stops being one, and refreshes it when its last access changes; the heuristic reports the other
-// score changes (an evicted neighbourhood that grew or shrank) through ScoreListener. Scores are
-// a / (now - b) (kinetic heap) or a alone for timeless heuristics.
+// score changes (an evicted neighbourhood that grew or shrank) through ScoreListener, which marks the candidate
+// pending: the next decision re-keys each pending candidate once (a walking heuristic's key walks the lineage,
+// and between two decisions one storage is reported by many events). Scores are a / (now - b) (kinetic heap)
+// or a alone for timeless heuristics.
 //
 // Thread safety: none; an index belongs to one runtime's thread.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "heuristics/candidate_index.h"
 #include "heuristics/heuristic.h"
@@ -66,26 +69,37 @@ class EvictionIndex final : public CandidateIndex {
 
   // The candidate with the lowest score at `now`; nullptr when there is none.
   StorageView* choose(std::uint64_t now) {
+    settle();
     if (heap_.empty()) return nullptr;
     return heap_.payload(heap_.top(advance(now)));
   }
 
   // Its score as the index knows it (tests compare it with a scan's; the heap may order it by a lower bound).
   double score(const StorageView& s, std::uint64_t now) {
+    settle();
     return heap_.current_score(s.index_handle, advance(now));
   }
 
   // Whether the heap order holds at `now` once due changes are replayed (tests).
   bool valid(std::uint64_t now) {
+    settle();
     heap_.advance(advance(now));
     return heap_.valid(static_cast<double>(clock_));
   }
 
-  // ScoreListener: at the clock of the last call (a change is reported in the middle of an event).
+  // ScoreListener: marks it pending, re-keyed at the next decision. It must not walk the lineage: a heuristic
+  // reports in the middle of its own walks.
   void score_changed(StorageView& s) override {
     reported_ += 1;
-    refresh(s, clock_);
+    if (!contains(s)) return;
+    const std::uint32_t h = s.index_handle;
+    if (h >= listed_.size()) listed_.resize(h + 1, 0);
+    if (listed_[h] != 0) return;
+    listed_[h] = 1;
+    pending_.push_back(h);
   }
+  // Handles waiting for the next decision (tests: at most one a handle).
+  std::size_t pending_entries() const { return pending_.size(); }
   // Order changes replayed as the clock ran (kinetic events; benchmarks).
   std::uint64_t reorders() const { return heap_.swaps(); }
   // Score changes the heuristic reported so far (benchmarks: the upkeep an eviction costs).
@@ -97,8 +111,20 @@ class EvictionIndex final : public CandidateIndex {
     return static_cast<double>(clock_);
   }
 
+  // Re-keys the pending candidates at the clock of the last call, each once. A handle whose storage left and
+  // whose slot another took meanwhile re-keys that one: a key it already has.
+  void settle() {
+    for (const std::uint32_t h : pending_) {
+      listed_[h] = 0;
+      if (heap_.holds(h)) refresh(*heap_.payload(h), clock_);
+    }
+    pending_.clear();
+  }
+
   Heuristic& heuristic_;
   KineticHeap<StorageView*> heap_;
+  std::vector<std::uint32_t> pending_;  // handles reported since the last decision, each once
+  std::vector<std::uint8_t> listed_;    // by handle: in pending_
   std::uint64_t clock_ = 0;
   std::uint64_t reported_ = 0;
 };

@@ -46,6 +46,8 @@ class KineticHeap {
   bool empty() const { return heap_.empty(); }
   std::size_t size() const { return heap_.size(); }
   Payload payload(Handle h) const { return items_[h].payload; }
+  // Whether `h` holds an item now (a handle is reused once its item is erased).
+  bool holds(Handle h) const { return h < items_.size() && items_[h].position != kAbsent; }
 
   // Adds an item scoring a / (t - b) (deadline curves: a / (b - t)) from clock `now` on; `now` must not run
   // behind earlier calls, and now - b (b - now) must be > 0. Equal scores go to the later `arrival`
