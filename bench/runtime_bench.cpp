@@ -9,9 +9,10 @@
 // - direct: op.infer once, buffers allocated once (512-byte aligned, as the caching allocator's blocks), then
 //   op.cpu_kernel(KernelArgs{...}) per iteration on the same buffers;
 // - runtime: dtr::Runtime without a budget (cost model `measured`, the default, and `flops`; the default
-//   heuristic, `forecast`, whose forecasts are not kept without a budget), inputs made constants once, then `Tensor y = rt.call1(op, {x, ...})` per
-//   iteration. The handle dies at the end of the iteration, so every op also pays for freeing its output's
-//   buffer, storage and closure (nothing else needs them, so there is no eviction): the pattern of a temporary.
+//   heuristic, `forecast`, whose forecasts are not kept without a budget), inputs made constants once, then
+//   `Tensor y = rt.call1(op, {x, ...})` per iteration. The handle dies at the end of the iteration, so every op
+//   also pays for freeing its output's buffer, storage and closure (nothing else needs them, so there is no
+//   eviction): the pattern of a temporary.
 // The small ops also run as a chain: y = op(y[, x]) for 16 steps, then the chain is dropped and starts again
 // from x (direct: ping-pong between two buffers). Through the runtime the chain keeps its lineage alive
 // (each dropped intermediate is evicted eagerly but stays in the graph for the next one's recomputation),

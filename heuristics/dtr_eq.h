@@ -1,4 +1,5 @@
-// h_DTR^eq, the DTR paper's reference heuristic (heuristics/dtr_eq.cpp; the default is forecast); make_heuristic("dtr-eq") is the public way to it.
+// h_DTR^eq, the DTR paper's reference heuristic (heuristics/dtr_eq.cpp; the default is forecast);
+// make_heuristic("dtr-eq") is the public way to it.
 #pragma once
 
 #include <memory>

@@ -13,11 +13,11 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "heuristics/candidate_index.h"
 #include "heuristics/heuristic.h"
 #include "heuristics/kinetic_heap.h"
+#include "heuristics/pending_slots.h"
 
 namespace dtr::heuristics {
 
@@ -91,12 +91,7 @@ class EvictionIndex final : public CandidateIndex {
   // reports in the middle of its own walks.
   void score_changed(StorageView& s) override {
     reported_ += 1;
-    if (!contains(s)) return;
-    const std::uint32_t h = s.index_handle;
-    if (h >= listed_.size()) listed_.resize(h + 1, 0);
-    if (listed_[h] != 0) return;
-    listed_[h] = 1;
-    pending_.push_back(h);
+    if (contains(s)) pending_.mark(s.index_handle);
   }
   // Handles waiting for the next decision (tests: at most one a handle).
   std::size_t pending_entries() const { return pending_.size(); }
@@ -114,17 +109,14 @@ class EvictionIndex final : public CandidateIndex {
   // Re-keys the pending candidates at the clock of the last call, each once. A handle whose storage left and
   // whose slot another took meanwhile re-keys that one: a key it already has.
   void settle() {
-    for (const std::uint32_t h : pending_) {
-      listed_[h] = 0;
+    pending_.drain([this](std::uint32_t h) {
       if (heap_.holds(h)) refresh(*heap_.payload(h), clock_);
-    }
-    pending_.clear();
+    });
   }
 
   Heuristic& heuristic_;
   KineticHeap<StorageView*> heap_;
-  std::vector<std::uint32_t> pending_;  // handles reported since the last decision, each once
-  std::vector<std::uint8_t> listed_;    // by handle: in pending_
+  PendingSlots pending_;  // heap handles reported since the last decision
   std::uint64_t clock_ = 0;
   std::uint64_t reported_ = 0;
 };

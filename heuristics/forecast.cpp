@@ -46,8 +46,9 @@ class ForecastHeuristic final : public Heuristic {
   void on_destroy(StorageView& s) override { both(&Heuristic::on_destroy, s); }
   void on_cut(StorageView& s) override { both(&Heuristic::on_cut, s); }
   std::size_t live_slots() const override { return classes_->live_slots() + walks_->live_slots(); }
-  // Both bases report to the listener: many of the same storages. The forecast index marks a reported candidate pending and keys it once at the next decision, so
-  // a repeat costs a flag test; gathering and sorting the reports to drop repeats cost more than that.
+  // Both bases report to the listener, many of the same storages: the forecast index marks a reported
+  // candidate pending and keys it once at the next decision, so a repeat costs a flag test (gathering and
+  // sorting the reports to drop repeats cost more than that).
   void set_listener(ScoreListener* listener) override {
     Heuristic::set_listener(listener);
     classes_->set_listener(listener);

@@ -2,6 +2,8 @@
 #include "heuristics/forecast_index.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "dtr/check.h"
 #include "heuristics/eviction_index.h"
@@ -34,9 +36,7 @@ void ForecastIndex::add(StorageView& s, const IndexClocks& clocks) {
     slot = static_cast<std::uint32_t>(records_.size());
     records_.emplace_back();
   }
-  const bool listed = records_[slot].listed;  // a freed slot may still be in pending_
   records_[slot] = Record{&s, Group::none, 0, ++arrivals_, 0};
-  records_[slot].listed = listed;
   s.index_handle = slot;
   size_ += 1;
   mark_pending(slot, /*cost_changed=*/true);  // placed at the next decision, if still a candidate then
@@ -67,27 +67,22 @@ void ForecastIndex::mark_pending(std::uint32_t slot, bool cost_changed) {
   Record& r = records_[slot];
   r.cost_changed = r.cost_changed || cost_changed;
   r.pending = true;
-  if (r.listed) return;
-  r.listed = true;
-  pending_.push_back(slot);
+  pending_.mark(slot);
 }
 
 // Re-keys (or places, if new) each candidate whose key may have changed since the last decision, once: between
 // two decisions a storage is reported many times (every eviction, rematerialization and use near it), and a
 // key walks the lineage. Keys read at a decision are what a scan would compute then.
 void ForecastIndex::settle() {
-  for (std::size_t k = 0; k < pending_.size(); ++k) {  // place() may not add to pending_, but be index-safe
-    const std::uint32_t slot = pending_[k];
+  pending_.drain([this](std::uint32_t slot) {
     Record& r = records_[slot];
-    r.listed = false;
-    if (r.storage == nullptr || !r.pending) continue;  // gone, or placed anew by sync() since
+    if (r.storage == nullptr || !r.pending) return;  // gone, or placed anew by sync() since
     if (r.group == Group::none) {
       place(slot);
     } else {
       rekey(*r.storage);
     }
-  }
-  pending_.clear();
+  });
 }
 
 StorageView* ForecastIndex::choose(const IndexClocks& clocks) {
@@ -144,16 +139,17 @@ bool ForecastIndex::valid(const IndexClocks& clocks) {
 void ForecastIndex::sync(const IndexClocks& clocks) {
   DTR_CHECK(clocks.program >= clocks_.program && clocks.ops >= clocks_.ops, InvalidArgument,
             "forecast index: a clock ran backwards");
-  std::vector<std::uint32_t> due;
+  std::vector<std::pair<std::uint32_t, ForecastKey>> due;
   TickQueue::Entry e{};
   while (deadlines_.pop_due(clocks.program, e)) {
     Record& r = records_[e.handle];
     if (r.storage == nullptr || r.stamp != e.stamp || (r.group != Group::ahead && r.group != Group::unread)) continue;
+    const ForecastKey k = key_of(r);  // while its heap still holds its a
     take_out(r);
-    due.push_back(e.handle);
+    due.emplace_back(e.handle, k);
   }
   clocks_ = clocks;
-  for (const std::uint32_t slot : due) place(slot);
+  for (const auto& [slot, k] : due) insert(slot, k);
 }
 
 // The heap a key belongs in.
@@ -168,12 +164,17 @@ ForecastIndex::Group ForecastIndex::group_of(const ForecastKey& k) {
 // The record's key now: walked anew where its a may have changed (a new candidate, a reported change), else
 // its a as last keyed with the timing a use moved. The record is keyed from then on.
 ForecastKey ForecastIndex::key_of(Record& r) {
-  const ForecastKey k =
-      r.cost_changed ? heuristic_.forecast_key(*r.storage) : heuristic_.forecast_key_after_use(*r.storage, r.a);
+  // A record in no heap is new (marked with its cost changed): only a record in a heap keys without walking.
+  const ForecastKey k = r.cost_changed || r.group == Group::none
+                            ? heuristic_.forecast_key(*r.storage)
+                            : heuristic_.forecast_key_after_use(*r.storage, held_a(r));
   r.pending = false;
   r.cost_changed = false;
-  r.a = k.a;
   return k;
+}
+
+double ForecastIndex::held_a(const Record& r) {
+  return r.group == Group::stale ? stale_.a(r.handle) : deadline_heap(r.group).a(r.handle);
 }
 
 // Puts the record's storage in the heap its key says, at the current clocks.

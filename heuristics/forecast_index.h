@@ -22,6 +22,7 @@
 
 #include "heuristics/candidate_index.h"
 #include "heuristics/kinetic_heap.h"
+#include "heuristics/pending_slots.h"
 #include "heuristics/tick_queue.h"
 
 namespace dtr::heuristics {
@@ -60,16 +61,15 @@ class ForecastIndex final : public CandidateIndex {
     std::uint32_t handle = 0;   // in its group's heap
     std::uint64_t arrival = 0;  // when it became a candidate: ties go to the later one, as in a scan
     std::uint32_t stamp = 0;    // of its current deadline entry
-    bool listed = false;        // in pending_ (once a slot, whoever holds it: a reused slot stays listed)
     bool pending = false;       // its key may have changed since it was keyed (settle() keys it) ...
-    bool cost_changed = false;  // ... and more than a use changed it: its a too
-    double a = 0;               // its key's a, as last keyed
+    bool cost_changed = false;  // ... and more than a use changed it: its a too (else its heap's a stands)
   };
   using DeadlineHeap = KineticHeap<std::uint32_t, Curve::deadline>;
 
   static Group group_of(const ForecastKey& k);
   void sync(const IndexClocks& clocks);
   ForecastKey key_of(Record& r);
+  double held_a(const Record& r);  // the a its heap holds
   void place(std::uint32_t slot);
   void insert(std::uint32_t slot, const ForecastKey& k);
   void take_out(Record& r);
@@ -87,8 +87,7 @@ class ForecastIndex final : public CandidateIndex {
   std::size_t live_deadlines_ = 0;
   std::vector<Record> records_;        // by StorageView::index_handle
   std::vector<std::uint32_t> free_;
-  std::vector<std::uint32_t> pending_;  // slots marked pending since the last settle(), each once (at most one
-                                        // entry a slot, however often a candidate comes and goes between two)
+  PendingSlots pending_;               // slots marked pending since the last settle()
   IndexClocks clocks_;
   std::uint64_t arrivals_ = 0;
   std::uint32_t stamps_ = 0;

@@ -110,7 +110,7 @@ class KineticHeap {
   void update_b(Handle h, double b, double now) {
     const Item& it = items_[h];
     DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: updating an item that is not in it");
-    update(h, it.pending ? it.pending_a : heap_[it.position].a, b, now);
+    update(h, a(h), b, now);
   }
 
   // The item with the lowest score at `now` (advances the clock to `now` first). Exact: every other item's
@@ -135,6 +135,11 @@ class KineticHeap {
 
   // The item's b as the heap orders it (a noted raise not applied yet aside).
   double b(Handle h) const { return heap_[items_[h].position].b; }
+  // The item's a as last set (a noted change included).
+  double a(Handle h) const {
+    const Item& it = items_[h];
+    return it.pending ? it.pending_a : heap_[it.position].a;
+  }
   // The clock of the last call.
   double clock() const { return clock_; }
 

@@ -90,6 +90,12 @@ void Runtime::Impl::evict(Storage& s) {
   heuristic_upkeep([&] { heuristic->on_evict(s); });
 }
 
+// Forecasts serve decisions, which only a budget asks for: without one the program's uses are not recorded,
+// so an unbudgeted run pays nothing for a forecasting heuristic.
+void Runtime::Impl::start_forecasts() {
+  if (!forecaster && heuristic->reads_forecasts()) forecaster = std::make_unique<detail::Forecaster>();
+}
+
 void Runtime::Impl::build_index() {
   if (config.search != EvictionSearch::index || config.size_floor != 0) return;  // a size floor filters: it scans
   index = heuristics::make_candidate_index(*heuristic);
@@ -109,8 +115,7 @@ void Runtime::Impl::set_budget(std::optional<std::uint64_t> bytes) {
   DTR_CHECK(!bytes || *bytes > 0, InvalidArgument,
             "set_memory_budget: a budget of 0 bytes holds nothing; pass nullopt for no budget");
   const CurrentOp running(*this, "set_memory_budget");
-  // Without a budget neither forecasts nor an index were kept: forecasts start with the ops from now on.
-  if (bytes && !forecaster && heuristic->reads_forecasts()) forecaster = std::make_unique<detail::Forecaster>();
+  if (bytes) start_forecasts();  // without a budget none were kept: they start with the ops from now on
   if (bytes && !index) build_index();
   if (config.budget_mode == BudgetMode::bytes || !allocator) {
     DTR_CHECK(config.budget_mode == BudgetMode::bytes || !bytes, ConfigError, "set_memory_budget: this runtime takes "

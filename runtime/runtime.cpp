@@ -22,9 +22,7 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
   heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
   windows = heuristic->fragmentation_aware();
   walking_scores = heuristic->scores_walk_lineage();
-  // Forecasts serve decisions, which only a budget asks for: without one the program's uses are not recorded
-  // (set_budget starts them), so an unbudgeted run pays nothing for a forecasting heuristic.
-  if (heuristic->reads_forecasts() && config.memory_budget) forecaster = std::make_unique<detail::Forecaster>();
+  if (config.memory_budget) start_forecasts();
   // One rule in both budget modes (the caching allocator refused 0 in device mode; bytes mode took it).
   DTR_CHECK(config.memory_budget != std::uint64_t{0}, ConfigError,
             "Config::memory_budget: a budget of 0 bytes holds nothing; leave it unset (nullopt) for no budget");

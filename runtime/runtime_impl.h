@@ -198,6 +198,8 @@ struct Runtime::Impl final : Reclaimer {
   // candidates; none where decisions scan (DTR_SEARCH=scan, a size floor, a heuristic whose scores need a
   // scan: random).
   void build_index();
+  // Keeps forecasts from now on, if the heuristic reads them (once a budget is set).
+  void start_forecasts();
   void evict(Storage& s);
   // Runs `upkeep` (the heuristic keeping its scores: a new candidate's, an eviction's, a rematerialization's, a
   // death's) and counts its time as search time (RuntimeStats::search_ns), under a budget only (without one
