@@ -146,7 +146,7 @@ void check_device(std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 11) {
+  switch (data[0] % 12) {
     case 0:
       if (size < 2) return 0;
       check_budget(text.substr(1), kCapacities[data[1] % std::size(kCapacities)]);
@@ -177,6 +177,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case 10:  // after the others, so that their corpus entries (first byte 0-9) keep their checks
       check_timed_runs(text);
+      break;
+    case 11:
+      check_name(text, "DTR_RECOMPUTE_ORDER", [](std::string_view t) { return dtr::parse_recompute_order(t); });
       break;
     default:
       check_device(text);

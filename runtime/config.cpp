@@ -46,6 +46,13 @@ EvictionSearch parse_search(std::string_view text, std::string_view variable) {
   DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not an eviction search; expected index or scan");
 }
 
+RecomputeOrder parse_recompute_order(std::string_view text, std::string_view variable) {
+  if (text == "stable-last") return RecomputeOrder::stable_last;
+  if (text == "inputs") return RecomputeOrder::inputs;
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text),
+            "\" is not a recomputation order; expected stable-last or inputs");
+}
+
 double parse_size_floor(std::string_view text, std::string_view variable) {
   double fraction = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), fraction);
@@ -111,6 +118,9 @@ const char* to_string(ClockKind clock) {
 }
 const char* to_string(BudgetMode mode) { return mode == BudgetMode::device ? "device" : "bytes"; }
 const char* to_string(EvictionSearch search) { return search == EvictionSearch::index ? "index" : "scan"; }
+const char* to_string(RecomputeOrder order) {
+  return order == RecomputeOrder::stable_last ? "stable-last" : "inputs";
+}
 const char* to_string(InplaceMode mode) {
   return mode == InplaceMode::copy_on_write ? "copy-on-write" : "pin-dependents";
 }
@@ -126,6 +136,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_BUDGET_MODE")) config.budget_mode = parse_budget_mode(v);
   if (const char* v = env("DTR_INPLACE")) config.inplace = parse_inplace_mode(v);
   if (const char* v = env("DTR_SEARCH")) config.search = parse_search(v);
+  if (const char* v = env("DTR_RECOMPUTE_ORDER")) config.recompute_order = parse_recompute_order(v);
   if (const char* v = env("DTR_SIZE_FLOOR")) config.size_floor = parse_size_floor(v);
   if (const char* v = env("DTR_THRASH_LIMIT")) config.thrash_limit = parse_thrash_limit(v);
   config.device = default_device();  // DTR_DEVICE, or the GPU when there is one (else the CPU, logged)

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "dtr/check.h"
@@ -35,6 +36,8 @@ struct Frame {
   Runtime::Impl::Pins own_pins;
   Runtime::Impl::Pins* pins;
   SmallVector<Input, 4> inputs;
+  // The inputs' indices in the order they are made ready (Config::recompute_order); empty: the closure's order.
+  SmallVector<std::uint32_t, 4> order;
   bool recomputation;
   bool reading = false;     // the input at next_input is being recomputed
   bool rechecked = false;   // a frugal frame's unpinned inputs were checked (and pinned) once all were made
@@ -128,7 +131,9 @@ class Walk {
   // recomputation of `requested`.
   Walk(Runtime::Impl& runtime, Closure& root, const Storage* requested, Runtime::Impl::Pins* caller_pins,
        Pinning pinning)
-      : runtime_(runtime), frugal_(pinning == Pinning::frugal), root_(runtime, root, requested, caller_pins) {
+      : runtime_(runtime), frugal_(pinning == Pinning::frugal),
+        stable_last_(runtime.config.recompute_order == RecomputeOrder::stable_last),
+        root_(runtime, root, requested, caller_pins) {
     begin(root_);
     stack_.push_back(&root_);
   }
@@ -162,15 +167,81 @@ class Walk {
         frame.inputs.push_back(Frame::Input::pinned);
       }
     }
+    if (stable_last_ && std::count(frame.inputs.begin(), frame.inputs.end(), Frame::Input::pending) > 1) {
+      order_stable_last(frame);
+    }
+  }
+
+  // The inputs whose remaking cannot grow by waiting go last, deepest first: those whose evicted ancestry ends
+  // at constants and pinned storages only, none an ancestor of another input. Remade after the others, such an
+  // input is not held through their remaking (an RNN's state chain, remade in the closure's order, would hold
+  // the step's input slice at every level it goes down). The others keep the closure's order: remade later,
+  // what they are remade from might have been evicted meanwhile.
+  void order_stable_last(Frame& frame) {
+    const Closure& c = *frame.closure;
+    struct Evicted {
+      std::uint32_t input;
+      Ancestry ancestry;
+      std::size_t bytes;  // of its evicted ancestry
+      bool deferred;
+    };
+    std::vector<Evicted> evicted;
+    for (std::uint32_t i = 0; i < c.inputs.size(); ++i) {
+      if (frame.inputs[i] != Frame::Input::pending || c.inputs[i]->in_memory) continue;
+      Evicted e{i, {}, 0, false};
+      e.deferred = evicted_ancestry(*c.inputs[i], e.ancestry);
+      for (const Storage* a : e.ancestry) e.bytes += a->nbytes;
+      evicted.push_back(std::move(e));
+    }
+    for (Evicted& e : evicted) {
+      const Storage* s = c.inputs[e.input].get();
+      for (const Evicted& other : evicted) {
+        if (c.inputs[other.input].get() != s &&
+            std::find(other.ancestry.begin(), other.ancestry.end(), s) != other.ancestry.end()) {
+          e.deferred = false;
+        }
+      }
+    }
+    for (std::uint32_t i = 0; i < c.inputs.size(); ++i) {
+      const auto it = std::find_if(evicted.begin(), evicted.end(), [&](const Evicted& e) { return e.input == i; });
+      if (it == evicted.end() || !it->deferred) frame.order.push_back(i);
+    }
+    std::erase_if(evicted, [](const Evicted& e) { return !e.deferred; });
+    std::stable_sort(evicted.begin(), evicted.end(), [](const Evicted& a, const Evicted& b) { return a.bytes > b.bytes; });
+    for (const Evicted& e : evicted) frame.order.push_back(e.input);
+  }
+
+  // Collects the evicted storages remaking `s` would remake, itself first, up to kAncestryCap (enough to tell a
+  // chain from a leaf without walking a whole evicted network at every frame). True when they are all found
+  // and are remade from constants and pinned storages only: nothing can be evicted from under them.
+  static constexpr std::size_t kAncestryCap = 64;
+  using Ancestry = SmallVector<const Storage*, 16>;
+  static bool evicted_ancestry(const Storage& s, Ancestry& found) {
+    found.push_back(&s);  // breadth first: found[next..] still to visit
+    bool stable = true;
+    for (std::size_t next = 0; next < found.size(); ++next) {
+      if (found[next]->producer == nullptr) continue;
+      for (const auto& in : found[next]->producer->inputs) {
+        if (in->in_memory) {
+          stable = stable && (in->producer == nullptr || in->pins > 0);
+          continue;
+        }
+        if (std::find(found.begin(), found.end(), in.get()) != found.end()) continue;
+        if (found.size() == kAncestryCap) return false;
+        found.push_back(in.get());
+      }
+    }
+    return stable;
   }
 
   // Makes the frame's next inputs ready; true when it pushed a frame for an evicted one.
   bool descend(Frame& frame) {
     Closure& c = *frame.closure;
     for (; frame.next_input < c.inputs.size(); frame.next_input += 1) {
-      if (frame.inputs[frame.next_input] != Frame::Input::pending) continue;
-      Storage& in = *c.inputs[frame.next_input];
-      const std::uint32_t view = c.input_view[frame.next_input];
+      const std::size_t k = frame.order.empty() ? frame.next_input : frame.order[frame.next_input];
+      if (frame.inputs[k] != Frame::Input::pending) continue;
+      Storage& in = *c.inputs[k];
+      const std::uint32_t view = c.input_view[k];
       if (!frame.reading && view != 0) runtime_.touch(in);  // remaking a view reads its storage, from now
       frame.reading = true;
       if (!in.in_memory) {
@@ -181,10 +252,10 @@ class Walk {
       }
       runtime_.make_view(in, view);
       if (frugal_ && !frame.rechecked) {
-        frame.inputs[frame.next_input] = Frame::Input::unpinned;
+        frame.inputs[k] = Frame::Input::unpinned;
       } else {
         frame.pins->add(in);
-        frame.inputs[frame.next_input] = Frame::Input::pinned;
+        frame.inputs[k] = Frame::Input::pinned;
       }
       frame.reading = false;
     }
@@ -192,7 +263,7 @@ class Walk {
     // Every input has been made once: pin those still resident, and make again those evicted meanwhile (with
     // everything else pinned, as a locking walk would).
     frame.rechecked = true;
-    std::size_t first_lost = c.inputs.size();
+    bool lost = false;
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
       if (frame.inputs[i] != Frame::Input::unpinned) continue;
       Storage& in = *c.inputs[i];
@@ -201,16 +272,17 @@ class Walk {
         frame.inputs[i] = Frame::Input::pinned;
       } else {
         frame.inputs[i] = Frame::Input::pending;
-        first_lost = std::min(first_lost, i);
+        lost = true;
       }
     }
-    if (first_lost == c.inputs.size()) return false;
-    frame.next_input = first_lost;
+    if (!lost) return false;
+    frame.next_input = 0;  // the lost ones, in the frame's order (the others are no longer pending)
     return descend(frame);
   }
 
   Runtime::Impl& runtime_;
   const bool frugal_;
+  const bool stable_last_;
   // Frames of recomputations below the root, on the heap only when there are some (an op whose inputs are all
   // resident allocates nothing). Declared before root_: an exception releases the root's pins first.
   std::vector<std::unique_ptr<Frame>> deeper_;

@@ -107,6 +107,7 @@ class Replayer {
     config.budget_mode = options.budget_mode;
     config.heuristic = options.heuristic;
     config.search = options.search;
+    config.recompute_order = options.recompute_order;
     config.clock = ClockKind::compute;
     config.cost_model = CostModel::flops;  // unused: replayed ops carry their logged cost
     return config;

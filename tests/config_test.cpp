@@ -18,7 +18,7 @@ TEST(Config, DefaultsWithoutEnvironment) {
       cost("DTR_COST_MODEL", nullptr), clock("DTR_CLOCK", nullptr), mode("DTR_BUDGET_MODE", nullptr),
       device("DTR_DEVICE", nullptr), stats("DTR_STATS", nullptr), trace("DTR_TRACE", nullptr),
       inplace("DTR_INPLACE", nullptr), search("DTR_SEARCH", nullptr), floor("DTR_SIZE_FLOOR", nullptr),
-      timed("DTR_TIMED_RUNS", nullptr);
+      timed("DTR_TIMED_RUNS", nullptr), order("DTR_RECOMPUTE_ORDER", nullptr);
   const Config c = Config::from_env(1 << 30);
   EXPECT_EQ(c.size_floor, 0.0);
   EXPECT_EQ(c.timed_runs, std::uint32_t{3});
@@ -29,6 +29,7 @@ TEST(Config, DefaultsWithoutEnvironment) {
   EXPECT_EQ(c.budget_mode, BudgetMode::device);
   EXPECT_EQ(c.inplace, InplaceMode::copy_on_write);
   EXPECT_EQ(c.search, EvictionSearch::index);
+  EXPECT_EQ(c.recompute_order, RecomputeOrder::stable_last);
   // The GPU when there is one, else the CPU.
   EXPECT_EQ(c.device, cuda::device_count() > 0 ? (Device{DeviceKind::cuda, 0}) : (Device{DeviceKind::cpu, 0}));
   EXPECT_TRUE(c.stats_path.empty());
@@ -40,7 +41,7 @@ TEST(Config, ReadsEveryVariable) {
       clock("DTR_CLOCK", "time"), mode("DTR_BUDGET_MODE", "bytes"), device("DTR_DEVICE", "cpu"),
       stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl"),
       inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan"), floor("DTR_SIZE_FLOOR", "0.01"),
-      timed("DTR_TIMED_RUNS", "7");
+      timed("DTR_TIMED_RUNS", "7"), order("DTR_RECOMPUTE_ORDER", "inputs");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
   EXPECT_EQ(c.size_floor, 0.01);
   EXPECT_EQ(c.timed_runs, std::uint32_t{7});
@@ -51,6 +52,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.budget_mode, BudgetMode::bytes);
   EXPECT_EQ(c.inplace, InplaceMode::pin_dependents);
   EXPECT_EQ(c.search, EvictionSearch::scan);
+  EXPECT_EQ(c.recompute_order, RecomputeOrder::inputs);
   EXPECT_EQ(c.stats_path, "/tmp/stats.json");
   EXPECT_EQ(c.trace_path, "/tmp/trace.jsonl");
 }
@@ -63,7 +65,7 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
       {"DTR_SIZE_FLOOR", "1%"}, {"DTR_SIZE_FLOOR", ""}, {"DTR_SIZE_FLOOR", "nan"}, {"DTR_SIZE_FLOOR", "inf"},
       {"DTR_TIMED_RUNS", "0"}, {"DTR_TIMED_RUNS", "-1"}, {"DTR_TIMED_RUNS", ""}, {"DTR_TIMED_RUNS", "three"},
       {"DTR_TIMED_RUNS", "2.5"}, {"DTR_TIMED_RUNS", "1000001"}, {"DTR_TIMED_RUNS", "99999999999"},
-      {"DTR_TIMED_RUNS", "ALL"}};
+      {"DTR_TIMED_RUNS", "ALL"}, {"DTR_RECOMPUTE_ORDER", "deepest"}, {"DTR_RECOMPUTE_ORDER", ""}};
   for (const auto& [name, value] : cases) {
     EnvGuard env(name, value);
     try {
@@ -81,6 +83,8 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   EXPECT_EQ(to_string(parse_inplace_mode("pin-dependents")), std::string("pin-dependents"));
   EXPECT_EQ(to_string(parse_search("index")), std::string("index"));
   EXPECT_EQ(to_string(parse_search("scan")), std::string("scan"));
+  EXPECT_EQ(to_string(parse_recompute_order("stable-last")), std::string("stable-last"));
+  EXPECT_EQ(to_string(parse_recompute_order("inputs")), std::string("inputs"));
   EXPECT_EQ(parse_size_floor("0"), 0.0);
   EXPECT_EQ(parse_size_floor("2.5"), 2.5);
   EXPECT_EQ(parse_timed_runs("all"), std::nullopt);

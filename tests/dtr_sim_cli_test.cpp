@@ -125,6 +125,10 @@ TEST_F(DtrSimCli, ErrorsAreClearAndExitNonZero) {
   EXPECT_NE(r.output.find("FROM:TO:STEP"), std::string::npos) << r.output;
   r = run(path("chain.log") + " --ratio 0.5 --sweep 0.1:1:0.1");
   EXPECT_NE(r.status, 0);
+  r = run(path("chain.log") + " --recompute-order deepest");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--recompute-order"), std::string::npos) << r.output;
+  EXPECT_EQ(run(path("chain.log") + " --recompute-order stable-last --ratio 0.4").status, 0);
 }
 
 // The lines of `output` that are JSON rows (stderr is mixed in).
@@ -310,7 +314,7 @@ TEST_F(DtrSimCli, DtrVariablesDoNotChangeTheReplay) {
   const Outcome plain = run(args);
   ASSERT_EQ(plain.status, 0) << plain.output;
   const Outcome with_env = run_command("DTR_HEURISTIC=lru DTR_MEMORY_BUDGET=1KiB DTR_BUDGET_MODE=device "
-                                       "DTR_THRASH_LIMIT=1.01 DTR_SEARCH=scan " + std::string(DTR_SIM_PATH) + " " + args);
+                                       "DTR_THRASH_LIMIT=1.01 DTR_SEARCH=scan DTR_RECOMPUTE_ORDER=stable-last " + std::string(DTR_SIM_PATH) + " " + args);
   ASSERT_EQ(with_env.status, 0) << with_env.output;
   EXPECT_EQ(with_env.output, plain.output);
   EXPECT_NE(run("--help").output.find("Flags rule here"), std::string::npos);

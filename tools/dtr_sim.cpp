@@ -214,6 +214,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> heuristics = {"dtr-eq"};
   std::string mode_text = "bytes";
   std::string search_text = "index";
+  std::string order_text = "inputs";
   std::string constants_text = "kept";
   std::string thrash_text = "2";
   bool json = false;
@@ -237,6 +238,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"kept", "freed"}));
   app.add_option("--search", search_text, "index (the default) or scan: how the runtime finds the lowest score")
       ->check(CLI::IsMember({"index", "scan"}));
+  app.add_option("--recompute-order", order_text,
+                 "inputs (the default, as the DTR authors' runtime) or stable-last (the runtime's default): in which "
+                 "order a recomputation remakes its evicted inputs")
+      ->check(CLI::IsMember({"inputs", "stable-last"}));
   app.add_option("--thrash-limit", thrash_text,
                  "stop a cell as 'thrash' as soon as its overhead passes this factor of the trace's base compute "
                  "(default 2, as the DTR authors; off: never)");
@@ -301,6 +306,7 @@ int main(int argc, char** argv) {
           options.budget_mode = mode;
           options.heuristic = h;
           options.search = dtr::parse_search(search_text, "--search");
+          options.recompute_order = dtr::parse_recompute_order(order_text, "--recompute-order");
           options.keep_constants = constants_text == "kept";
           options.thrash_limit = thrash_limit;  // the runtime stops the cell at the recomputation past it
           Row row{h, r, mode, dtr::sim::replay(trace, options)};

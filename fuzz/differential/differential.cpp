@@ -206,7 +206,8 @@ std::string describe(const RunConfig& config) {
     out << "none";
   }
   out << ", DTR_BUDGET_MODE=" << to_string(config.mode) << ", DTR_HEURISTIC=" << config.heuristic
-      << ", DTR_INPLACE=" << to_string(config.inplace) << ", DTR_SEARCH=" << to_string(config.search);
+      << ", DTR_INPLACE=" << to_string(config.inplace) << ", DTR_SEARCH=" << to_string(config.search)
+      << ", DTR_RECOMPUTE_ORDER=" << to_string(config.recompute_order);
   return out.str();
 }
 
@@ -217,6 +218,7 @@ Config runtime_config(const RunConfig& config) {
   c.heuristic = config.heuristic;
   c.inplace = config.inplace;
   c.search = config.search;
+  c.recompute_order = config.recompute_order;
   c.cost_model = CostModel::flops;
   c.clock = ClockKind::ops;
   c.thrash_limit = std::nullopt;
@@ -320,6 +322,7 @@ std::vector<RunConfig> random_configs(std::uint64_t seed, const Observation& ora
     config.heuristic = heuristics[rng() % heuristics.size()];
     config.inplace = rng() % 2 == 0 ? InplaceMode::copy_on_write : InplaceMode::pin_dependents;
     config.search = rng() % 2 == 0 ? EvictionSearch::index : EvictionSearch::scan;
+    config.recompute_order = rng() % 2 == 0 ? RecomputeOrder::stable_last : RecomputeOrder::inputs;
     const double ratio = std::uniform_real_distribution<double>(0.15, 0.95)(rng);
     config.budget =
         std::max<std::uint64_t>(1, static_cast<std::uint64_t>(ratio * static_cast<double>(peak_of(oracle, config))));

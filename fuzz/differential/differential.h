@@ -26,6 +26,7 @@ struct RunConfig {
   std::string heuristic = "dtr-eq";
   InplaceMode inplace = InplaceMode::copy_on_write;
   EvictionSearch search = EvictionSearch::index;
+  RecomputeOrder recompute_order = RecomputeOrder::stable_last;
 };
 std::string describe(const RunConfig& config);
 // The runtime's configuration for `config`: op-count clock, flop costs, no thrash limit (a campaign explores

@@ -34,6 +34,11 @@ enum class BufferSource { caching_allocator, memory_resource };
 // How the runtime finds what to evict: an index kept in score order (exact, a heap's time per decision), or a
 // scan that scores every candidate (exact, linear time; the reference the index is tested against).
 enum class EvictionSearch { index, scan };
+// In which order a recomputation remakes its closure's evicted inputs: the closure's own order (as the DTR
+// authors' runtime does), or that order with the inputs that cannot grow by waiting moved last, deepest first
+// (those remade from constants and pinned storages only: an RNN step's input slice is then not held through
+// the state chain's remaking). docs/runtime.md, "Recomputation order".
+enum class RecomputeOrder { inputs, stable_last };
 
 struct Config {
   std::optional<std::uint64_t> memory_budget;  // DTR_MEMORY_BUDGET; nullopt: none; 0 is a ConfigError
@@ -48,6 +53,7 @@ struct Config {
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
   InplaceMode inplace = InplaceMode::copy_on_write;  // DTR_INPLACE: copy-on-write, pin-dependents
   EvictionSearch search = EvictionSearch::index;     // DTR_SEARCH: index, scan (random always scans)
+  RecomputeOrder recompute_order = RecomputeOrder::stable_last;  // DTR_RECOMPUTE_ORDER: stable-last, inputs
   // DTR_SIZE_FLOOR: ignore candidates smaller than this fraction of the mean candidate size (unless every one
   // is), as the DTR prototype did to shorten its scans; 0 (the default) considers every candidate. Choosing
   // under a floor scans the candidates, and windows ignore it.
@@ -83,6 +89,7 @@ ClockKind parse_clock(std::string_view text, std::string_view variable = "DTR_CL
 BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = "DTR_BUDGET_MODE");
 InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable = "DTR_INPLACE");
 EvictionSearch parse_search(std::string_view text, std::string_view variable = "DTR_SEARCH");
+RecomputeOrder parse_recompute_order(std::string_view text, std::string_view variable = "DTR_RECOMPUTE_ORDER");
 double parse_size_floor(std::string_view text, std::string_view variable = "DTR_SIZE_FLOOR");
 // "all" gives nullopt; otherwise an integer from 1 to 1,000,000.
 std::optional<std::uint32_t> parse_timed_runs(std::string_view text, std::string_view variable = "DTR_TIMED_RUNS");
@@ -102,5 +109,6 @@ const char* to_string(ClockKind clock);
 const char* to_string(BudgetMode mode);
 const char* to_string(InplaceMode mode);
 const char* to_string(EvictionSearch search);
+const char* to_string(RecomputeOrder order);
 
 }  // namespace dtr

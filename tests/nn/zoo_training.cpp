@@ -41,7 +41,7 @@ ZooCase zoo_case(const std::string& name) {
     // An RNN's backward needs each step's gates, recomputed from a chain of states: with the states held every
     // few steps (the least any schedule keeps) and one stretch of steps recomputed at a time, 25% of the peak
     // is at the edge of what any plan fits; every heuristic refuses it (out of memory or thrashing), while
-    // `dtr` holds 40%.
+    // `dtr` and `forecast` hold 40% (docs/results/recompute-order.md).
     return {name, [](Runtime& rt, Generator& g) { return make_lstm(rt, g, LstmSpec{32, 2, 0.1}); }, 32, {0.5, 0.4}};
   }
   if (name == "unet") {
