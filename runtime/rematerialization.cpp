@@ -167,10 +167,14 @@ class Walk {
         frame.inputs.push_back(Frame::Input::pinned);
       }
     }
-    if (stable_last_ && std::count(frame.inputs.begin(), frame.inputs.end(), Frame::Input::pending) > 1) {
-      order_stable_last(frame);
-    }
+    if (!stable_last_) return;
+    const auto pending = std::count(frame.inputs.begin(), frame.inputs.end(), Frame::Input::pending);
+    if (pending > 1 && pending <= kMaxReordered) order_stable_last(frame);
   }
+
+  // Ordering compares each evicted input's ancestry with every other's: a frame with more pending inputs than
+  // this (a concatenation of hundreds) keeps the closure's order rather than pay the square of their number.
+  static constexpr std::ptrdiff_t kMaxReordered = 16;
 
   // The inputs whose remaking cannot grow by waiting go last, deepest first: those whose evicted ancestry ends
   // at constants and pinned storages only, none an ancestor of another input. Remade after the others, such an

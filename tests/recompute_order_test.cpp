@@ -83,6 +83,46 @@ TEST(RecomputeOrder, InputsThatShareAncestryAreEachRemadeOnce) {
   }
 }
 
+// The order a frame remakes its inputs in, seen by a kernel observer: a concatenation of `n` evicted inputs,
+// input i a chain of 1 + i % 3 scalings of a constant (its top scaled by 100 + i), recomputed unbudgeted. Each
+// input can wait (all come from the constant): stable-last remakes the deepest first, ties in the closure's
+// order; past 16 inputs the frame keeps the closure's order, as it does under RecomputeOrder::inputs.
+std::vector<int> remade_tops(RecomputeOrder order, int n) {
+  std::vector<int> tops;
+  Config config = deterministic_config(std::nullopt, BudgetMode::bytes);
+  config.recompute_order = order;
+  config.kernel_observer = [&tops](const KernelRun& run) {
+    const double factor = run.args.attrs.get_real("factor", 0);
+    if (run.rematerialization && factor >= 100) tops.push_back(static_cast<int>(factor) - 100);
+  };
+  Runtime rt(config);
+  const Tensor x = constant(rt, {4}, 0.5F);
+  std::vector<Tensor> parts;
+  std::vector<Tensor> made;
+  for (int i = 0; i < n; ++i) {
+    Tensor t = x;
+    for (int k = 0; k < i % 3; ++k) made.push_back(t = rt.call1(ops::scale(), {t}, Attrs{{"factor", 1.0}}));
+    parts.push_back(rt.call1(ops::scale(), {t}, Attrs{{"factor", 100.0 + i}}));
+  }
+  const Tensor joined = rt.call1(ops::concat(), parts, Attrs{{"dim", std::int64_t{0}}});
+  const std::vector<float> expected = joined.to_host();
+  for (const Tensor& t : made) EXPECT_TRUE(rt.evict(t));
+  for (const Tensor& t : parts) EXPECT_TRUE(rt.evict(t));
+  EXPECT_TRUE(rt.evict(joined));
+  made.clear();
+  parts.clear();
+  EXPECT_EQ(joined.to_host(), expected);
+  return tops;
+}
+
+TEST(RecomputeOrder, StableLastRemakesTheDeepestFirstUpToSixteenInputs) {
+  EXPECT_EQ(remade_tops(RecomputeOrder::stable_last, 6), (std::vector<int>{2, 5, 1, 4, 0, 3}));
+  EXPECT_EQ(remade_tops(RecomputeOrder::inputs, 6), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  std::vector<int> in_order(17);
+  for (int i = 0; i < 17; ++i) in_order[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(remade_tops(RecomputeOrder::stable_last, 17), in_order);
+}
+
 // The same chain as a trace: a replay takes its order from ReplayOptions (the closure's, by default, as the DTR
 // authors' runtime), and stable-last recomputes less there too.
 TEST(RecomputeOrder, AReplayTakesItsOrderFromItsOptions) {
