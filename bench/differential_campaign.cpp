@@ -1,13 +1,14 @@
 // dtr-bench-differential: the long differential campaign (issue 16). Random programs (fuzz/differential:
 // views, in-place updates, random and multi-output ops, dropped handles, backward passes, optimizer steps)
-// run under random budgets, heuristics, budget modes, in-place strategies and searches; every run must read
-// the unbudgeted run's bits, keep its budget and give back every byte. The first failure is minimized and
-// printed (and written with --reproducer) as a program that --replay reruns.
+// run under random budgets, heuristics, budget modes, in-place strategies, searches and recomputation orders;
+// every run must read the unbudgeted run's bits, keep its budget and give back every byte. The first failure
+// is minimized and printed (and written with --reproducer) as a program that --replay reruns.
 //
 //   dtr-bench-differential [--programs 10000] [--first-seed 1] [--configs 8] [--length 200] [--jobs N]
 //                          [--reproducer FILE]
 //   dtr-bench-differential --replay FILE --budget BYTES [--mode bytes|device] [--heuristic H]
 //                          [--inplace copy-on-write|pin-dependents] [--search index|scan]
+//                          [--recompute-order stable-last|inputs]
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -64,6 +65,7 @@ int main(int argc, char** argv) try {
   std::string heuristic = "dtr-eq";
   std::string inplace = "copy-on-write";
   std::string search = "index";
+  std::string recompute_order = "stable-last";
   app.add_option("--programs", programs, "programs to generate")->check(CLI::Range(1, 100000000));
   app.add_option("--first-seed", first_seed, "the first program's seed");
   app.add_option("--configs", configs, "random configurations per program")->check(CLI::Range(1, 1000));
@@ -76,6 +78,7 @@ int main(int argc, char** argv) try {
   app.add_option("--heuristic", heuristic, "--replay: the heuristic");
   app.add_option("--inplace", inplace, "--replay: copy-on-write or pin-dependents");
   app.add_option("--search", search, "--replay: index or scan");
+  app.add_option("--recompute-order", recompute_order, "--replay: stable-last or inputs");
   CLI11_PARSE(app, argc, argv);
 
   if (!replay_path.empty()) {
@@ -85,6 +88,7 @@ int main(int argc, char** argv) try {
     config.heuristic = dtr::parse_heuristic(heuristic, "--heuristic");
     config.inplace = dtr::parse_inplace_mode(inplace, "--inplace");
     config.search = dtr::parse_search(search, "--search");
+    config.recompute_order = dtr::parse_recompute_order(recompute_order, "--recompute-order");
     return replay(replay_path, config);
   }
 
@@ -138,11 +142,12 @@ int main(int argc, char** argv) try {
   if (!reproducer_path.empty()) {
     std::ofstream(reproducer_path) << to_text(failure->reproducer);
     std::printf("reproducer written to %s; rerun: dtr-bench-differential --replay %s --budget %llu --mode %s "
-                "--heuristic %s --inplace %s --search %s\n",
+                "--heuristic %s --inplace %s --search %s --recompute-order %s\n",
                 reproducer_path.c_str(), reproducer_path.c_str(),
                 static_cast<unsigned long long>(failure->failure->config.budget.value_or(0)),
                 dtr::to_string(failure->failure->config.mode), failure->failure->config.heuristic.c_str(),
-                dtr::to_string(failure->failure->config.inplace), dtr::to_string(failure->failure->config.search));
+                dtr::to_string(failure->failure->config.inplace), dtr::to_string(failure->failure->config.search),
+                dtr::to_string(failure->failure->config.recompute_order));
   }
   return 1;
 } catch (const std::exception& e) {

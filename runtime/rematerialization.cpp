@@ -211,7 +211,8 @@ class Walk {
       if (it == evicted.end() || !it->deferred) frame.order.push_back(i);
     }
     std::erase_if(evicted, [](const Evicted& e) { return !e.deferred; });
-    std::stable_sort(evicted.begin(), evicted.end(), [](const Evicted& a, const Evicted& b) { return a.bytes > b.bytes; });
+    std::stable_sort(evicted.begin(), evicted.end(),
+                     [](const Evicted& a, const Evicted& b) { return a.bytes > b.bytes; });
     for (const Evicted& e : evicted) frame.order.push_back(e.input);
   }
 
