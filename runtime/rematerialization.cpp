@@ -156,10 +156,12 @@ class Walk {
   void begin(Frame& frame) {
     Closure& c = *frame.closure;
     for (const auto& in : c.inputs) runtime_.touch(*in);
+    std::ptrdiff_t pending = 0;
     for (std::size_t i = 0; i < c.inputs.size(); ++i) {
       Storage& in = *c.inputs[i];
       if (!Runtime::Impl::view_made(in, c.input_view[i])) {
         frame.inputs.push_back(Frame::Input::pending);
+        pending += 1;
       } else if (frugal_) {
         frame.inputs.push_back(Frame::Input::unpinned);
       } else {
@@ -167,9 +169,7 @@ class Walk {
         frame.inputs.push_back(Frame::Input::pinned);
       }
     }
-    if (!stable_last_) return;
-    const auto pending = std::count(frame.inputs.begin(), frame.inputs.end(), Frame::Input::pending);
-    if (pending > 1 && pending <= kMaxReordered) order_stable_last(frame);
+    if (stable_last_ && pending > 1 && pending <= kMaxReordered) order_stable_last(frame);
   }
 
   // Ordering compares each evicted input's ancestry with every other's: a frame with more pending inputs than

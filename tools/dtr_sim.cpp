@@ -254,6 +254,8 @@ int main(int argc, char** argv) {
   try {
     std::vector<double> ratios = sweep.empty() ? std::vector<double>{ratio.value_or(0.5)} : parse_sweep(sweep);
     const std::optional<double> thrash_limit = dtr::parse_thrash_limit(thrash_text, "--thrash-limit");
+    const dtr::EvictionSearch search = dtr::parse_search(search_text, "--search");
+    const dtr::RecomputeOrder order = dtr::parse_recompute_order(order_text, "--recompute-order");
     // 'all' is the DTR paper's set (every named heuristic but the fragmentation-aware ones and ours, forecast),
     // beside any other
     // named; a heuristic named twice runs once.
@@ -305,8 +307,8 @@ int main(int argc, char** argv) {
           options.budget_bytes = budgets[m][i];  // 0 bytes: an OOM row (sim::replay)
           options.budget_mode = mode;
           options.heuristic = h;
-          options.search = dtr::parse_search(search_text, "--search");
-          options.recompute_order = dtr::parse_recompute_order(order_text, "--recompute-order");
+          options.search = search;
+          options.recompute_order = order;
           options.keep_constants = constants_text == "kept";
           options.thrash_limit = thrash_limit;  // the runtime stops the cell at the recomputation past it
           Row row{h, r, mode, dtr::sim::replay(trace, options)};
