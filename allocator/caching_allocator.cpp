@@ -31,6 +31,14 @@ CachingAllocator::CachingAllocator(MemoryResource& upstream, CachingAllocatorOpt
             "CachingAllocatorOptions: a small segment must hold the largest small request");
   DTR_CHECK(o.large_segment_bytes >= o.own_segment_threshold, InvalidArgument,
             "CachingAllocatorOptions: a large segment must hold every request below own_segment_threshold");
+  const std::size_t granularity = upstream_.maps_pages() ? upstream_.page_bytes() : 1;
+  DTR_CHECK(o.page_bytes % o.rounding == 0 && o.page_bytes % granularity == 0, InvalidArgument,
+            "CachingAllocatorOptions::page_bytes ", o.page_bytes, " must be 0 (the upstream's pages) or a multiple of "
+            "the rounding ", o.rounding, " and of the upstream's page size ", granularity);
+  if (o.expandable_segments && !upstream_.maps_pages()) {
+    detail::logger().warn("{}: expandable segments need an upstream that maps pages; {} does not, so classic "
+                          "segments are used", name(), upstream_.name());
+  }
   set_budget(o.budget_bytes);
 }
 
@@ -46,11 +54,17 @@ CachingAllocator::~CachingAllocator() {
                           s.stats.active_blocks.current, format_bytes(s.stats.allocated_bytes.current));
   }
   for (auto& [address, segment] : s.segments) {
+    if (segment->expandable) continue;
     try {
       upstream_.deallocate(to_pointer(address), segment->size);
     } catch (const std::exception& e) {
       detail::logger().error("{}: returning a segment failed: {}", name(), e.what());
     }
+  }
+  try {
+    s.release_range();
+  } catch (const std::exception& e) {
+    detail::logger().error("{}: returning an address range failed: {}", name(), e.what());
   }
 }
 
@@ -140,6 +154,7 @@ void CachingAllocator::set_budget(std::optional<std::uint64_t> budget_bytes) {
       if (s.stats.reserved_bytes.current <= *budget_bytes) break;
       s.release_segment(segment);
     }
+    s.release_idle_pages(*budget_bytes);
   }
   DTR_CHECK(s.stats.reserved_bytes.current <= *budget_bytes, InvalidArgument, name(), ": cannot set a budget of ",
             format_bytes(*budget_bytes), " while ", format_bytes(s.stats.reserved_bytes.current),
@@ -155,6 +170,7 @@ std::optional<std::uint64_t> CachingAllocator::budget() const {
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(state_->mutex);
   state_->release_all_empty_segments();
+  state_->release_idle_pages(0);
 }
 
 AllocatorStats CachingAllocator::stats() const {
@@ -178,6 +194,10 @@ MemorySnapshot CachingAllocator::snapshot() const {
     info.address = address;
     info.size = segment->size;
     info.pool = segment->pool;
+    info.expandable = segment->expandable;
+    info.mapped_bytes = segment->expandable
+                            ? state_->range.mapped.pages() * state_->page_bytes
+                            : segment->size;
     for (const Block* b = segment->head; b != nullptr; b = b->next) {
       info.blocks.push_back(BlockInfo{b->address, b->size, b->requested, b->allocated, b->owner});
     }
@@ -190,7 +210,7 @@ void CachingAllocator::for_each_block(Pool pool,
                                       const std::function<void(const BlockInfo& block, bool segment_start)>& visit) const {
   std::lock_guard lock(state_->mutex);
   for (const auto& [address, segment] : state_->segments) {
-    if (segment->pool != pool) continue;
+    if (segment->pool != pool || segment->expandable) continue;
     for (const Block* b = segment->head; b != nullptr; b = b->next) {
       visit(BlockInfo{b->address, b->size, b->requested, b->allocated, b->owner}, b == segment->head);
     }

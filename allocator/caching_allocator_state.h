@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "address_map.h"
+#include "page_runs.h"
 #include "common/log.h"
 #include "dtr/caching_allocator.h"
 #include "dtr/check.h"
@@ -57,6 +58,7 @@ struct Segment {
   std::size_t size = 0;
   Pool pool = Pool::small;
   Block* head = nullptr;
+  bool expandable = false;  // the large pool's whole address range (expandable segments), not a segment
 
   bool empty() const { return !head->allocated && head->next == nullptr; }
 };
@@ -92,11 +94,17 @@ struct CachingAllocator::State {
   using BySizeThenAddress = detail::BySizeThenAddress;
 
   State(MemoryResource& upstream_resource, const CachingAllocatorOptions& opts)
-      : upstream(upstream_resource), upstream_capacity(upstream_resource.capacity()), options(opts) {}
+      : upstream(upstream_resource),
+        upstream_capacity(upstream_resource.capacity()),
+        options(opts),
+        expandable(opts.expandable_segments && upstream_resource.maps_pages()),
+        page_bytes(expandable && opts.page_bytes == 0 ? upstream_resource.page_bytes() : opts.page_bytes) {}
 
   MemoryResource& upstream;
   const std::size_t upstream_capacity;  // fixed for a resource's lifetime; read once, off the hot path
   const CachingAllocatorOptions& options;
+  const bool expandable;  // expandable segments asked for, and the upstream maps pages
+  const std::size_t page_bytes;  // what expandable ranges map and unmap at a time
 
   mutable detail::FastMutex mutex;
   std::optional<std::uint64_t> budget;
@@ -119,6 +127,17 @@ struct CachingAllocator::State {
   AllocatorStats stats;
   std::uint64_t blocks_freed = 0;  // how the reclaim loop sees progress
 
+  // Expandable segments: the large pool's range, reserved at its first request, and which of its pages are
+  // mapped.
+  struct PageRange {
+    Segment* segment = nullptr;
+    detail::PageRuns mapped;
+    detail::PageRuns idle;  // mapped pages no allocated block is on: the cache
+  };
+  PageRange range;
+  std::uint64_t range_mapped = 0;     // bytes of mapped pages, within reserved_bytes
+  std::uint64_t range_allocated = 0;  // bytes of blocks in the range, within allocated_bytes
+
   // ---- allocation and free ----
 
   // A free block's key (size, address) changes in place when a request is carved from its front or a freed
@@ -133,7 +152,10 @@ struct CachingAllocator::State {
     key.size = r.rounded;
     auto it = set.lower_bound(&key);
     Block* block = nullptr;
-    if (it != set.end()) {
+    if (expandable && r.pool == Pool::large) {
+      block = carve_in_range(r);
+      if (block == nullptr) return nullptr;
+    } else if (it != set.end()) {
       Block* free_block = *it;
       if (free_block->prev == nullptr && free_block->next == nullptr) {
         empty_segment_bytes -= free_block->size;
@@ -168,6 +190,7 @@ struct CachingAllocator::State {
   }
 
   [[gnu::always_inline]] void free(Block* block) {
+    if (block->segment->expandable) leave_pages(*block);
     live.erase(block->address);
     stats.allocated_bytes.current -= block->size;
     stats.requested_bytes.current -= block->requested;
@@ -203,7 +226,7 @@ struct CachingAllocator::State {
       insert_free(block);
     }
     const Block* merged = prev != nullptr ? prev : next != nullptr ? next : block;
-    if (merged->prev == nullptr && merged->next == nullptr) {  // the segment is one free block
+    if (merged->prev == nullptr && merged->next == nullptr && !merged->segment->expandable) {  // one free block
       empty_segment_bytes += merged->size;
       empty_by_size.emplace(merged->size, merged->segment->address);
     }
@@ -275,6 +298,7 @@ struct CachingAllocator::State {
     };
     std::size_t size = fitting_size();
     if (size == 0) {
+      if (expandable && headroom() < r.rounded) release_idle_pages(*budget - r.rounded);  // the large range's cache
       release_empty_segments_until_headroom(r.rounded);
       if ((size = fitting_size()) == 0) return nullptr;
     }
@@ -357,6 +381,34 @@ struct CachingAllocator::State {
     detail::logger().debug("{}: released a segment of {}", upstream.name(), format_bytes(size));
   }
 
+  // ---- expandable segments (allocator/expandable_range.cpp) ----
+
+  // The best-fitting free block of the large range with the pages under it mapped, or nullptr when the budget
+  // (after unmapping cached pages and releasing empty small segments) or the upstream cannot map them.
+  Block* carve_in_range(const Request& r);
+  // Reserves the large pool's address range (twice the upstream's capacity); false if the upstream cannot.
+  bool reserve_range();
+  // Counts a new block on the pages of [address, address + size), mapping those not mapped; false (nothing
+  // changed) when they do not fit under the budget even with the caches given back, or the upstream is full.
+  bool enter_pages(std::uintptr_t address, std::size_t size);
+  // Maps the unmapped runs of pages [first, end); on a failure unmaps what it mapped and returns false.
+  bool map_gaps(std::size_t first, std::size_t end);
+  // A freed block leaves its pages: those no other allocated block is on stay mapped, as the cache.
+  void leave_pages(const Block& block);
+  // Whether an allocated block other than `block` lies on `page` (only neighbours can: blocks are contiguous).
+  bool shares_page(const Block& block, std::size_t page) const;
+  void unmap_run(std::size_t first, std::size_t end);
+  // Unmaps cached pages, highest first, until at most `reserved_limit` bytes are reserved, sparing pages
+  // [keep_first, keep_end) (those a request is about to use).
+  void release_idle_pages(std::uint64_t reserved_limit, std::size_t keep_first = 0, std::size_t keep_end = 0);
+  // Unmaps the top of the idle run [a, b): as many pages as bring reserved bytes to `reserved_limit`.
+  void unmap_some(std::size_t a, std::size_t b, std::uint64_t reserved_limit);
+  // Unmaps every page still mapped and gives the range back (the allocator's destruction).
+  void release_range();
+
+  std::size_t page_of(std::uintptr_t address) const { return (address - range.segment->address) / page_bytes; }
+  void* page_address(std::size_t page) const { return detail::to_pointer(range.segment->address + page * page_bytes); }
+
   // ---- containers ----
 
   Block* new_block() {
@@ -403,9 +455,16 @@ struct CachingAllocator::State {
   std::uint64_t largest_free() const {
     std::uint64_t largest = 0;
     for (const FreeSet& set : free_blocks) {
+      // The large pool's range: its free run is address space, not memory.
+      if (expandable && &set == &free_blocks[detail::index_of(Pool::large)]) continue;
       if (!set.empty()) largest = std::max<std::uint64_t>(largest, (*set.rbegin())->size);
     }
     return largest;
+  }
+
+  // Reserved but free bytes outside expandable ranges: what fragmentation is measured against.
+  std::uint64_t segment_free_bytes() const {
+    return (stats.reserved_bytes.current - range_mapped) - (stats.allocated_bytes.current - range_allocated);
   }
 
   enum class Cause { too_large, no_reclaimer, no_progress };
@@ -429,7 +488,7 @@ struct CachingAllocator::State {
     const std::uint64_t largest = largest_free();
     stats.largest_free_block.current = largest;
     stats.largest_free_block.peak = std::max(stats.largest_free_block.peak, largest);
-    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    const std::uint64_t free_bytes = segment_free_bytes();
     if (free_bytes != 0 && detail::u128{largest} * peak_fragmentation_free < detail::u128{peak_fragmentation_largest} * free_bytes) {
       peak_fragmentation_largest = largest;
       peak_fragmentation_free = free_bytes;
@@ -437,7 +496,7 @@ struct CachingAllocator::State {
   }
 
   double fragmentation() const {
-    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    const std::uint64_t free_bytes = segment_free_bytes();
     return free_bytes == 0 ? 0.0 : 1.0 - static_cast<double>(stats.largest_free_block.current) / static_cast<double>(free_bytes);
   }
 
@@ -446,7 +505,7 @@ struct CachingAllocator::State {
                          &stats.active_blocks, &stats.segments, &stats.largest_free_block}) {
       v->peak = v->current;
     }
-    const std::uint64_t free_bytes = stats.reserved_bytes.current - stats.allocated_bytes.current;
+    const std::uint64_t free_bytes = segment_free_bytes();
     peak_fragmentation_largest = free_bytes == 0 ? 1 : stats.largest_free_block.current;
     peak_fragmentation_free = free_bytes == 0 ? 1 : free_bytes;
   }

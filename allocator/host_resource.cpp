@@ -1,8 +1,11 @@
 // Page-aligned host memory. The CPU backend's device memory, and the upstream of its caching allocator.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "allocation_registry.h"
 #include "dtr/check.h"
@@ -23,6 +26,61 @@ class HostResource final : public MemoryResource {
   std::string name() const override { return "host"; }
   bool host_accessible() const override { return true; }
 
+  // Ranges are reserved with PROT_NONE and no swap reservation, pages made accessible by mprotect and given
+  // back with MADV_DONTNEED: the host's counterpart of cuMemAddressReserve / cuMemMap / cuMemUnmap. A stray
+  // access to an unmapped page faults instead of reading zeros (the mprotect calls cost no measurable time).
+  bool maps_pages() const override { return true; }
+  std::size_t page_bytes() const override { return page_; }
+
+  void* reserve_range(std::size_t bytes) override {
+    DTR_CHECK(bytes > 0 && bytes % page_ == 0, InvalidArgument, "host: reserve_range(", bytes,
+              "): the size must be a positive multiple of the page size ", page_);
+    // 2 MiB alignment: reserve the slack and trim it.
+    constexpr std::size_t kAlign = std::size_t{2} << 20;
+    void* raw = ::mmap(nullptr, bytes + kAlign, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) throw_oom(bytes, __FILE__, __LINE__);
+    const auto start = reinterpret_cast<std::uintptr_t>(raw);
+    const std::uintptr_t aligned = (start + kAlign - 1) & ~(std::uintptr_t{kAlign} - 1);
+    if (aligned > start) ::munmap(raw, aligned - start);
+    if (const std::uintptr_t end = start + bytes + kAlign; end > aligned + bytes) {
+      ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);  // NOLINT(performance-no-int-to-ptr)
+    }
+    std::lock_guard lock(mutex_);
+    ranges_.emplace(aligned, Range{bytes, 0});
+    return reinterpret_cast<void*>(aligned);  // NOLINT(performance-no-int-to-ptr)
+  }
+
+  void release_range(void* base, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    const auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(base));
+    DTR_CHECK(it != ranges_.end() && it->second.bytes == bytes, InvalidArgument, "host: release_range(", base, ", ",
+              bytes, "): no range of that size was reserved there");
+    DTR_CHECK(it->second.mapped == 0, InvalidArgument, "host: release_range(", base, "): ",
+              format_bytes(it->second.mapped), " are still mapped");
+    ::munmap(base, bytes);
+    ranges_.erase(it);
+  }
+
+  bool map(void* ptr, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    Range& range = range_of(ptr, bytes, "map");
+    if (mapped_ + bytes > capacity_) return false;
+    if (::mprotect(ptr, bytes, PROT_READ | PROT_WRITE) != 0) return false;
+    range.mapped += bytes;
+    mapped_ += bytes;
+    return true;
+  }
+
+  void unmap(void* ptr, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    Range& range = range_of(ptr, bytes, "unmap");
+    DTR_CHECK(range.mapped >= bytes, InvalidArgument, "host: unmap(", ptr, ", ", bytes, "): more than is mapped");
+    ::madvise(ptr, bytes, MADV_DONTNEED);  // the memory goes back now, not when the range does
+    ::mprotect(ptr, bytes, PROT_NONE);
+    range.mapped -= bytes;
+    mapped_ -= bytes;
+  }
+
  protected:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override {
     if (bytes > capacity_) {
@@ -42,6 +100,22 @@ class HostResource final : public MemoryResource {
   }
 
  private:
+  struct Range {
+    std::size_t bytes = 0;
+    std::size_t mapped = 0;
+  };
+
+  // The reserved range holding [ptr, ptr + bytes), which must start and end on pages (else InvalidArgument).
+  Range& range_of(void* ptr, std::size_t bytes, const char* call) {
+    const auto start = reinterpret_cast<std::uintptr_t>(ptr);
+    auto it = ranges_.upper_bound(start);
+    const bool inside = it != ranges_.begin() && bytes > 0 && start % page_ == 0 && bytes % page_ == 0 &&
+                        start + bytes <= std::prev(it)->first + std::prev(it)->second.bytes;
+    DTR_CHECK(inside, InvalidArgument, "host: ", call, "(", ptr, ", ", bytes,
+              "): not whole pages inside a range from reserve_range()");
+    return std::prev(it)->second;
+  }
+
   [[noreturn]] void throw_oom(std::size_t bytes, const char* file, int line) const {
     OutOfMemoryInfo info;
     info.requested_bytes = bytes;
@@ -56,6 +130,9 @@ class HostResource final : public MemoryResource {
   const std::size_t page_ = page_size();
   const std::size_t capacity_ = physical_memory();
   detail::AllocationRegistry registry_;
+  std::mutex mutex_;  // guards the ranges
+  std::map<std::uintptr_t, Range> ranges_;
+  std::size_t mapped_ = 0;
 };
 
 }  // namespace

@@ -27,10 +27,61 @@ class SimulatedResource final : public MemoryResource {
   std::string name() const override { return "simulated"; }
   bool host_accessible() const override { return false; }
 
+  // Ranges come from a second address area above the allocations' (bump allocated, never reused); mapped
+  // bytes count against the capacity like allocated ones.
+  bool maps_pages() const override { return true; }
+  // A GPU's mapping granularity (cuMemGetAllocationGranularity on current devices): the simulator replays GPUs.
+  std::size_t page_bytes() const override { return std::size_t{2} << 20; }
+
+  void* reserve_range(std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    constexpr std::uintptr_t kAlign = std::uintptr_t{2} << 20;
+    const std::uintptr_t size = (bytes + kAlign - 1) & ~(kAlign - 1);
+    DTR_CHECK(bytes > 0, InvalidArgument, "simulated: reserve_range(0)");
+    if (size > kRangeAreaEnd - next_range_) {
+      OutOfMemoryInfo info;
+      info.requested_bytes = bytes;
+      info.capacity_bytes = capacity_;
+      throw OutOfMemory(detail::concat("simulated: no address range of ", format_bytes(bytes), " left to reserve"),
+                        info, __FILE__, __LINE__);
+    }
+    const std::uintptr_t base = next_range_;
+    next_range_ += size;
+    ranges_.emplace(base, Range{bytes, 0});
+    return reinterpret_cast<void*>(base);  // NOLINT(performance-no-int-to-ptr): never dereferenced
+  }
+
+  void release_range(void* base, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    const auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(base));
+    DTR_CHECK(it != ranges_.end() && it->second.bytes == bytes, InvalidArgument, "simulated: release_range(", base,
+              ", ", bytes, "): no range of that size was reserved there");
+    DTR_CHECK(it->second.mapped == 0, InvalidArgument, "simulated: release_range(", base, "): ",
+              format_bytes(it->second.mapped), " are still mapped");
+    ranges_.erase(it);
+  }
+
+  bool map(void* ptr, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    Range& range = range_of(ptr, bytes, "map");
+    if (bytes > capacity_ - used_) return false;
+    range.mapped += bytes;
+    used_ += bytes;
+    return true;
+  }
+
+  void unmap(void* ptr, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    Range& range = range_of(ptr, bytes, "unmap");
+    DTR_CHECK(range.mapped >= bytes, InvalidArgument, "simulated: unmap(", ptr, ", ", bytes, "): more than is mapped");
+    range.mapped -= bytes;
+    used_ -= bytes;
+  }
+
  protected:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override {
     std::lock_guard lock(mutex_);
-    for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
+    for (auto it = free_ranges_.begin(); bytes <= capacity_ - used_ && it != free_ranges_.end(); ++it) {
       const auto [start, length] = *it;
       const std::uintptr_t aligned = (start + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
       const std::size_t padding = aligned - start;
@@ -74,10 +125,29 @@ class SimulatedResource final : public MemoryResource {
   }
 
  private:
+  struct Range {
+    std::size_t bytes = 0;
+    std::size_t mapped = 0;
+  };
+  static constexpr std::uintptr_t kRangeArea = kBaseAddress + (std::uintptr_t{1} << 46);
+  static constexpr std::uintptr_t kRangeAreaEnd = kRangeArea + (std::uintptr_t{1} << 49);
+
+  Range& range_of(void* ptr, std::size_t bytes, const char* call) {
+    const auto start = reinterpret_cast<std::uintptr_t>(ptr);
+    auto it = ranges_.upper_bound(start);
+    const bool inside = it != ranges_.begin() && bytes > 0 && start % page_bytes() == 0 && bytes % page_bytes() == 0 &&
+                        start + bytes <= std::prev(it)->first + std::prev(it)->second.bytes;
+    DTR_CHECK(inside, InvalidArgument, "simulated: ", call, "(", ptr, ", ", bytes,
+              "): not whole 2 MiB pages inside a range from reserve_range()");
+    return std::prev(it)->second;
+  }
+
   const std::size_t capacity_;
   std::mutex mutex_;
   std::map<std::uintptr_t, std::size_t> free_ranges_;  // start -> length, never adjacent
-  std::size_t used_ = 0;
+  std::size_t used_ = 0;  // allocated and mapped
+  std::map<std::uintptr_t, Range> ranges_;
+  std::uintptr_t next_range_ = kRangeArea;
   detail::AllocationRegistry registry_;
 };
 

@@ -45,6 +45,8 @@ std::string to_json(const MemorySnapshot& snapshot) {
     segments.push_back({{"address", segment.address},
                         {"size", segment.size},
                         {"pool", to_string(segment.pool)},
+                        {"expandable", segment.expandable},
+                        {"mapped_bytes", segment.mapped_bytes},
                         {"blocks", std::move(blocks)}});
   }
   return nlohmann::json{{"resource", snapshot.resource},

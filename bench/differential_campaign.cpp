@@ -79,6 +79,8 @@ int main(int argc, char** argv) try {
   app.add_option("--inplace", inplace, "--replay: copy-on-write or pin-dependents");
   app.add_option("--search", search, "--replay: index or scan");
   app.add_option("--recompute-order", recompute_order, "--replay: stable-last or inputs");
+  bool expandable = false;
+  app.add_flag("--expandable-segments", expandable, "--replay: device budgets over expandable segments");
   CLI11_PARSE(app, argc, argv);
 
   if (!replay_path.empty()) {
@@ -89,6 +91,7 @@ int main(int argc, char** argv) try {
     config.inplace = dtr::parse_inplace_mode(inplace, "--inplace");
     config.search = dtr::parse_search(search, "--search");
     config.recompute_order = dtr::parse_recompute_order(recompute_order, "--recompute-order");
+    config.expandable_segments = expandable;
     return replay(replay_path, config);
   }
 
@@ -142,12 +145,13 @@ int main(int argc, char** argv) try {
   if (!reproducer_path.empty()) {
     std::ofstream(reproducer_path) << to_text(failure->reproducer);
     std::printf("reproducer written to %s; rerun: dtr-bench-differential --replay %s --budget %llu --mode %s "
-                "--heuristic %s --inplace %s --search %s --recompute-order %s\n",
+                "--heuristic %s --inplace %s --search %s --recompute-order %s%s\n",
                 reproducer_path.c_str(), reproducer_path.c_str(),
                 static_cast<unsigned long long>(failure->failure->config.budget.value_or(0)),
                 dtr::to_string(failure->failure->config.mode), failure->failure->config.heuristic.c_str(),
                 dtr::to_string(failure->failure->config.inplace), dtr::to_string(failure->failure->config.search),
-                dtr::to_string(failure->failure->config.recompute_order));
+                dtr::to_string(failure->failure->config.recompute_order),
+                failure->failure->config.expandable_segments ? " --expandable-segments" : "");
   }
   return 1;
 } catch (const std::exception& e) {

@@ -108,6 +108,7 @@ class Replayer {
     config.heuristic = options.heuristic;
     config.search = options.search;
     config.recompute_order = options.recompute_order;
+    config.allocator.expandable_segments = options.expandable_segments;
     config.clock = ClockKind::compute;
     config.cost_model = CostModel::flops;  // unused: replayed ops carry their logged cost
     return config;

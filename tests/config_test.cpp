@@ -18,8 +18,10 @@ TEST(Config, DefaultsWithoutEnvironment) {
       cost("DTR_COST_MODEL", nullptr), clock("DTR_CLOCK", nullptr), mode("DTR_BUDGET_MODE", nullptr),
       device("DTR_DEVICE", nullptr), stats("DTR_STATS", nullptr), trace("DTR_TRACE", nullptr),
       inplace("DTR_INPLACE", nullptr), search("DTR_SEARCH", nullptr), floor("DTR_SIZE_FLOOR", nullptr),
-      timed("DTR_TIMED_RUNS", nullptr), order("DTR_RECOMPUTE_ORDER", nullptr);
+      timed("DTR_TIMED_RUNS", nullptr), order("DTR_RECOMPUTE_ORDER", nullptr),
+      expandable("DTR_EXPANDABLE_SEGMENTS", nullptr);
   const Config c = Config::from_env(1 << 30);
+  EXPECT_FALSE(c.allocator.expandable_segments);
   EXPECT_EQ(c.size_floor, 0.0);
   EXPECT_EQ(c.timed_runs, std::uint32_t{3});
   EXPECT_EQ(c.memory_budget, std::nullopt);
@@ -41,8 +43,9 @@ TEST(Config, ReadsEveryVariable) {
       clock("DTR_CLOCK", "time"), mode("DTR_BUDGET_MODE", "bytes"), device("DTR_DEVICE", "cpu"),
       stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl"),
       inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan"), floor("DTR_SIZE_FLOOR", "0.01"),
-      timed("DTR_TIMED_RUNS", "7"), order("DTR_RECOMPUTE_ORDER", "inputs");
+      timed("DTR_TIMED_RUNS", "7"), order("DTR_RECOMPUTE_ORDER", "inputs"), expandable("DTR_EXPANDABLE_SEGMENTS", "1");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
+  EXPECT_TRUE(c.allocator.expandable_segments);
   EXPECT_EQ(c.size_floor, 0.01);
   EXPECT_EQ(c.timed_runs, std::uint32_t{7});
   EXPECT_EQ(c.memory_budget, std::uint64_t{1} << 30);
@@ -65,7 +68,8 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
       {"DTR_SIZE_FLOOR", "1%"}, {"DTR_SIZE_FLOOR", ""}, {"DTR_SIZE_FLOOR", "nan"}, {"DTR_SIZE_FLOOR", "inf"},
       {"DTR_TIMED_RUNS", "0"}, {"DTR_TIMED_RUNS", "-1"}, {"DTR_TIMED_RUNS", ""}, {"DTR_TIMED_RUNS", "three"},
       {"DTR_TIMED_RUNS", "2.5"}, {"DTR_TIMED_RUNS", "1000001"}, {"DTR_TIMED_RUNS", "99999999999"},
-      {"DTR_TIMED_RUNS", "ALL"}, {"DTR_RECOMPUTE_ORDER", "deepest"}, {"DTR_RECOMPUTE_ORDER", ""}};
+      {"DTR_TIMED_RUNS", "ALL"}, {"DTR_RECOMPUTE_ORDER", "deepest"}, {"DTR_RECOMPUTE_ORDER", ""},
+      {"DTR_EXPANDABLE_SEGMENTS", "yes"}, {"DTR_EXPANDABLE_SEGMENTS", "True"}, {"DTR_EXPANDABLE_SEGMENTS", ""}};
   for (const auto& [name, value] : cases) {
     EnvGuard env(name, value);
     try {
@@ -85,6 +89,9 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   EXPECT_EQ(to_string(parse_search("scan")), std::string("scan"));
   EXPECT_EQ(to_string(parse_recompute_order("stable-last")), std::string("stable-last"));
   EXPECT_EQ(to_string(parse_recompute_order("inputs")), std::string("inputs"));
+  EXPECT_TRUE(parse_expandable_segments("true"));
+  EXPECT_FALSE(parse_expandable_segments("0"));
+  EXPECT_FALSE(parse_expandable_segments("false"));
   EXPECT_EQ(parse_size_floor("0"), 0.0);
   EXPECT_EQ(parse_size_floor("2.5"), 2.5);
   EXPECT_EQ(parse_timed_runs("all"), std::nullopt);

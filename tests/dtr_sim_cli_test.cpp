@@ -131,6 +131,34 @@ TEST_F(DtrSimCli, ErrorsAreClearAndExitNonZero) {
   EXPECT_EQ(run(path("chain.log") + " --recompute-order stable-last --ratio 0.4").status, 0);
 }
 
+// A chain of 3 MiB values (the large pool): classic 20 MiB segments hold six with a 2 MiB tail each, expandable
+// segments map the pages under them. The unbudgeted reserved peak (the header) and so every device budget
+// follow the flag; the replay's values are checked as always (the run succeeds).
+TEST_F(DtrSimCli, ExpandableSegmentsMapPagesForDeviceBudgets) {
+  {
+    std::ofstream out(path("large.log"));
+    out << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << '\n'
+        << R"({"INSTRUCTION":"CONSTANT","NAME":"x0"})" << '\n'
+        << R"({"INSTRUCTION":"MEMORY","MEMORY":"3145728","NAME":"x0"})" << '\n';
+    for (int i = 1; i <= 24; ++i) {
+      out << R"({"ARGS":["x)" << i - 1 << R"("],"INSTRUCTION":"CALL","NAME":"f","RESULT":["x)" << i
+          << R"("],"TIME":"1000"})" << '\n'
+          << R"({"INSTRUCTION":"MEMORY","MEMORY":"3145728","NAME":"x)" << i << R"("})" << '\n';
+    }
+  }
+  auto reserved = [](const std::string& output) {
+    const std::size_t open = output.find("bytes of tensors (");
+    return open == std::string::npos ? 0ULL : std::stoull(output.substr(open + 18));
+  };
+  const Outcome classic = run(path("large.log") + " --budget-mode device --ratio 0.5");
+  const Outcome expandable = run(path("large.log") + " --budget-mode device --ratio 0.5 --expandable-segments");
+  ASSERT_EQ(classic.status, 0) << classic.output;
+  ASSERT_EQ(expandable.status, 0) << expandable.output;
+  EXPECT_EQ(reserved(classic.output), 100ULL << 20) << classic.output;   // five 20 MiB segments
+  EXPECT_EQ(reserved(expandable.output), 76ULL << 20) << expandable.output;  // 25 x 3 MiB = 75 MiB: 38 pages
+  EXPECT_NE(expandable.output.find("38.0 MiB"), std::string::npos) << expandable.output;  // the budget: half
+}
+
 // The lines of `output` that are JSON rows (stderr is mixed in).
 std::vector<nlohmann::json> json_rows(const std::string& output) {
   std::vector<nlohmann::json> rows;

@@ -139,7 +139,8 @@ REGISTER_TYPED_TEST_SUITE_P(MemoryResourceContract, DescribesItself, ZeroBytesGi
                             ThreadsAllocateAndFreeConcurrently);
 
 using Resources = ::testing::Types<HostFactory, SimulatedFactory, CachingHostFactory,
-                                   CachingSimulatedBudgetFactory, CudaFactory>;
+                                   CachingSimulatedBudgetFactory, CachingHostExpandableFactory,
+                                   CachingSimulatedExpandableBudgetFactory, CudaFactory>;
 INSTANTIATE_TYPED_TEST_SUITE_P(AllResources, MemoryResourceContract, Resources);
 
 }  // namespace

@@ -43,6 +43,29 @@ struct CachingSimulatedBudgetFactory {
 };
 
 // Skips the calling test when this machine has no GPU.
+// Expandable segments: large blocks from one address range, pages mapped on demand (host: 4 KiB pages).
+struct CachingHostExpandableFactory {
+  static ResourceUnderTest make() {
+    auto upstream = make_host_resource();
+    CachingAllocatorOptions options;
+    options.expandable_segments = true;
+    auto caching = std::make_unique<CachingAllocator>(*upstream, options);
+    return {std::move(upstream), std::move(caching)};
+  }
+};
+
+// Simulated: 2 MiB pages, as a GPU maps them.
+struct CachingSimulatedExpandableBudgetFactory {
+  static ResourceUnderTest make() {
+    auto upstream = make_simulated_resource(std::size_t{1} << 32);
+    CachingAllocatorOptions options;
+    options.budget_bytes = std::uint64_t{1} << 30;
+    options.expandable_segments = true;
+    auto caching = std::make_unique<CachingAllocator>(*upstream, options);
+    return {std::move(upstream), std::move(caching)};
+  }
+};
+
 struct CudaFactory {
   static ResourceUnderTest make() { return {nullptr, make_cuda_resource(0)}; }
 };

@@ -218,6 +218,7 @@ int main(int argc, char** argv) {
   std::string constants_text = "kept";
   std::string thrash_text = "2";
   bool json = false;
+  bool expandable = false;
   std::string csv_path;
   std::string plot_path;
   app.add_option("trace", trace_path, "the trace file")->required();
@@ -245,6 +246,9 @@ int main(int argc, char** argv) {
   app.add_option("--thrash-limit", thrash_text,
                  "stop a cell as 'thrash' as soon as its overhead passes this factor of the trace's base compute "
                  "(default 2, as the DTR authors; off: never)");
+  app.add_flag("--expandable-segments", expandable,
+               "device budgets: the caching allocator maps pages of one address range for its large blocks (as "
+               "PyTorch's expandable_segments:True) instead of reserving whole segments");
   app.add_flag("--json", json, "print one JSON object per (heuristic, ratio) instead of tables");
   app.add_option("--csv", csv_path, "also write every row to this CSV file");
   app.add_option("--plot", plot_path, "also draw overhead vs budget ratio to this SVG (or .png) file (gnuplot)")
@@ -281,6 +285,7 @@ int main(int argc, char** argv) {
     // Device budgets are ratios of the reserved peak of an unbudgeted replay through the caching allocator.
     dtr::sim::ReplayOptions unbudgeted;
     unbudgeted.budget_mode = dtr::BudgetMode::device;
+    unbudgeted.expandable_segments = expandable;
     const dtr::sim::ReplayResult reference = dtr::sim::replay(trace, unbudgeted);
     if (!json) {
       std::printf("%s: %zu instructions, %llu ops; unbudgeted peak %llu bytes of tensors (%llu reserved by the "
@@ -309,6 +314,7 @@ int main(int argc, char** argv) {
           options.heuristic = h;
           options.search = search;
           options.recompute_order = order;
+          options.expandable_segments = expandable;
           options.keep_constants = constants_text == "kept";
           options.thrash_limit = thrash_limit;  // the runtime stops the cell at the recomputation past it
           Row row{h, r, mode, dtr::sim::replay(trace, options)};

@@ -146,8 +146,9 @@ int run_compare(const Flags& f, const dtr::train::TrainOptions& o, const dtr::tr
   }
   const std::string title = model_title(o, data);
   if (!f.json) {
-    std::printf("dtr-train --compare: %s; %lld steps per row; budgets in %s mode; recomputation order %s\n",
+    std::printf("dtr-train --compare: %s; %lld steps per row; budgets in %s mode%s; recomputation order %s\n",
                 title.c_str(), static_cast<long long>(c.steps), dtr::to_string(o.runtime.budget_mode),
+                o.runtime.allocator.expandable_segments ? " (expandable segments)" : "",
                 dtr::to_string(o.runtime.recompute_order));
   }
   std::optional<dtr::tools::Progress> progress;

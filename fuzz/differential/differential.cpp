@@ -207,7 +207,8 @@ std::string describe(const RunConfig& config) {
   }
   out << ", DTR_BUDGET_MODE=" << to_string(config.mode) << ", DTR_HEURISTIC=" << config.heuristic
       << ", DTR_INPLACE=" << to_string(config.inplace) << ", DTR_SEARCH=" << to_string(config.search)
-      << ", DTR_RECOMPUTE_ORDER=" << to_string(config.recompute_order);
+      << ", DTR_RECOMPUTE_ORDER=" << to_string(config.recompute_order)
+      << ", DTR_EXPANDABLE_SEGMENTS=" << (config.expandable_segments ? 1 : 0);
   return out.str();
 }
 
@@ -227,6 +228,7 @@ Config runtime_config(const RunConfig& config) {
   c.allocator.large_segment_bytes = 32 * 1024;
   c.allocator.own_segment_threshold = 32 * 1024;
   c.allocator.own_segment_rounding = 16 * 1024;
+  c.allocator.expandable_segments = config.expandable_segments;  // the host's 4 KiB pages
   return c;
 }
 
@@ -318,7 +320,10 @@ std::vector<RunConfig> random_configs(std::uint64_t seed, const Observation& ora
   std::vector<RunConfig> configs;
   for (int i = 0; i < count; ++i) {
     RunConfig config;
-    config.mode = rng() % 2 == 0 ? BudgetMode::bytes : BudgetMode::device;
+    // One draw for both, so that a seed's other choices are those it had before expandable segments.
+    const std::uint64_t mode_draw = rng() % 4;
+    config.mode = mode_draw % 2 == 0 ? BudgetMode::bytes : BudgetMode::device;
+    config.expandable_segments = config.mode == BudgetMode::device && mode_draw >= 2;
     config.heuristic = heuristics[rng() % heuristics.size()];
     config.inplace = rng() % 2 == 0 ? InplaceMode::copy_on_write : InplaceMode::pin_dependents;
     config.search = rng() % 2 == 0 ? EvictionSearch::index : EvictionSearch::scan;

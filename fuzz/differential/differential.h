@@ -27,6 +27,7 @@ struct RunConfig {
   InplaceMode inplace = InplaceMode::copy_on_write;
   EvictionSearch search = EvictionSearch::index;
   RecomputeOrder recompute_order = RecomputeOrder::stable_last;
+  bool expandable_segments = false;  // device mode: the allocator maps pages of one range for large blocks
 };
 std::string describe(const RunConfig& config);
 // The runtime's configuration for `config`: op-count clock, flop costs, no thrash limit (a campaign explores

@@ -12,6 +12,8 @@
 // - a freed block merges with free neighbours at once, so no two adjacent blocks are ever both free;
 // - when a budget is set and the nominal segment does not fit under it, a segment of exactly the request
 //   is tried.
+// - with expandable segments (CachingAllocatorOptions::expandable_segments) large blocks come from one
+//   address range whose pages are mapped on demand, and the budget counts its mapped pages instead.
 // A request that cannot be served: (1) best fit in the cache; (2) empty cached segments are released to
 // the upstream until a new segment fits the budget, and one is reserved; (3) the Reclaimer is asked for room
 // without the allocator's lock held, then (1)-(2) again, for as long as it makes progress; (4)
@@ -70,6 +72,17 @@ struct CachingAllocatorOptions {
   std::size_t large_segment_bytes = std::size_t{20} << 20;
   std::size_t own_segment_threshold = std::size_t{10} << 20;  // from here a request gets its own segment
   std::size_t own_segment_rounding = std::size_t{2} << 20;
+  // Expandable segments (as PyTorch's `expandable_segments:True`): the large pool carves its blocks, by the
+  // same best fit, from one address range reserved once from the upstream; the `page_bytes` pages under
+  // allocated blocks are mapped, a freed block's pages stay mapped as the cache, and cached pages are unmapped
+  // when the budget needs room. reserved_bytes counts mapped pages, so a free run costs at most the partial
+  // pages at its ends instead of whole segments. The small pool keeps its 2 MiB segments (a GPU's page each:
+  // small blocks straddling pages would keep two mapped). Needs an upstream whose maps_pages() is true (host,
+  // simulated); over any other the classic segments above are used (logged once).
+  bool expandable_segments = false;
+  // What expandable ranges map at a time: 0, the upstream's page_bytes() (4 KiB on the host, 2 MiB for the
+  // simulated GPU), or a multiple of it and of the rounding.
+  std::size_t page_bytes = 0;
 };
 
 // A value with its high-water mark since construction or the last reset_peak_stats().
@@ -84,14 +97,15 @@ struct AllocatorStats {
   StatValue requested_bytes;     // sum of the sizes callers asked for, of live allocations
   StatValue active_blocks;       // live allocations
   StatValue segments;            // segments held from the upstream
-  StatValue largest_free_block;  // bytes of the largest free block in any segment
-  double fragmentation = 0.0;    // 1 - largest_free_block / (reserved - allocated); 0 when nothing is free
+  StatValue largest_free_block;  // bytes of the largest free block in any segment (expandable ranges excluded)
+  double fragmentation = 0.0;    // 1 - largest_free_block / (reserved - allocated), both outside expandable
+                                 // ranges; 0 when nothing is free there
   double peak_fragmentation = 0.0;
   std::uint64_t budget_bytes = 0;  // 0: no budget
   std::uint64_t num_allocations = 0;
   std::uint64_t num_frees = 0;
-  std::uint64_t num_device_allocations = 0;  // segments reserved from the upstream
-  std::uint64_t num_device_frees = 0;        // segments released to the upstream
+  std::uint64_t num_device_allocations = 0;  // segments reserved from the upstream (expandable: page runs mapped)
+  std::uint64_t num_device_frees = 0;        // segments released to the upstream (expandable: page runs unmapped)
   std::uint64_t num_reclaim_calls = 0;
   std::uint64_t num_ooms = 0;
 };
@@ -106,8 +120,10 @@ struct BlockInfo {
 
 struct SegmentInfo {
   std::uintptr_t address = 0;
-  std::size_t size = 0;
+  std::size_t size = 0;  // an expandable range's whole address range, mapped or not
   Pool pool = Pool::small;
+  bool expandable = false;
+  std::size_t mapped_bytes = 0;  // what of it is mapped: all of a classic segment
   std::vector<BlockInfo> blocks;  // in address order, covering the segment exactly
 };
 
@@ -143,14 +159,14 @@ class CachingAllocator final : public MemoryResource {
   void set_budget(std::optional<std::uint64_t> budget_bytes);
   std::optional<std::uint64_t> budget() const;
 
-  // Returns every empty cached segment to the upstream.
+  // Returns every empty cached segment to the upstream, and unmaps every cached page of expandable ranges.
   void empty_cache();
 
   AllocatorStats stats() const;
   void reset_peak_stats();
   MemorySnapshot snapshot() const;
 
-  // Visits the blocks of `pool`'s segments, segment by segment in address order and each segment's blocks in
+  // Visits the blocks of `pool`'s classic segments (not an expandable range's: its free run is unmapped), segment by segment in address order and each segment's blocks in
   // address order, under the allocator's lock; `segment_start` is true for a segment's first block (blocks of
   // two segments are never contiguous). What fragmentation-aware eviction reads instead of a snapshot: it
   // copies nothing. `visit` must not call back into the allocator (it would deadlock).

@@ -73,8 +73,9 @@ struct Config {
   std::string trace_path;                      // DTR_TRACE: the run as the DTR prototype's JSON-lines log
   // In code only: where buffers come from (BufferSource); with memory_resource, budget_mode must be bytes.
   BufferSource buffers = BufferSource::caching_allocator;
-  // The runtime's caching allocator: rounding and segment sizes (in code only). Its budget_bytes is ignored:
-  // memory_budget and budget_mode decide the budget.
+  // The runtime's caching allocator: rounding and segment sizes (in code only), and expandable segments
+  // (DTR_EXPANDABLE_SEGMENTS: 1 or 0; off by default). Its budget_bytes is ignored: memory_budget and
+  // budget_mode decide the budget.
   CachingAllocatorOptions allocator;
   // In code only: called after every kernel run, first runs and recomputations (include/dtr/kernel_observer.h);
   // empty (the default): nothing is called.
@@ -90,6 +91,8 @@ BudgetMode parse_budget_mode(std::string_view text, std::string_view variable = 
 InplaceMode parse_inplace_mode(std::string_view text, std::string_view variable = "DTR_INPLACE");
 EvictionSearch parse_search(std::string_view text, std::string_view variable = "DTR_SEARCH");
 RecomputeOrder parse_recompute_order(std::string_view text, std::string_view variable = "DTR_RECOMPUTE_ORDER");
+// 1 or true: on; 0 or false: off.
+bool parse_expandable_segments(std::string_view text, std::string_view variable = "DTR_EXPANDABLE_SEGMENTS");
 double parse_size_floor(std::string_view text, std::string_view variable = "DTR_SIZE_FLOOR");
 // "all" gives nullopt; otherwise an integer from 1 to 1,000,000.
 std::optional<std::uint32_t> parse_timed_runs(std::string_view text, std::string_view variable = "DTR_TIMED_RUNS");

@@ -58,6 +58,24 @@ class MemoryResource {
   // memory no kernel may touch (simulated). By default: cpu when host_accessible(), else nullopt.
   virtual std::optional<Device> device() const;
 
+  // Virtual memory, for the caching allocator's expandable segments: an address range reserved with nothing
+  // behind it, whose pages are then backed (mapped) and given back (unmapped) one run at a time. A resource
+  // that can returns true from maps_pages() and overrides the four calls below; the defaults throw
+  // dtr::InvalidArgument. Mapped bytes count against capacity(); a reserved range does not.
+  virtual bool maps_pages() const { return false; }
+  // The granularity of map() and unmap(): the host's page size, a GPU's 2 MiB; 0 when maps_pages() is false.
+  virtual std::size_t page_bytes() const { return 0; }
+  // A range of `bytes` (a multiple of page_bytes()) with nothing mapped, aligned to at least 2 MiB;
+  // throws dtr::OutOfMemory when no address range that large is left.
+  virtual void* reserve_range(std::size_t bytes);
+  // Gives back a range from reserve_range(), with the size it was reserved with; it must have nothing mapped.
+  virtual void release_range(void* base, std::size_t bytes);
+  // Backs [ptr, ptr + bytes), which lies inside a reserved range and is unmapped; returns false, mapping
+  // nothing, when the memory is full.
+  virtual bool map(void* ptr, std::size_t bytes);
+  // Gives back the memory behind [ptr, ptr + bytes), which map() backed; its contents are lost.
+  virtual void unmap(void* ptr, std::size_t bytes);
+
  protected:
   // Called with bytes > 0 and a valid alignment.
   virtual void* do_allocate(std::size_t bytes, std::size_t alignment) = 0;

@@ -79,6 +79,9 @@ struct ReplayOptions {
   EvictionSearch search = EvictionSearch::index;
   // The authors' runtime remade a closure's inputs in their order: a replay of their logs does too by default.
   RecomputeOrder recompute_order = RecomputeOrder::inputs;
+  // The caching allocator's expandable segments (CachingAllocatorOptions::expandable_segments): what device
+  // budgets count then is the large blocks' mapped pages, not whole segments.
+  bool expandable_segments = false;
   // Stop, as "thrashing", as soon as recomputation makes the compute overhead pass this factor of the trace's
   // base compute (the runtime's Config::thrash_limit, checked at every recomputation, against the whole trace's
   // base compute as the DTR authors' simulator does: they stop at 2); nullopt: never stop. At least 1.

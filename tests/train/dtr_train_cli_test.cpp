@@ -125,6 +125,11 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
   ASSERT_EQ(exit_code(listed), 0) << listed.output;
   EXPECT_NE(listed.output.find("What DTR recomputed most"), std::string::npos) << listed.output;
   EXPECT_NE(listed.output.find("- DTR at 30%: linear "), std::string::npos) << listed.output;
+  // Over expandable segments the header says so, and every row's losses are still the unbudgeted row's bits.
+  const Outcome paged = run_command("DTR_EXPANDABLE_SEGMENTS=1 " + counted + " --compare-heuristics none");
+  ASSERT_EQ(exit_code(paged), 0) << paged.output;
+  EXPECT_NE(paged.output.find("budgets in device mode (expandable segments)"), std::string::npos) << paged.output;
+  EXPECT_NE(paged.output.find("Losses: bitwise equal in every completed row"), std::string::npos) << paged.output;
   // Two more heuristics: their DTR rows follow, the runtime's own (forecast) is not repeated.
   const Outcome more = train(kSmall + " --compare --steps 2 --json --compare-heuristics lru,forecast,dtr");
   ASSERT_EQ(exit_code(more), 0) << more.output;

@@ -1,0 +1,159 @@
+// Expandable segments: the large pool's blocks carved from one address range whose pages are mapped under
+// allocated blocks, kept mapped when freed (the cache), and unmapped when the budget needs room
+// (docs/allocator.md, "Expandable segments"). Every function expects the allocator's lock held.
+#include <limits>
+
+#include "caching_allocator_state.h"
+
+namespace dtr {
+
+auto CachingAllocator::State::carve_in_range(const Request& r) -> Block* {
+  if (range.segment == nullptr && !reserve_range()) return nullptr;
+  FreeSet& set = free_blocks[detail::index_of(Pool::large)];
+  Block key;
+  key.size = r.rounded;
+  auto it = set.lower_bound(&key);
+  if (it == set.end()) return nullptr;  // the whole range is carved up
+  Block* free_block = *it;
+  const bool split = should_split(Pool::large, free_block->size - r.rounded);
+  const std::size_t size = split ? r.rounded : free_block->size;
+  if (!enter_pages(free_block->address, size)) return nullptr;
+  range_allocated += size;
+  if (!split) {
+    erase_free(free_block);
+    return free_block;
+  }
+  Block* block = carve_front(free_block, r.rounded);
+  if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
+  return block;
+}
+
+bool CachingAllocator::State::reserve_range() {
+  // Twice the memory in address space: holes between blocks never leave a request without a place.
+  const std::size_t size = upstream_capacity / page_bytes * page_bytes * 2;
+  if (size == 0) return false;
+  void* ptr = nullptr;
+  try {
+    ptr = upstream.reserve_range(size);
+  } catch (const OutOfMemory&) {
+    return false;
+  }
+  auto segment = std::make_unique<Segment>();
+  segment->address = reinterpret_cast<std::uintptr_t>(ptr);
+  segment->size = size;
+  segment->pool = Pool::large;
+  segment->expandable = true;
+  Block* block = new_block();
+  block->address = segment->address;
+  block->size = size;
+  block->segment = segment.get();
+  segment->head = block;
+  insert_free(block);
+  range.segment = segment.get();
+  segments.emplace(segment->address, std::move(segment));
+  raise(stats.segments, 1);
+  return true;
+}
+
+bool CachingAllocator::State::enter_pages(std::uintptr_t address, std::size_t size) {
+  const std::size_t first = page_of(address);
+  const std::size_t end = page_of(address + size - 1) + 1;
+  const std::uint64_t missing = std::uint64_t{(end - first) - range.mapped.covered(first, end)} * page_bytes;
+  if (missing > headroom()) {
+    release_idle_pages(*budget >= missing ? *budget - missing : 0, first, end);
+    release_empty_segments_until_headroom(missing);  // the small pool's cache
+    if (missing > headroom()) return false;
+  }
+  if (!map_gaps(first, end)) {
+    release_idle_pages(0, first, end);  // memory outside the budget's view: give the cache back
+    if (!map_gaps(first, end)) return false;
+  }
+  range.mapped.insert(first, end);
+  range.idle.erase(first, end);
+  range_mapped += missing;
+  raise(stats.reserved_bytes, missing);
+  return true;
+}
+
+bool CachingAllocator::State::map_gaps(std::size_t first, std::size_t end) {
+  std::size_t failed_at = end;
+  range.mapped.for_each_gap(first, end, [&](std::size_t a, std::size_t b) {
+    if (failed_at != end) return;
+    if (upstream.map(page_address(a), (b - a) * page_bytes)) {
+      stats.num_device_allocations += 1;
+    } else {
+      failed_at = a;
+    }
+  });
+  if (failed_at == end) return true;
+  range.mapped.for_each_gap(first, failed_at, [&](std::size_t a, std::size_t b) {
+    upstream.unmap(page_address(a), (b - a) * page_bytes);
+    stats.num_device_frees += 1;
+  });
+  return false;
+}
+
+void CachingAllocator::State::leave_pages(const Block& block) {
+  range_allocated -= block.size;
+  std::size_t first = page_of(block.address);
+  std::size_t end = page_of(block.address + block.size - 1) + 1;
+  if (shares_page(block, first)) first += 1;
+  if (first < end && shares_page(block, end - 1)) end -= 1;
+  range.idle.insert(first, end);
+}
+
+bool CachingAllocator::State::shares_page(const Block& block, std::size_t page) const {
+  const std::uintptr_t page_start = range.segment->address + page * page_bytes;
+  const std::uintptr_t page_end = page_start + page_bytes;
+  for (const Block* b = block.prev; b != nullptr && b->address + b->size > page_start; b = b->prev) {
+    if (b->allocated) return true;
+  }
+  for (const Block* b = block.next; b != nullptr && b->address < page_end; b = b->next) {
+    if (b->allocated) return true;
+  }
+  return false;
+}
+
+void CachingAllocator::State::unmap_run(std::size_t first, std::size_t end) {
+  upstream.unmap(page_address(first), (end - first) * page_bytes);
+  stats.num_device_frees += 1;
+  range.mapped.erase(first, end);
+  range.idle.erase(first, end);
+  const std::uint64_t bytes = std::uint64_t{end - first} * page_bytes;
+  range_mapped -= bytes;
+  stats.reserved_bytes.current -= bytes;
+}
+
+void CachingAllocator::State::release_idle_pages(std::uint64_t reserved_limit, std::size_t keep_first,
+                                                 std::size_t keep_end) {
+  std::size_t limit = std::numeric_limits<std::size_t>::max();
+  std::size_t a = 0;
+  std::size_t b = 0;
+  while (stats.reserved_bytes.current > reserved_limit && range.idle.highest_below(limit, a, b)) {
+    limit = a;
+    if (a < keep_end && b > keep_first) {  // around the kept pages
+      if (b > keep_end) unmap_some(keep_end, b, reserved_limit);
+      if (a < keep_first && stats.reserved_bytes.current > reserved_limit) unmap_some(a, keep_first, reserved_limit);
+      continue;
+    }
+    unmap_some(a, b, reserved_limit);
+  }
+  update_free_stats();
+}
+
+void CachingAllocator::State::unmap_some(std::size_t a, std::size_t b, std::uint64_t reserved_limit) {
+  const std::uint64_t over = stats.reserved_bytes.current - reserved_limit;
+  const auto pages = static_cast<std::size_t>(std::min<std::uint64_t>(b - a, (over + page_bytes - 1) / page_bytes));
+  unmap_run(b - pages, b);
+}
+
+void CachingAllocator::State::release_range() {
+  if (range.segment == nullptr) return;
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  range.mapped.for_each_run([&](std::size_t a, std::size_t b) { runs.emplace_back(a, b); });
+  for (const auto& [a, b] : runs) unmap_run(a, b);
+  upstream.release_range(detail::to_pointer(range.segment->address), range.segment->size);
+  range.segment = nullptr;
+}
+
+}  // namespace dtr
