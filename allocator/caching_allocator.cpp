@@ -87,7 +87,7 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
     std::uint64_t freed_before = 0;
     {
       std::lock_guard lock(s.mutex);
-      if (!representable || r.rounded > s.upstream_capacity || (s.budget && r.rounded > *s.budget)) {
+      if (!representable || r.rounded > s.upstream_capacity || (s.budget && s.least_reservation(r) > *s.budget)) {
         throw s.out_of_memory(r, State::Cause::too_large, name());
       }
       if (Block* block = s.try_allocate(r)) return to_pointer(block->address);

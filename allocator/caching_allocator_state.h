@@ -135,6 +135,7 @@ struct CachingAllocator::State {
     detail::PageRuns idle;  // mapped pages no allocated block is on: the cache
   };
   PageRange range;
+  bool range_refused = false;  // the upstream could not reserve the range: classic segments serve
   std::uint64_t range_mapped = 0;     // bytes of mapped pages, within reserved_bytes
   std::uint64_t range_allocated = 0;  // bytes of blocks in the range, within allocated_bytes
 
@@ -152,7 +153,7 @@ struct CachingAllocator::State {
     key.size = r.rounded;
     auto it = set.lower_bound(&key);
     Block* block = nullptr;
-    if (expandable && r.pool == Pool::large) {
+    if (in_range(r) && (range.segment != nullptr || reserve_range())) {
       block = carve_in_range(r);
       if (block == nullptr) return nullptr;
     } else if (it != set.end()) {
@@ -298,7 +299,10 @@ struct CachingAllocator::State {
     };
     std::size_t size = fitting_size();
     if (size == 0) {
-      if (expandable && headroom() < r.rounded) release_idle_pages(*budget - r.rounded);  // the large range's cache
+      // The large range's cache, if it and the empty segments together make room (else nothing goes).
+      if (expandable && headroom() < r.rounded && headroom() + idle_bytes() + empty_segment_bytes >= r.rounded) {
+        release_idle_pages(*budget - r.rounded);
+      }
       release_empty_segments_until_headroom(r.rounded);
       if ((size = fitting_size()) == 0) return nullptr;
     }
@@ -307,6 +311,7 @@ struct CachingAllocator::State {
       // The upstream itself is full (memory outside the budget's view): give the cache back, then try the
       // smallest segment that serves.
       release_all_empty_segments();
+      if (expandable) release_idle_pages(0);
       ptr = upstream_allocate(size);
       if (ptr == nullptr && size != r.rounded) ptr = upstream_allocate(size = r.rounded);
       if (ptr == nullptr) return nullptr;
@@ -386,7 +391,16 @@ struct CachingAllocator::State {
   // The best-fitting free block of the large range with the pages under it mapped, or nullptr when the budget
   // (after unmapping cached pages and releasing empty small segments) or the upstream cannot map them.
   Block* carve_in_range(const Request& r);
-  // Reserves the large pool's address range (twice the upstream's capacity); false if the upstream cannot.
+  // Whether the request is served from the large range (else from classic segments: the small pool, or every
+  // pool once the upstream refused to reserve the range).
+  bool in_range(const Request& r) const { return expandable && r.pool == Pool::large && !range_refused; }
+  // The least the budget must hold for the request: its block, or in the range its whole pages.
+  std::uint64_t least_reservation(const Request& r) const {
+    return in_range(r) ? (std::uint64_t{r.rounded} + page_bytes - 1) / page_bytes * page_bytes : r.rounded;
+  }
+  std::uint64_t idle_bytes() const { return std::uint64_t{range.idle.pages()} * page_bytes; }
+  // Reserves the large pool's address range (eight times the upstream's capacity); false, and classic
+  // segments from then on, if the upstream cannot.
   bool reserve_range();
   // Counts a new block on the pages of [address, address + size), mapping those not mapped; false (nothing
   // changed) when they do not fit under the budget even with the caches given back, or the upstream is full.

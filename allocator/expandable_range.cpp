@@ -8,7 +8,6 @@
 namespace dtr {
 
 auto CachingAllocator::State::carve_in_range(const Request& r) -> Block* {
-  if (range.segment == nullptr && !reserve_range()) return nullptr;
   FreeSet& set = free_blocks[detail::index_of(Pool::large)];
   Block key;
   key.size = r.rounded;
@@ -29,13 +28,17 @@ auto CachingAllocator::State::carve_in_range(const Request& r) -> Block* {
 }
 
 bool CachingAllocator::State::reserve_range() {
-  // Twice the memory in address space: holes between blocks never leave a request without a place.
-  const std::size_t size = upstream_capacity / page_bytes * page_bytes * 2;
-  if (size == 0) return false;
+  // Address space is cheap: eight times the memory, so that holes between blocks leave a request without a
+  // place only when they hold seven times the memory (then it is out of memory).
+  const std::size_t size = upstream_capacity / page_bytes * page_bytes * 8;
   void* ptr = nullptr;
   try {
+    if (size == 0) throw OutOfMemory("no page fits the upstream's capacity", {}, __FILE__, __LINE__);
     ptr = upstream.reserve_range(size);
-  } catch (const OutOfMemory&) {
+  } catch (const OutOfMemory& e) {
+    range_refused = true;
+    detail::logger().warn("{}: could not reserve an address range for expandable segments ({}); classic segments "
+                          "serve from now on", upstream.name(), e.what());
     return false;
   }
   auto segment = std::make_unique<Segment>();
@@ -60,12 +63,17 @@ bool CachingAllocator::State::enter_pages(std::uintptr_t address, std::size_t si
   const std::size_t end = page_of(address + size - 1) + 1;
   const std::uint64_t missing = std::uint64_t{(end - first) - range.mapped.covered(first, end)} * page_bytes;
   if (missing > headroom()) {
+    // The cached pages elsewhere and the small pool's empty segments go only if together they make room.
+    const std::uint64_t idle_elsewhere = std::uint64_t{range.idle.pages() - range.idle.covered(first, end)} * page_bytes;
+    if (missing > headroom() + idle_elsewhere + empty_segment_bytes) return false;
     release_idle_pages(*budget >= missing ? *budget - missing : 0, first, end);
-    release_empty_segments_until_headroom(missing);  // the small pool's cache
+    release_empty_segments_until_headroom(missing);
     if (missing > headroom()) return false;
   }
   if (!map_gaps(first, end)) {
-    release_idle_pages(0, first, end);  // memory outside the budget's view: give the cache back
+    // Memory outside the budget's view: give both caches back.
+    release_idle_pages(0, first, end);
+    release_all_empty_segments();
     if (!map_gaps(first, end)) return false;
   }
   range.mapped.insert(first, end);

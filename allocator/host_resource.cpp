@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 
 #include "allocation_registry.h"
+#include "reserved_ranges.h"
 #include "dtr/check.h"
 #include "dtr/memory_resource.h"
 
@@ -46,38 +46,31 @@ class HostResource final : public MemoryResource {
       ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);  // NOLINT(performance-no-int-to-ptr)
     }
     std::lock_guard lock(mutex_);
-    ranges_.emplace(aligned, Range{bytes, 0});
+    ranges_.add(aligned, bytes);
     return reinterpret_cast<void*>(aligned);  // NOLINT(performance-no-int-to-ptr)
   }
 
   void release_range(void* base, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
-    const auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(base));
-    DTR_CHECK(it != ranges_.end() && it->second.bytes == bytes, InvalidArgument, "host: release_range(", base, ", ",
-              bytes, "): no range of that size was reserved there");
-    DTR_CHECK(it->second.mapped == 0, InvalidArgument, "host: release_range(", base, "): ",
-              format_bytes(it->second.mapped), " are still mapped");
+    ranges_.remove(base, bytes);
     ::munmap(base, bytes);
-    ranges_.erase(it);
   }
 
   bool map(void* ptr, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
-    Range& range = range_of(ptr, bytes, "map");
+    ranges_.check_pages(ptr, bytes, "map");
     if (mapped_ + bytes > capacity_) return false;
     if (::mprotect(ptr, bytes, PROT_READ | PROT_WRITE) != 0) return false;
-    range.mapped += bytes;
+    ranges_.mapped(ptr, bytes);
     mapped_ += bytes;
     return true;
   }
 
   void unmap(void* ptr, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
-    Range& range = range_of(ptr, bytes, "unmap");
-    DTR_CHECK(range.mapped >= bytes, InvalidArgument, "host: unmap(", ptr, ", ", bytes, "): more than is mapped");
+    ranges_.unmapped(ptr, bytes);
     ::madvise(ptr, bytes, MADV_DONTNEED);  // the memory goes back now, not when the range does
     ::mprotect(ptr, bytes, PROT_NONE);
-    range.mapped -= bytes;
     mapped_ -= bytes;
   }
 
@@ -100,22 +93,6 @@ class HostResource final : public MemoryResource {
   }
 
  private:
-  struct Range {
-    std::size_t bytes = 0;
-    std::size_t mapped = 0;
-  };
-
-  // The reserved range holding [ptr, ptr + bytes), which must start and end on pages (else InvalidArgument).
-  Range& range_of(void* ptr, std::size_t bytes, const char* call) {
-    const auto start = reinterpret_cast<std::uintptr_t>(ptr);
-    auto it = ranges_.upper_bound(start);
-    const bool inside = it != ranges_.begin() && bytes > 0 && start % page_ == 0 && bytes % page_ == 0 &&
-                        start + bytes <= std::prev(it)->first + std::prev(it)->second.bytes;
-    DTR_CHECK(inside, InvalidArgument, "host: ", call, "(", ptr, ", ", bytes,
-              "): not whole pages inside a range from reserve_range()");
-    return std::prev(it)->second;
-  }
-
   [[noreturn]] void throw_oom(std::size_t bytes, const char* file, int line) const {
     OutOfMemoryInfo info;
     info.requested_bytes = bytes;
@@ -131,7 +108,7 @@ class HostResource final : public MemoryResource {
   const std::size_t capacity_ = physical_memory();
   detail::AllocationRegistry registry_;
   std::mutex mutex_;  // guards the ranges
-  std::map<std::uintptr_t, Range> ranges_;
+  detail::ReservedRanges ranges_{"host", page_};
   std::size_t mapped_ = 0;
 };
 

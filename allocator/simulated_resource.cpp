@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "allocation_registry.h"
+#include "reserved_ranges.h"
 #include "dtr/check.h"
 #include "dtr/memory_resource.h"
 
@@ -47,34 +48,27 @@ class SimulatedResource final : public MemoryResource {
     }
     const std::uintptr_t base = next_range_;
     next_range_ += size;
-    ranges_.emplace(base, Range{bytes, 0});
+    ranges_.add(base, bytes);
     return reinterpret_cast<void*>(base);  // NOLINT(performance-no-int-to-ptr): never dereferenced
   }
 
   void release_range(void* base, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
-    const auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(base));
-    DTR_CHECK(it != ranges_.end() && it->second.bytes == bytes, InvalidArgument, "simulated: release_range(", base,
-              ", ", bytes, "): no range of that size was reserved there");
-    DTR_CHECK(it->second.mapped == 0, InvalidArgument, "simulated: release_range(", base, "): ",
-              format_bytes(it->second.mapped), " are still mapped");
-    ranges_.erase(it);
+    ranges_.remove(base, bytes);
   }
 
   bool map(void* ptr, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
-    Range& range = range_of(ptr, bytes, "map");
+    ranges_.check_pages(ptr, bytes, "map");
     if (bytes > capacity_ - used_) return false;
-    range.mapped += bytes;
+    ranges_.mapped(ptr, bytes);
     used_ += bytes;
     return true;
   }
 
   void unmap(void* ptr, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
-    Range& range = range_of(ptr, bytes, "unmap");
-    DTR_CHECK(range.mapped >= bytes, InvalidArgument, "simulated: unmap(", ptr, ", ", bytes, "): more than is mapped");
-    range.mapped -= bytes;
+    ranges_.unmapped(ptr, bytes);
     used_ -= bytes;
   }
 
@@ -125,28 +119,14 @@ class SimulatedResource final : public MemoryResource {
   }
 
  private:
-  struct Range {
-    std::size_t bytes = 0;
-    std::size_t mapped = 0;
-  };
   static constexpr std::uintptr_t kRangeArea = kBaseAddress + (std::uintptr_t{1} << 46);
-  static constexpr std::uintptr_t kRangeAreaEnd = kRangeArea + (std::uintptr_t{1} << 49);
-
-  Range& range_of(void* ptr, std::size_t bytes, const char* call) {
-    const auto start = reinterpret_cast<std::uintptr_t>(ptr);
-    auto it = ranges_.upper_bound(start);
-    const bool inside = it != ranges_.begin() && bytes > 0 && start % page_bytes() == 0 && bytes % page_bytes() == 0 &&
-                        start + bytes <= std::prev(it)->first + std::prev(it)->second.bytes;
-    DTR_CHECK(inside, InvalidArgument, "simulated: ", call, "(", ptr, ", ", bytes,
-              "): not whole 2 MiB pages inside a range from reserve_range()");
-    return std::prev(it)->second;
-  }
+  static constexpr std::uintptr_t kRangeAreaEnd = kRangeArea + (std::uintptr_t{1} << 52);
 
   const std::size_t capacity_;
   std::mutex mutex_;
   std::map<std::uintptr_t, std::size_t> free_ranges_;  // start -> length, never adjacent
   std::size_t used_ = 0;  // allocated and mapped
-  std::map<std::uintptr_t, Range> ranges_;
+  detail::ReservedRanges ranges_{"simulated", std::size_t{2} << 20};
   std::uintptr_t next_range_ = kRangeArea;
   detail::AllocationRegistry registry_;
 };

@@ -21,34 +21,41 @@ namespace fs = std::filesystem;
 
 Outcome run(const std::string& arguments) { return run_command(std::string(DTR_SIM_PATH) + " " + arguments); }
 
+// A chain of `steps` calls over values of `bytes` each, then, if `backward`, its backward pass, which
+// releases what it has used.
+void write_chain(const fs::path& file, std::size_t bytes, int steps, bool backward) {
+  std::ofstream out(file);
+  const std::string memory = R"(","INSTRUCTION":"MEMORY","MEMORY":")" + std::to_string(bytes);
+  out << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << '\n'
+      << R"({"INSTRUCTION":"CONSTANT","NAME":"x0"})" << '\n'
+      << R"({"NAME":"x0)" << memory << R"("})" << '\n';
+  for (int i = 1; i <= steps; ++i) {
+    out << R"({"ARGS":["x)" << i - 1 << R"("],"INSTRUCTION":"CALL","NAME":"f","RESULT":["x)" << i
+        << R"("],"TIME":"1000"})" << '\n'
+        << R"({"NAME":"x)" << i << memory << R"("})" << '\n'
+        << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"x)" << i << R"("})" << '\n';
+  }
+  if (!backward) return;
+  std::string g = "x" + std::to_string(steps);
+  for (int i = steps - 1; i >= 0; --i) {
+    const std::string next = std::string("g").append(std::to_string(i));
+    out << R"({"ARGS":[")" << g << R"(","x)" << i << R"("],"INSTRUCTION":"CALL","NAME":"df","RESULT":[")" << next
+        << R"("],"TIME":"2000"})" << '\n'
+        << R"({"NAME":")" << next << memory << R"("})" << '\n'
+        << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":")" << next << R"("})" << '\n'
+        << R"({"INSTRUCTION":"RELEASE","NAME":")" << g << R"("})" << '\n';
+    if (i > 0) out << R"({"INSTRUCTION":"RELEASE","NAME":"x)" << i << R"("})" << '\n';
+    g = next;
+  }
+}
+
 class DtrSimCli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("dtr-sim-cli-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
                                         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
-    // A 30-step chain, then its backward pass.
-    std::ofstream out(dir_ / "chain.log");
-    out << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << '\n'
-        << R"({"INSTRUCTION":"CONSTANT","NAME":"x0"})" << '\n'
-        << R"({"INSTRUCTION":"MEMORY","MEMORY":"1048576","NAME":"x0"})" << '\n';
-    for (int i = 1; i <= 30; ++i) {
-      out << R"({"ARGS":["x)" << i - 1 << R"("],"INSTRUCTION":"CALL","NAME":"f","RESULT":["x)" << i
-          << R"("],"TIME":"1000"})" << '\n'
-          << R"({"INSTRUCTION":"MEMORY","MEMORY":"1048576","NAME":"x)" << i << R"("})" << '\n'
-          << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"x)" << i << R"("})" << '\n';
-    }
-    std::string g = "x30";
-    for (int i = 29; i >= 0; --i) {
-      const std::string next = std::string("g").append(std::to_string(i));
-      out << R"({"ARGS":[")" << g << R"(","x)" << i << R"("],"INSTRUCTION":"CALL","NAME":"df","RESULT":[")" << next
-          << R"("],"TIME":"2000"})" << '\n'
-          << R"({"INSTRUCTION":"MEMORY","MEMORY":"1048576","NAME":")" << next << R"("})" << '\n'
-          << R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":")" << next << R"("})" << '\n'
-          << R"({"INSTRUCTION":"RELEASE","NAME":")" << g << R"("})" << '\n';
-      if (i > 0) out << R"({"INSTRUCTION":"RELEASE","NAME":"x)" << i << R"("})" << '\n';
-      g = next;
-    }
+    write_chain(dir_ / "chain.log", 1048576, 30, true);  // a 30-step chain of 1 MiB values, then its backward pass
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
@@ -135,17 +142,7 @@ TEST_F(DtrSimCli, ErrorsAreClearAndExitNonZero) {
 // segments map the pages under them. The unbudgeted reserved peak (the header) and so every device budget
 // follow the flag; the replay's values are checked as always (the run succeeds).
 TEST_F(DtrSimCli, ExpandableSegmentsMapPagesForDeviceBudgets) {
-  {
-    std::ofstream out(path("large.log"));
-    out << R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"})" << '\n'
-        << R"({"INSTRUCTION":"CONSTANT","NAME":"x0"})" << '\n'
-        << R"({"INSTRUCTION":"MEMORY","MEMORY":"3145728","NAME":"x0"})" << '\n';
-    for (int i = 1; i <= 24; ++i) {
-      out << R"({"ARGS":["x)" << i - 1 << R"("],"INSTRUCTION":"CALL","NAME":"f","RESULT":["x)" << i
-          << R"("],"TIME":"1000"})" << '\n'
-          << R"({"INSTRUCTION":"MEMORY","MEMORY":"3145728","NAME":"x)" << i << R"("})" << '\n';
-    }
-  }
+  write_chain(path("large.log"), 3145728, 24, false);
   auto reserved = [](const std::string& output) {
     const std::size_t open = output.find("bytes of tensors (");
     return open == std::string::npos ? 0ULL : std::stoull(output.substr(open + 18));

@@ -197,6 +197,99 @@ TEST(ExpandableSegments, TheUpstreamFullAfterTheBudgetGivesTheCacheBack) {
   alloc->free(c);
 }
 
+// Under a 5 MiB budget 4.5 MiB needs three 2 MiB pages wherever it lands: too large at once, no eviction tried.
+TEST(ExpandableSegments, ARequestWhosePagesPassTheBudgetIsTooLargeAtOnce) {
+  auto device = make_simulated_resource(std::size_t{1} << 32);
+  auto alloc = expandable(*device, 5 * MiB);
+  std::vector<void*> victims{alloc->allocate(MiB / 2)};
+  FreeOne reclaimer(*alloc, victims);
+  alloc->set_reclaimer(&reclaimer);
+  try {
+    alloc->allocate(4 * MiB + MiB / 2);
+    FAIL() << "served 6 MiB of pages under a 5 MiB budget";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("larger than the budget"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(reclaimer.calls, 0);
+  alloc->set_reclaimer(nullptr);
+  alloc->free(victims.at(0));          // its small segment stays cached
+  void* p = alloc->allocate(4 * MiB);  // two pages: fit once the empty small segment goes
+  EXPECT_EQ(alloc->stats().reserved_bytes.current, 4 * MiB);
+  alloc->free(p);
+}
+
+// A request that cannot fit even with every cached page unmapped leaves the cache alone.
+TEST(ExpandableSegments, NothingIsGivenBackForNothing) {
+  auto device = make_simulated_resource(std::size_t{1} << 32);
+  auto alloc = expandable(*device, 10 * MiB);
+  void* a = alloc->allocate(4 * MiB);  // pages 0-1
+  void* b = alloc->allocate(2 * MiB);  // page 2
+  alloc->free(a);                      // pages 0-1 idle: 6 MiB mapped
+  EXPECT_THROW(alloc->allocate(9 * MiB), OutOfMemory);  // pages 3-7: 10 MiB more, 8 MiB could be had
+  EXPECT_EQ(alloc->stats().reserved_bytes.current, 6 * MiB);
+  void* c = alloc->allocate(3 * MiB);  // a's pages serve it, still mapped
+  EXPECT_EQ(alloc->stats().reserved_bytes.current, 6 * MiB);
+  alloc->free(c);
+  alloc->free(b);
+}
+
+// The device itself full (no budget): a request of either pool gives back both caches, cached pages and empty
+// small segments.
+TEST(ExpandableSegments, AFullDeviceTakesBackBothCaches) {
+  {
+    auto device = make_simulated_resource(12 * MiB);
+    auto alloc = expandable(*device);
+    alloc->free(alloc->allocate(12 * MiB));  // six cached pages fill the device
+    void* p = alloc->allocate(KiB);          // a small segment: the pages must go
+    EXPECT_EQ(alloc->stats().reserved_bytes.current, 2 * MiB);
+    alloc->free(p);
+  }
+  {
+    auto device = make_simulated_resource(12 * MiB);
+    auto alloc = expandable(*device);
+    alloc->free(alloc->allocate(KiB));    // an empty small segment
+    void* p = alloc->allocate(12 * MiB);  // six pages: the segment must go
+    EXPECT_EQ(alloc->stats().reserved_bytes.current, 12 * MiB);
+    alloc->free(p);
+  }
+}
+
+// Maps pages but has no address space to give: the allocator falls back to classic segments.
+class NoRanges final : public MemoryResource {
+ public:
+  explicit NoRanges(MemoryResource& upstream) : upstream_(upstream) {}
+  std::size_t capacity() const override { return upstream_.capacity(); }
+  std::string name() const override { return "no-ranges"; }
+  bool host_accessible() const override { return false; }
+  bool maps_pages() const override { return true; }
+  std::size_t page_bytes() const override { return kPage; }
+  void* reserve_range(std::size_t bytes) override {
+    reserve_calls += 1;
+    throw OutOfMemory("no-ranges: no address space for " + std::to_string(bytes) + " bytes", {}, __FILE__, __LINE__);
+  }
+  int reserve_calls = 0;
+
+ protected:
+  void* do_allocate(std::size_t bytes, std::size_t alignment) override { return upstream_.allocate(bytes, alignment); }
+  void do_deallocate(void* ptr, std::size_t bytes) override { upstream_.deallocate(ptr, bytes); }
+
+ private:
+  MemoryResource& upstream_;
+};
+
+TEST(ExpandableSegments, AnUpstreamThatCannotReserveARangeGetsClassicSegments) {
+  auto device = make_simulated_resource(std::size_t{1} << 32);
+  NoRanges upstream(*device);
+  auto alloc = expandable(upstream);
+  void* p = alloc->allocate(3 * MiB);
+  void* q = alloc->allocate(3 * MiB);
+  EXPECT_EQ(alloc->stats().reserved_bytes.current, 20 * MiB);  // one classic large segment holds both
+  EXPECT_FALSE(alloc->snapshot().segments.at(0).expandable);
+  EXPECT_EQ(upstream.reserve_calls, 1);  // asked once, not at every request
+  alloc->free(p);
+  alloc->free(q);
+}
+
 // ---- random programs against an exact model ----
 
 // The pages [first, end) a block touches, in pages from the range's start.

@@ -78,7 +78,8 @@ struct CachingAllocatorOptions {
   // when the budget needs room. reserved_bytes counts mapped pages, so a free run costs at most the partial
   // pages at its ends instead of whole segments. The small pool keeps its 2 MiB segments (a GPU's page each:
   // small blocks straddling pages would keep two mapped). Needs an upstream whose maps_pages() is true (host,
-  // simulated); over any other the classic segments above are used (logged once).
+  // simulated); over any other, or if the upstream cannot reserve the range, the classic segments above are
+  // used (logged once). A large request whose whole pages exceed the budget is too large at once.
   bool expandable_segments = false;
   // What expandable ranges map at a time: 0, the upstream's page_bytes() (4 KiB on the host, 2 MiB for the
   // simulated GPU), or a multiple of it and of the rounding.
