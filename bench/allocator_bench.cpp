@@ -7,7 +7,7 @@
 //   temporaries, then a backward pass that frees activations in reverse while gradients come and go),
 //   replayed op by op; reported per op.
 // Each is run through dtr::CachingAllocator over dtr::make_host_resource() (no budget), std::malloc/std::free,
-// and the host resource itself. Memory is never touched: this measures allocator bookkeeping only, as a GPU
+// and the host resource itself; the trace also through the caching allocator with expandable segments. Memory is never touched: this measures allocator bookkeeping only, as a GPU
 // allocator never touches device memory.
 //
 // After Google Benchmark's report, a table of the median times and the ratios cached/malloc and
@@ -215,6 +215,21 @@ void BM_trace_cached(benchmark::State& state) {
   state.counters["reserved_MiB"] = static_cast<double>(stats.reserved_bytes.peak) / (1024.0 * 1024.0);
 }
 
+// The same allocator with expandable segments (pages of one range for large blocks): the page runs' bookkeeping.
+void BM_trace_expandable(benchmark::State& state) {
+  dtr::CachingAllocatorOptions options;
+  options.expandable_segments = true;
+  dtr::CachingAllocator alloc(dtr::make_host_resource(), options);
+  std::uint64_t warm_maps = 0;
+  run_trace(
+      state, [&](std::size_t bytes) { return alloc.allocate(bytes); },
+      [&](void* p, std::size_t bytes) { alloc.deallocate(p, bytes); },
+      [&] { warm_maps = alloc.stats().num_device_allocations; });
+  const dtr::AllocatorStats stats = alloc.stats();
+  state.counters["upstream_allocs"] = static_cast<double>(stats.num_device_allocations - warm_maps);
+  state.counters["reserved_MiB"] = static_cast<double>(stats.reserved_bytes.peak) / (1024.0 * 1024.0);
+}
+
 void BM_trace_malloc(benchmark::State& state) {
   run_trace(
       state, [](std::size_t bytes) { return std::malloc(bytes); },  // NOLINT(cppcoreguidelines-no-malloc)
@@ -242,6 +257,7 @@ void register_benchmarks() {
     }
   }
   const std::pair<const char*, Fn*> traces[] = {{"BM_trace_cached", BM_trace_cached},
+                                                {"BM_trace_expandable", BM_trace_expandable},
                                                 {"BM_trace_malloc", BM_trace_malloc},
                                                 {"BM_trace_upstream", BM_trace_upstream}};
   for (const auto& [name, fn] : traces) {
@@ -289,6 +305,9 @@ void print_ratio_table(const dtr::bench::MedianReporter& r) {
               "cached/upstream");
   row("trace", r.median_ns("BM_trace_cached") / ops, r.median_ns("BM_trace_malloc") / ops,
       r.median_ns("BM_trace_upstream") / ops);
+  const double expandable = r.median_ns("BM_trace_expandable") / ops;
+  std::printf("%-12s %12.1f ns per op with expandable segments: %.2fx the classic segments'\n", "trace",
+              expandable, expandable / (r.median_ns("BM_trace_cached") / ops));
 
   const double median_vs_malloc = median(vs_malloc);
   std::printf("\nMedian over the %zu pair sizes: cached/malloc %.2f, cached/upstream %.2f\n", vs_malloc.size(),
