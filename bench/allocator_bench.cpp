@@ -201,33 +201,29 @@ void run_trace(benchmark::State& state, Allocate&& allocate, Deallocate&& deallo
                                                     benchmark::Counter::kInvert);
 }
 
-void BM_trace_cached(benchmark::State& state) {
-  dtr::CachingAllocator alloc(dtr::make_host_resource());
-  std::uint64_t warm_segments = 0;
+// The trace through a caching allocator over the host resource, no budget.
+void trace_through_caching(benchmark::State& state, const dtr::CachingAllocatorOptions& options) {
+  dtr::CachingAllocator alloc(dtr::make_host_resource(), options);
+  std::uint64_t warm = 0;
   run_trace(
       state, [&](std::size_t bytes) { return alloc.allocate(bytes); },
       [&](void* p, std::size_t bytes) { alloc.deallocate(p, bytes); },
-      [&] { warm_segments = alloc.stats().num_device_allocations; });
+      [&] { warm = alloc.stats().num_device_allocations; });
   const dtr::AllocatorStats stats = alloc.stats();
-  // Segments reserved by the warm-up replay, and after it (0 when the timed replays were all cache hits).
-  state.counters["warmup_upstream_allocs"] = static_cast<double>(warm_segments);
-  state.counters["upstream_allocs"] = static_cast<double>(stats.num_device_allocations - warm_segments);
+  // Segments (or page runs) reserved by the warm-up replay, and after it (0 when the timed replays were all
+  // cache hits).
+  state.counters["warmup_upstream_allocs"] = static_cast<double>(warm);
+  state.counters["upstream_allocs"] = static_cast<double>(stats.num_device_allocations - warm);
   state.counters["reserved_MiB"] = static_cast<double>(stats.reserved_bytes.peak) / (1024.0 * 1024.0);
 }
 
-// The same allocator with expandable segments (pages of one range for large blocks): the page runs' bookkeeping.
+void BM_trace_cached(benchmark::State& state) { trace_through_caching(state, {}); }
+
+// With expandable segments (pages of one range for large blocks): the page runs' bookkeeping.
 void BM_trace_expandable(benchmark::State& state) {
   dtr::CachingAllocatorOptions options;
   options.expandable_segments = true;
-  dtr::CachingAllocator alloc(dtr::make_host_resource(), options);
-  std::uint64_t warm_maps = 0;
-  run_trace(
-      state, [&](std::size_t bytes) { return alloc.allocate(bytes); },
-      [&](void* p, std::size_t bytes) { alloc.deallocate(p, bytes); },
-      [&] { warm_maps = alloc.stats().num_device_allocations; });
-  const dtr::AllocatorStats stats = alloc.stats();
-  state.counters["upstream_allocs"] = static_cast<double>(stats.num_device_allocations - warm_maps);
-  state.counters["reserved_MiB"] = static_cast<double>(stats.reserved_bytes.peak) / (1024.0 * 1024.0);
+  trace_through_caching(state, options);
 }
 
 void BM_trace_malloc(benchmark::State& state) {
