@@ -196,7 +196,7 @@ MemorySnapshot CachingAllocator::snapshot() const {
     info.pool = segment->pool;
     info.expandable = segment->expandable;
     info.mapped_bytes = segment->expandable
-                            ? state_->range.mapped.pages() * state_->page_bytes
+                            ? state_->range_mapped_bytes()
                             : segment->size;
     for (const Block* b = segment->head; b != nullptr; b = b->next) {
       info.blocks.push_back(BlockInfo{b->address, b->size, b->requested, b->allocated, b->owner});

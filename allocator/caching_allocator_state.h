@@ -136,7 +136,6 @@ struct CachingAllocator::State {
   };
   PageRange range;
   bool range_refused = false;  // the upstream could not reserve the range: classic segments serve
-  std::uint64_t range_mapped = 0;     // bytes of mapped pages, within reserved_bytes
   std::uint64_t range_allocated = 0;  // bytes of blocks in the range, within allocated_bytes
 
   // ---- allocation and free ----
@@ -148,27 +147,17 @@ struct CachingAllocator::State {
   // The fast path's two entries, each called from one place: inlined there, as they were when this state
   // lived in an anonymous namespace (a header's inline members are otherwise kept out of line).
   [[gnu::always_inline]] Block* try_allocate(const Request& r) {
-    FreeSet& set = free_blocks[detail::index_of(r.pool)];
-    Block key;
-    key.size = r.rounded;
-    auto it = set.lower_bound(&key);
     Block* block = nullptr;
     if (in_range(r) && (range.segment != nullptr || reserve_range())) {
       block = carve_in_range(r);
       if (block == nullptr) return nullptr;
-    } else if (it != set.end()) {
+    } else if (auto it = best_fit(r); it != free_blocks[detail::index_of(r.pool)].end()) {
       Block* free_block = *it;
       if (free_block->prev == nullptr && free_block->next == nullptr) {
         empty_segment_bytes -= free_block->size;
         empty_by_size.erase({free_block->size, free_block->segment->address});
       }
-      if (should_split(r.pool, free_block->size - r.rounded)) {
-        block = carve_front(free_block, r.rounded);
-        if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
-      } else {
-        erase_free(free_block);
-        block = free_block;
-      }
+      block = take(it, r.rounded, should_split(r.pool, free_block->size - r.rounded));
     } else {
       Block* segment_block = reserve_segment(r);
       if (segment_block == nullptr) return nullptr;
@@ -191,7 +180,7 @@ struct CachingAllocator::State {
   }
 
   [[gnu::always_inline]] void free(Block* block) {
-    if (block->segment->expandable) leave_pages(*block);
+    if (expandable && block->segment->expandable) leave_pages(*block);
     live.erase(block->address);
     stats.allocated_bytes.current -= block->size;
     stats.requested_bytes.current -= block->requested;
@@ -232,6 +221,27 @@ struct CachingAllocator::State {
       empty_by_size.emplace(merged->size, merged->segment->address);
     }
     update_free_stats();
+  }
+
+  // The smallest free block of the request's pool that holds it (the lowest address among equals), or end().
+  FreeSet::iterator best_fit(const Request& r) {
+    Block key;
+    key.size = r.rounded;
+    return free_blocks[detail::index_of(r.pool)].lower_bound(&key);
+  }
+
+  // Takes the first `bytes` of the free block at `it`, splitting the rest off if `split` (it keeps its place in
+  // the free set unless it lost its rank), else the whole block.
+  [[gnu::always_inline]] Block* take(FreeSet::iterator it, std::size_t bytes, bool split) {
+    Block* free_block = *it;
+    if (!split) {
+      erase_free(free_block);
+      return free_block;
+    }
+    Block* front = carve_front(free_block, bytes);
+    const FreeSet& set = free_blocks[detail::index_of(free_block->segment->pool)];
+    if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
+    return front;
   }
 
   bool should_split(Pool pool, std::size_t remaining) const {
@@ -299,11 +309,7 @@ struct CachingAllocator::State {
     };
     std::size_t size = fitting_size();
     if (size == 0) {
-      // The large range's cache, if it and the empty segments together make room (else nothing goes).
-      if (expandable && headroom() < r.rounded && headroom() + idle_bytes() + empty_segment_bytes >= r.rounded) {
-        release_idle_pages(*budget - r.rounded);
-      }
-      release_empty_segments_until_headroom(r.rounded);
+      make_headroom(r.rounded);
       if ((size = fitting_size()) == 0) return nullptr;
     }
     void* ptr = upstream_allocate(size);
@@ -347,6 +353,17 @@ struct CachingAllocator::State {
     std::vector<Segment*> empty;
     for (const auto& [size, address] : empty_by_size) empty.push_back(segments.at(address).get());
     return empty;
+  }
+
+  // Gives back cached pages of the large range (sparing pages [keep_first, keep_end)), then empty segments,
+  // until `bytes` fit under the budget, if together they can; else gives back nothing. Whether they fit.
+  bool make_headroom(std::uint64_t bytes, std::size_t keep_first = 0, std::size_t keep_end = 0) {
+    if (bytes <= headroom()) return true;
+    const std::uint64_t idle = std::uint64_t{range.idle.pages() - range.idle.covered(keep_first, keep_end)} * page_bytes;
+    if (bytes > headroom() + idle + empty_segment_bytes) return false;
+    if (idle > 0) release_idle_pages(*budget - bytes, keep_first, keep_end);  // bytes <= budget: checked above
+    release_empty_segments_until_headroom(bytes);
+    return bytes <= headroom();
   }
 
   // Releases empty segments until `target` bytes fit under the budget: the smallest one that makes room on its
@@ -398,7 +415,6 @@ struct CachingAllocator::State {
   std::uint64_t least_reservation(const Request& r) const {
     return in_range(r) ? (std::uint64_t{r.rounded} + page_bytes - 1) / page_bytes * page_bytes : r.rounded;
   }
-  std::uint64_t idle_bytes() const { return std::uint64_t{range.idle.pages()} * page_bytes; }
   // Reserves the large pool's address range (eight times the upstream's capacity); false, and classic
   // segments from then on, if the upstream cannot.
   bool reserve_range();
@@ -478,7 +494,9 @@ struct CachingAllocator::State {
 
   // Reserved but free bytes outside expandable ranges: what fragmentation is measured against.
   std::uint64_t segment_free_bytes() const {
-    return (stats.reserved_bytes.current - range_mapped) - (stats.allocated_bytes.current - range_allocated);
+    return (stats.reserved_bytes.current - range_mapped_bytes()) - (stats.allocated_bytes.current - range_allocated);
+  }
+  std::uint64_t range_mapped_bytes() const { return std::uint64_t{range.mapped.pages()} * page_bytes;
   }
 
   enum class Cause { too_large, no_reclaimer, no_progress };

@@ -8,23 +8,14 @@
 namespace dtr {
 
 auto CachingAllocator::State::carve_in_range(const Request& r) -> Block* {
-  FreeSet& set = free_blocks[detail::index_of(Pool::large)];
-  Block key;
-  key.size = r.rounded;
-  auto it = set.lower_bound(&key);
-  if (it == set.end()) return nullptr;  // the whole range is carved up
+  const auto it = best_fit(r);
+  if (it == free_blocks[detail::index_of(Pool::large)].end()) return nullptr;  // the whole range is carved up
   Block* free_block = *it;
   const bool split = should_split(Pool::large, free_block->size - r.rounded);
   const std::size_t size = split ? r.rounded : free_block->size;
   if (!enter_pages(free_block->address, size)) return nullptr;
   range_allocated += size;
-  if (!split) {
-    erase_free(free_block);
-    return free_block;
-  }
-  Block* block = carve_front(free_block, r.rounded);
-  if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
-  return block;
+  return take(it, r.rounded, split);
 }
 
 bool CachingAllocator::State::reserve_range() {
@@ -62,14 +53,7 @@ bool CachingAllocator::State::enter_pages(std::uintptr_t address, std::size_t si
   const std::size_t first = page_of(address);
   const std::size_t end = page_of(address + size - 1) + 1;
   const std::uint64_t missing = std::uint64_t{(end - first) - range.mapped.covered(first, end)} * page_bytes;
-  if (missing > headroom()) {
-    // The cached pages elsewhere and the small pool's empty segments go only if together they make room.
-    const std::uint64_t idle_elsewhere = std::uint64_t{range.idle.pages() - range.idle.covered(first, end)} * page_bytes;
-    if (missing > headroom() + idle_elsewhere + empty_segment_bytes) return false;
-    release_idle_pages(*budget >= missing ? *budget - missing : 0, first, end);
-    release_empty_segments_until_headroom(missing);
-    if (missing > headroom()) return false;
-  }
+  if (!make_headroom(missing, first, end)) return false;
   if (!map_gaps(first, end)) {
     // Memory outside the budget's view: give both caches back.
     release_idle_pages(0, first, end);
@@ -78,7 +62,6 @@ bool CachingAllocator::State::enter_pages(std::uintptr_t address, std::size_t si
   }
   range.mapped.insert(first, end);
   range.idle.erase(first, end);
-  range_mapped += missing;
   raise(stats.reserved_bytes, missing);
   return true;
 }
@@ -127,9 +110,7 @@ void CachingAllocator::State::unmap_run(std::size_t first, std::size_t end) {
   stats.num_device_frees += 1;
   range.mapped.erase(first, end);
   range.idle.erase(first, end);
-  const std::uint64_t bytes = std::uint64_t{end - first} * page_bytes;
-  range_mapped -= bytes;
-  stats.reserved_bytes.current -= bytes;
+  stats.reserved_bytes.current -= std::uint64_t{end - first} * page_bytes;
 }
 
 void CachingAllocator::State::release_idle_pages(std::uint64_t reserved_limit, std::size_t keep_first,
