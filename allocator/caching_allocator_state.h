@@ -136,6 +136,10 @@ struct CachingAllocator::State {
   };
   PageRange range;
   bool range_refused = false;  // the upstream could not reserve the range: classic segments serve
+  // While enter_pages() makes headroom, the idle runs it releases wait here (counted unmapped) so that the
+  // upstream can move their memory under the new block instead of unmapping it and mapping other memory.
+  bool collecting_donors = false;
+  std::vector<std::pair<std::size_t, std::size_t>> donors;
   std::uint64_t range_allocated = 0;  // bytes of blocks in the range, within allocated_bytes
 
   // ---- allocation and free ----
@@ -423,6 +427,9 @@ struct CachingAllocator::State {
   bool enter_pages(std::uintptr_t address, std::size_t size);
   // Maps the unmapped runs of pages [first, end); on a failure unmaps what it mapped and returns false.
   bool map_gaps(std::size_t first, std::size_t end);
+  // Moves the donors' memory under the unmapped pages of [first, end) as far as the upstream can (those pages
+  // then mapped and idle until the caller takes them); unmaps the rest of the donors.
+  void move_donors(std::size_t first, std::size_t end);
   // A freed block leaves its pages: those no other allocated block is on stay mapped, as the cache.
   void leave_pages(const Block& block);
   // Whether an allocated block other than `block` lies on `page` (only neighbours can: blocks are contiguous).

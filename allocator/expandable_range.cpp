@@ -1,7 +1,10 @@
 // Expandable segments: the large pool's blocks carved from one address range whose pages are mapped under
 // allocated blocks, kept mapped when freed (the cache), and unmapped when the budget needs room
 // (docs/allocator.md, "Expandable segments"). Every function expects the allocator's lock held.
+#include <algorithm>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "caching_allocator_state.h"
 
@@ -53,17 +56,58 @@ bool CachingAllocator::State::enter_pages(std::uintptr_t address, std::size_t si
   const std::size_t first = page_of(address);
   const std::size_t end = page_of(address + size - 1) + 1;
   const std::uint64_t missing = std::uint64_t{(end - first) - range.mapped.covered(first, end)} * page_bytes;
-  if (!make_headroom(missing, first, end)) return false;
+  collecting_donors = true;
+  const bool room = make_headroom(missing, first, end);
+  collecting_donors = false;
+  move_donors(first, end);
+  if (!room) return false;
   if (!map_gaps(first, end)) {
     // Memory outside the budget's view: give both caches back.
     release_idle_pages(0, first, end);
     release_all_empty_segments();
     if (!map_gaps(first, end)) return false;
   }
+  const std::uint64_t added = std::uint64_t{(end - first) - range.mapped.covered(first, end)} * page_bytes;
   range.mapped.insert(first, end);
   range.idle.erase(first, end);
-  raise(stats.reserved_bytes, missing);
+  raise(stats.reserved_bytes, added);
   return true;
+}
+
+void CachingAllocator::State::move_donors(std::size_t first, std::size_t end) {
+  if (donors.empty()) return;
+  std::vector<std::pair<std::size_t, std::size_t>> moved;
+  bool movable = true;
+  range.mapped.for_each_gap(first, end, [&](std::size_t a, std::size_t b) {
+    while (movable && a < b && !donors.empty()) {
+      auto& [from, to] = donors.back();
+      const std::size_t bytes =
+          upstream.move_pages(page_address(from), page_address(a), std::min(b - a, to - from) * page_bytes);
+      DTR_CHECK(bytes % page_bytes == 0, InvalidArgument, upstream.name(), ": move_pages moved ", bytes,
+                " bytes, not whole ", format_bytes(page_bytes), " pages");
+      if (bytes == 0) {
+        movable = false;
+        break;
+      }
+      const std::size_t pages = bytes / page_bytes;
+      moved.emplace_back(a, a + pages);
+      stats.num_device_frees += 1;  // a run unmapped there and mapped here, as if by unmap and map
+      stats.num_device_allocations += 1;
+      a += pages;
+      from += pages;
+      if (from == to) donors.pop_back();
+    }
+  });
+  for (const auto& [a, b] : donors) {
+    upstream.unmap(page_address(a), (b - a) * page_bytes);
+    stats.num_device_frees += 1;
+  }
+  donors.clear();
+  for (const auto& [a, b] : moved) {
+    range.mapped.insert(a, b);
+    range.idle.insert(a, b);
+    raise(stats.reserved_bytes, std::uint64_t{b - a} * page_bytes);
+  }
 }
 
 bool CachingAllocator::State::map_gaps(std::size_t first, std::size_t end) {
@@ -106,8 +150,12 @@ bool CachingAllocator::State::shares_page(const Block& block, std::size_t page) 
 }
 
 void CachingAllocator::State::unmap_run(std::size_t first, std::size_t end) {
-  upstream.unmap(page_address(first), (end - first) * page_bytes);
-  stats.num_device_frees += 1;
+  if (collecting_donors) {
+    donors.emplace_back(first, end);
+  } else {
+    upstream.unmap(page_address(first), (end - first) * page_bytes);
+    stats.num_device_frees += 1;
+  }
   range.mapped.erase(first, end);
   range.idle.erase(first, end);
   stats.reserved_bytes.current -= std::uint64_t{end - first} * page_bytes;

@@ -26,7 +26,7 @@ class HostResource final : public MemoryResource {
   std::string name() const override { return "host"; }
   bool host_accessible() const override { return true; }
 
-  // Ranges are reserved with PROT_NONE and no swap reservation, pages made accessible by mprotect and given
+  // Ranges are reserved with PROT_NONE and no swap reservation, pages mapped as fresh private memory and given
   // back with MADV_DONTNEED: the host's counterpart of cuMemAddressReserve / cuMemMap / cuMemUnmap. A stray
   // access to an unmapped page faults instead of reading zeros (the mprotect calls cost no measurable time).
   bool maps_pages() const override { return true; }
@@ -37,7 +37,7 @@ class HostResource final : public MemoryResource {
               "): the size must be a positive multiple of the page size ", page_);
     // 2 MiB alignment: reserve the slack and trim it.
     constexpr std::size_t kAlign = std::size_t{2} << 20;
-    void* raw = ::mmap(nullptr, bytes + kAlign, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* raw = ::mmap(nullptr, bytes + kAlign, PROT_NONE, kReserved, -1, 0);
     if (raw == MAP_FAILED) throw_oom(bytes, __FILE__, __LINE__);
     const auto start = reinterpret_cast<std::uintptr_t>(raw);
     const std::uintptr_t aligned = (start + kAlign - 1) & ~(std::uintptr_t{kAlign} - 1);
@@ -56,12 +56,18 @@ class HostResource final : public MemoryResource {
     ::munmap(base, bytes);
   }
 
+  // A fresh mapping, not mprotect: then each mapped run lies inside one kernel mapping, which is what
+  // move_pages() needs (mremap moves within one).
   bool map(void* ptr, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
     ranges_.check_pages(ptr, bytes, "map");
     if (mapped_ + bytes > capacity_) return false;
-    if (::mprotect(ptr, bytes, PROT_READ | PROT_WRITE) != 0) return false;
+    if (::mmap(ptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+      reserve_again(ptr, bytes);  // a failed MAP_FIXED may have dropped the reservation there
+      return false;
+    }
     ranges_.mapped(ptr, bytes);
+    extents_.insert(ptr, bytes);
     mapped_ += bytes;
     return true;
   }
@@ -69,9 +75,30 @@ class HostResource final : public MemoryResource {
   void unmap(void* ptr, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
     ranges_.unmapped(ptr, bytes);
+    extents_.erase(ptr, bytes);
     ::madvise(ptr, bytes, MADV_DONTNEED);  // the memory goes back now, not when the range does
     ::mprotect(ptr, bytes, PROT_NONE);
     mapped_ -= bytes;
+  }
+
+  // mremap moves the page tables: no copy, no zeroing, no fault at the next touch. MREMAP_DONTUNMAP leaves the
+  // old range mapped but empty, so the reservation has no hole another mapping could fall into.
+  std::size_t move_pages(void* from, void* to, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    ranges_.check_pages(to, bytes, "move_pages");
+    const std::size_t moved = extents_.contiguous(from, bytes);
+    DTR_CHECK(moved > 0 && !extents_.overlaps(to, moved), InvalidArgument, "host: move_pages(", from, ", ", to,
+              ", ", bytes, "): expected ", from, " mapped and ", to, " not");
+    ranges_.unmapped(from, moved);
+    if (::mremap(from, moved, moved, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) == MAP_FAILED) {
+      ranges_.mapped(from, moved);
+      return 0;
+    }
+    ::mprotect(from, moved, PROT_NONE);
+    ranges_.mapped(to, moved);
+    extents_.erase(from, moved);
+    extents_.insert(to, moved);
+    return moved;
   }
 
  protected:
@@ -93,6 +120,13 @@ class HostResource final : public MemoryResource {
   }
 
  private:
+  static constexpr int kReserved = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+  void reserve_again(void* ptr, std::size_t bytes) const {
+    DTR_CHECK(::mmap(ptr, bytes, PROT_NONE, kReserved | MAP_FIXED, -1, 0) != MAP_FAILED, DeviceError, "host: ",
+              format_bytes(bytes), " at ", ptr, " of a reserved range were lost (mmap failed twice)");
+  }
+
   [[noreturn]] void throw_oom(std::size_t bytes, const char* file, int line) const {
     OutOfMemoryInfo info;
     info.requested_bytes = bytes;
@@ -109,6 +143,7 @@ class HostResource final : public MemoryResource {
   detail::AllocationRegistry registry_;
   std::mutex mutex_;  // guards the ranges
   detail::ReservedRanges ranges_{"host", page_};
+  detail::MappedExtents extents_;
   std::size_t mapped_ = 0;
 };
 

@@ -28,6 +28,12 @@ void MemoryResource::unmap(void* ptr, std::size_t bytes) {
   DTR_THROW(InvalidArgument, name(), ": unmap(", ptr, ", ", bytes, "): this resource does not map pages");
 }
 
+std::size_t MemoryResource::move_pages(void* from, void* to, std::size_t bytes) {
+  DTR_CHECK(maps_pages(), InvalidArgument, name(), ": move_pages(", from, ", ", to, ", ", bytes,
+            "): this resource does not map pages");
+  return 0;
+}
+
 void MemoryResource::throw_bad_alignment(std::size_t alignment) const {
   DTR_THROW(InvalidArgument, name(), ": alignment ", alignment, " is not a power of two of at most ", kMaxAlignment);
 }

@@ -72,6 +72,15 @@ class SimulatedResource final : public MemoryResource {
     used_ -= bytes;
   }
 
+  // As a GPU's physical handle unmapped and mapped again elsewhere (cuMemUnmap, cuMemMap): all of it at once.
+  std::size_t move_pages(void* from, void* to, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    ranges_.check_pages(to, bytes, "move_pages");
+    ranges_.unmapped(from, bytes);
+    ranges_.mapped(to, bytes);
+    return bytes;
+  }
+
  protected:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override {
     std::lock_guard lock(mutex_);

@@ -60,8 +60,8 @@ class MemoryResource {
 
   // Virtual memory, for the caching allocator's expandable segments: an address range reserved with nothing
   // behind it, whose pages are then backed (mapped) and given back (unmapped) one run at a time. A resource
-  // that can returns true from maps_pages() and overrides the four calls below; the defaults throw
-  // dtr::InvalidArgument. Mapped bytes count against capacity(); a reserved range does not.
+  // that can returns true from maps_pages() and overrides the calls below (move_pages() optionally); the
+  // defaults throw dtr::InvalidArgument. Mapped bytes count against capacity(); a reserved range does not.
   virtual bool maps_pages() const { return false; }
   // The granularity of map() and unmap(): the host's page size, a GPU's 2 MiB; 0 when maps_pages() is false.
   virtual std::size_t page_bytes() const { return 0; }
@@ -75,6 +75,13 @@ class MemoryResource {
   virtual bool map(void* ptr, std::size_t bytes);
   // Gives back the memory behind [ptr, ptr + bytes), which map() backed; its contents are lost.
   virtual void unmap(void* ptr, std::size_t bytes);
+  // Moves the memory behind a prefix of [from, from + bytes) (mapped) under the same prefix of [to, to + bytes)
+  // (unmapped, inside a reserved range, not overlapping `from`) without giving it back: the caching allocator
+  // takes cached pages for a new block so, where unmap() and map() would hand the memory to the system and
+  // take it again (on the host: a page fault and zeroing per page). Returns the bytes moved, whole pages;
+  // afterwards that prefix of `from` is unmapped and of `to` mapped, its contents unspecified. 0 when the
+  // resource cannot move pages (the default): the caller unmaps and maps.
+  virtual std::size_t move_pages(void* from, void* to, std::size_t bytes);
 
  protected:
   // Called with bytes > 0 and a valid alignment.
