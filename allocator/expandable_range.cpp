@@ -2,6 +2,7 @@
 // allocated blocks, kept mapped when freed (the cache), and unmapped when the budget needs room
 // (docs/allocator.md, "Expandable segments"). Every function expects the allocator's lock held.
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -56,9 +57,21 @@ bool CachingAllocator::State::enter_pages(std::uintptr_t address, std::size_t si
   const std::size_t first = page_of(address);
   const std::size_t end = page_of(address + size - 1) + 1;
   const std::uint64_t missing = std::uint64_t{(end - first) - range.mapped.covered(first, end)} * page_bytes;
-  collecting_donors = true;
-  const bool room = make_headroom(missing, first, end);
-  collecting_donors = false;
+  bool room = false;
+  {
+    // Released idle runs wait as donors; should making room throw, they are unmapped as they would have been.
+    collecting_donors = true;
+    struct Collecting {
+      State& state;
+      ~Collecting() {
+        state.collecting_donors = false;
+        if (std::uncaught_exceptions() == 0) return;
+        for (const auto& [a, b] : state.donors) state.upstream.unmap(state.page_address(a), (b - a) * state.page_bytes);
+        state.donors.clear();
+      }
+    } collecting{*this};
+    room = make_headroom(missing, first, end);
+  }
   move_donors(first, end);
   if (!room) return false;
   if (!map_gaps(first, end)) {
