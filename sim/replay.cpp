@@ -220,32 +220,55 @@ TraceSummary summarize(const Trace& trace) {
   // Storages by index; each name holds one reference to its storage. Nothing but sizes and counts.
   std::vector<std::uint64_t> size;
   std::vector<std::uint64_t> references;
+  std::vector<bool> constant;
   std::vector<std::int64_t> storage_of(trace.names.size(), -1);  // by name; -1: not live
   TraceSummary summary;
   std::uint64_t live = 0;
+  std::uint64_t live_constants = 0;  // bytes of the constants some name still holds
   const Instruction* at = nullptr;  // the instruction being summed, for an overflow's message
   auto add = [&](std::uint64_t& sum, std::uint64_t bytes) {
     DTR_CHECK(sum <= std::numeric_limits<std::uint64_t>::max() - bytes, TraceError, trace.source, ":",
               at != nullptr ? at->line : 0, ": the trace's tensors sum past 2^64 bytes");
     sum += bytes;
   };
-  auto create = [&](std::uint64_t bytes) {
+  auto create = [&](std::uint64_t bytes, bool is_constant) {
     size.push_back(bytes);
     references.push_back(0);
+    constant.push_back(is_constant);
     add(live, bytes);
+    if (is_constant) live_constants += bytes;
     return static_cast<std::int64_t>(size.size() - 1);
+  };
+  auto drop = [&](std::int64_t storage) {
+    const auto s = static_cast<std::size_t>(storage);
+    if (--references[s] != 0) return;
+    live -= size[s];
+    if (constant[s]) live_constants -= size[s];
   };
   auto bind = [&](std::uint32_t name, std::int64_t storage) {
     const std::int64_t old = storage_of[name];
     references[static_cast<std::size_t>(storage)] += 1;
     storage_of[name] = storage;
-    if (old >= 0 && --references[static_cast<std::size_t>(old)] == 0) live -= size[static_cast<std::size_t>(old)];
+    if (old >= 0) drop(old);
   };
   auto release = [&](std::uint32_t name) {
     const std::int64_t old = storage_of[name];
     if (old < 0) return;
     storage_of[name] = -1;
-    if (--references[static_cast<std::size_t>(old)] == 0) live -= size[static_cast<std::size_t>(old)];
+    drop(old);
+  };
+  // An op needs its distinct inputs and outputs at once, beside every constant resident then.
+  auto count_floor = [&](const std::vector<std::int64_t>& inputs, const std::vector<std::int64_t>& outputs) {
+    std::vector<std::int64_t> used = inputs;
+    used.insert(used.end(), outputs.begin(), outputs.end());
+    std::sort(used.begin(), used.end());
+    used.erase(std::unique(used.begin(), used.end()), used.end());
+    std::uint64_t others = 0;      // the op's storages that are not constants
+    for (const std::int64_t u : used) {
+      if (!constant[static_cast<std::size_t>(u)]) others += size[static_cast<std::size_t>(u)];
+    }
+    summary.floor_bytes = std::max(summary.floor_bytes, others + live_constants);
+    summary.floor_bytes_constants_kept = std::max(summary.floor_bytes_constants_kept, others + summary.constant_bytes);
   };
   auto storage_named = [&](std::uint32_t name, const Instruction& in) {
     DTR_CHECK(storage_of[name] >= 0, TraceError, trace.source, ":", in.line, ": '", shown_value(trace.names[name]),
@@ -257,8 +280,9 @@ TraceSummary summarize(const Trace& trace) {
     switch (in.kind) {
       case Kind::constant:
         add(summary.constant_bytes, in.bytes);
-        bind(in.name, create(in.bytes));
+        bind(in.name, create(in.bytes, true));
         summary.peak_bytes = std::max(summary.peak_bytes, live);
+        count_floor({}, {});
         break;
       case Kind::call: {
         summary.base_compute_ns += in.time_ns;
@@ -266,19 +290,21 @@ TraceSummary summarize(const Trace& trace) {
         for (std::uint32_t a : in.args) args.push_back(storage_named(a, in));
         std::vector<std::int64_t> results;
         for (const Instruction::Result& r : in.results) {
-          results.push_back(r.alias < 0 ? create(r.bytes) : args[static_cast<std::size_t>(r.alias)]);
+          results.push_back(r.alias < 0 ? create(r.bytes, false) : args[static_cast<std::size_t>(r.alias)]);
         }
         summary.peak_bytes = std::max(summary.peak_bytes, live);
+        count_floor(args, results);
         for (std::size_t i = 0; i < results.size(); ++i) bind(in.results[i].name, results[i]);
         break;
       }
       case Kind::mutate: {
         summary.base_compute_ns += in.time_ns;
         std::vector<std::int64_t> outputs;
-        for (std::uint32_t k : in.mutated) {
-          outputs.push_back(create(size[static_cast<std::size_t>(storage_named(in.args[k], in))]));
-        }
+        std::vector<std::int64_t> args;
+        for (std::uint32_t a : in.args) args.push_back(storage_named(a, in));
+        for (std::uint32_t k : in.mutated) outputs.push_back(create(size[static_cast<std::size_t>(args[k])], false));
         summary.peak_bytes = std::max(summary.peak_bytes, live);
+        count_floor(args, outputs);
         for (std::size_t i = 0; i < outputs.size(); ++i) bind(in.args[in.mutated[i]], outputs[i]);
         break;
       }

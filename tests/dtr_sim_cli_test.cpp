@@ -98,6 +98,10 @@ TEST_F(DtrSimCli, TablesCsvAndPlot) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("dtr-eq, bytes budget"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("msps, bytes budget"), std::string::npos);
+  // The floor: a backward op's gradient in and out and its saved value, beside the constant x0 (4 of the
+  // peak's 32 MiB: x0..x30 and the first gradient).
+  EXPECT_NE(r.output.find("floor 4194304 bytes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0.125 of the peak"), std::string::npos) << r.output;
   std::ifstream csv(path("out.csv"));
   std::string header;
   std::getline(csv, header);

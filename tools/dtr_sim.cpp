@@ -287,12 +287,20 @@ int main(int argc, char** argv) {
     unbudgeted.budget_mode = dtr::BudgetMode::device;
     unbudgeted.expandable_segments = expandable;
     const dtr::sim::ReplayResult reference = dtr::sim::replay(trace, unbudgeted);
+    const std::uint64_t floor =
+        constants_text == "kept" ? summary.floor_bytes_constants_kept : summary.floor_bytes;
     if (!json) {
       std::printf("%s: %zu instructions, %llu ops; unbudgeted peak %llu bytes of tensors (%llu reserved by the "
                   "caching allocator), base compute %.3f ms\n",
                   trace_path.c_str(), trace.instructions.size(), static_cast<unsigned long long>(trace.calls),
                   static_cast<unsigned long long>(summary.peak_bytes),
                   static_cast<unsigned long long>(reference.peak_reserved_bytes), summary.base_compute_ns / 1e6);
+      std::printf("floor %llu bytes (the most one op needs at once with the constants then resident; no budget "
+                  "below it fits): %.3f of the peak, %.3f of the reserved peak\n",
+                  static_cast<unsigned long long>(floor),
+                  static_cast<double>(floor) / static_cast<double>(std::max<std::uint64_t>(summary.peak_bytes, 1)),
+                  static_cast<double>(floor) /
+                      static_cast<double>(std::max<std::uint64_t>(reference.peak_reserved_bytes, 1)));
     }
     // Every budget is checked before the first replay: a bad ratio stops the run, not its last rows.
     const std::string ratio_flag = sweep.empty() ? "--ratio" : "--sweep";

@@ -68,6 +68,12 @@ struct TraceSummary {
   std::uint64_t peak_bytes = 0;
   double base_compute_ns = 0;       // the sum of CALL and MUTATE times
   std::uint64_t constant_bytes = 0; // the sum of CONSTANT sizes
+  // A lower bound on every schedule's peak bytes (no budget below it is feasible, whatever evicts): the most
+  // any one op needs at once, its inputs and outputs together with the constants resident then (which nothing
+  // evicts). floor_bytes counts the constants the trace has not released (ReplayOptions::keep_constants
+  // false); floor_bytes_constants_kept every constant defined so far (keep_constants true).
+  std::uint64_t floor_bytes = 0;
+  std::uint64_t floor_bytes_constants_kept = 0;
 };
 // Throws dtr::TraceError when the trace uses a name that is not live or its sizes sum past 2^64 bytes.
 TraceSummary summarize(const Trace& trace);
