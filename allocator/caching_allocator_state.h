@@ -422,14 +422,17 @@ struct CachingAllocator::State {
   // Reserves the large pool's address range (eight times the upstream's capacity); false, and classic
   // segments from then on, if the upstream cannot.
   bool reserve_range();
-  // Counts a new block on the pages of [address, address + size), mapping those not mapped; false (nothing
-  // changed) when they do not fit under the budget even with the caches given back, or the upstream is full.
+  // Counts a new block on the pages of [address, address + size), mapping those not mapped; false when they do
+  // not fit under the budget even with the caches given back (then the cache may be smaller), or the upstream
+  // is full.
   bool enter_pages(std::uintptr_t address, std::size_t size);
   // Maps the unmapped runs of pages [first, end); on a failure unmaps what it mapped and returns false.
   bool map_gaps(std::size_t first, std::size_t end);
   // Moves the donors' memory under the unmapped pages of [first, end) as far as the upstream can (those pages
-  // then mapped and idle until the caller takes them); unmaps the rest of the donors.
-  void move_donors(std::size_t first, std::size_t end);
+  // then mapped and idle until the caller takes them) and returns those runs; the rest stay donors.
+  std::vector<std::pair<std::size_t, std::size_t>> move_donors(std::size_t first, std::size_t end);
+  // Unmaps what is left of the donors.
+  void unmap_donors();
   // A freed block leaves its pages: those no other allocated block is on stay mapped, as the cache.
   void leave_pages(const Block& block);
   // Whether an allocated block other than `block` lies on `page` (only neighbours can: blocks are contiguous).

@@ -2,7 +2,6 @@
 // allocated blocks, kept mapped when freed (the cache), and unmapped when the budget needs room
 // (docs/allocator.md, "Expandable segments"). Every function expects the allocator's lock held.
 #include <algorithm>
-#include <exception>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -57,28 +56,32 @@ bool CachingAllocator::State::enter_pages(std::uintptr_t address, std::size_t si
   const std::size_t first = page_of(address);
   const std::size_t end = page_of(address + size - 1) + 1;
   const std::uint64_t missing = std::uint64_t{(end - first) - range.mapped.covered(first, end)} * page_bytes;
-  bool room = false;
-  {
-    // Released idle runs wait as donors; should making room throw, they are unmapped as they would have been.
-    collecting_donors = true;
-    struct Collecting {
-      State& state;
-      ~Collecting() {
-        state.collecting_donors = false;
-        if (std::uncaught_exceptions() == 0) return;
-        for (const auto& [a, b] : state.donors) state.upstream.unmap(state.page_address(a), (b - a) * state.page_bytes);
-        state.donors.clear();
+  // The idle runs that making room releases wait as donors, to move under the request's pages; whatever is
+  // left of them is unmapped on every way out (no room, an exception), as without moves.
+  struct Donating {
+    explicit Donating(State& s) : state(s) { state.collecting_donors = true; }
+    ~Donating() {
+      state.collecting_donors = false;
+      try {
+        state.unmap_donors();
+      } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor; unmap() throws only on misuse
       }
-    } collecting{*this};
-    room = make_headroom(missing, first, end);
-  }
-  move_donors(first, end);
+    }
+    State& state;
+  } donating(*this);
+  const bool room = make_headroom(missing, first, end);
+  collecting_donors = false;
   if (!room) return false;
+  const std::vector<std::pair<std::size_t, std::size_t>> moved = move_donors(first, end);
+  unmap_donors();
   if (!map_gaps(first, end)) {
     // Memory outside the budget's view: give both caches back.
     release_idle_pages(0, first, end);
     release_all_empty_segments();
-    if (!map_gaps(first, end)) return false;
+    if (!map_gaps(first, end)) {
+      for (const auto& [a, b] : moved) unmap_run(a, b);  // unmapped, as an upstream that cannot move leaves them
+      return false;
+    }
   }
   const std::uint64_t added = std::uint64_t{(end - first) - range.mapped.covered(first, end)} * page_bytes;
   range.mapped.insert(first, end);
@@ -87,39 +90,42 @@ bool CachingAllocator::State::enter_pages(std::uintptr_t address, std::size_t si
   return true;
 }
 
-void CachingAllocator::State::move_donors(std::size_t first, std::size_t end) {
-  if (donors.empty()) return;
+auto CachingAllocator::State::move_donors(std::size_t first, std::size_t end)
+    -> std::vector<std::pair<std::size_t, std::size_t>> {
   std::vector<std::pair<std::size_t, std::size_t>> moved;
-  bool movable = true;
-  range.mapped.for_each_gap(first, end, [&](std::size_t a, std::size_t b) {
-    while (movable && a < b && !donors.empty()) {
+  if (donors.empty()) return moved;
+  std::vector<std::pair<std::size_t, std::size_t>> gaps;
+  range.mapped.for_each_gap(first, end, [&](std::size_t a, std::size_t b) { gaps.emplace_back(a, b); });
+  for (auto [a, b] : gaps) {
+    while (a < b && !donors.empty()) {
       auto& [from, to] = donors.back();
       const std::size_t bytes =
           upstream.move_pages(page_address(from), page_address(a), std::min(b - a, to - from) * page_bytes);
       DTR_CHECK(bytes % page_bytes == 0, InvalidArgument, upstream.name(), ": move_pages moved ", bytes,
                 " bytes, not whole ", format_bytes(page_bytes), " pages");
-      if (bytes == 0) {
-        movable = false;
-        break;
-      }
+      if (bytes == 0) return moved;  // the upstream cannot move (these pages): the rest is unmapped
       const std::size_t pages = bytes / page_bytes;
-      moved.emplace_back(a, a + pages);
-      stats.num_device_frees += 1;  // a run unmapped there and mapped here, as if by unmap and map
+      // Counted at once: mapped here (idle until the caller takes them), as if unmapped there and mapped here.
+      range.mapped.insert(a, a + pages);
+      range.idle.insert(a, a + pages);
+      raise(stats.reserved_bytes, std::uint64_t{pages} * page_bytes);
+      stats.num_device_frees += 1;
       stats.num_device_allocations += 1;
+      moved.emplace_back(a, a + pages);
       a += pages;
       from += pages;
       if (from == to) donors.pop_back();
     }
-  });
-  for (const auto& [a, b] : donors) {
+  }
+  return moved;
+}
+
+void CachingAllocator::State::unmap_donors() {
+  while (!donors.empty()) {
+    const auto [a, b] = donors.back();
+    donors.pop_back();
     upstream.unmap(page_address(a), (b - a) * page_bytes);
     stats.num_device_frees += 1;
-  }
-  donors.clear();
-  for (const auto& [a, b] : moved) {
-    range.mapped.insert(a, b);
-    range.idle.insert(a, b);
-    raise(stats.reserved_bytes, std::uint64_t{b - a} * page_bytes);
   }
 }
 

@@ -26,9 +26,10 @@ class HostResource final : public MemoryResource {
   std::string name() const override { return "host"; }
   bool host_accessible() const override { return true; }
 
-  // Ranges are reserved with PROT_NONE and no swap reservation, pages mapped as fresh private memory and given
-  // back with MADV_DONTNEED: the host's counterpart of cuMemAddressReserve / cuMemMap / cuMemUnmap. A stray
-  // access to an unmapped page faults instead of reading zeros (the mprotect calls cost no measurable time).
+  // Ranges are reserved with PROT_NONE and no swap reservation, pages mapped as fresh private memory (with the
+  // same flags) and given back with MADV_DONTNEED: the host's counterpart of cuMemAddressReserve / cuMemMap /
+  // cuMemUnmap. A stray access to an unmapped page faults instead of reading zeros (the mprotect calls cost no
+  // measurable time).
   bool maps_pages() const override { return true; }
   std::size_t page_bytes() const override { return page_; }
 
@@ -61,8 +62,11 @@ class HostResource final : public MemoryResource {
   bool map(void* ptr, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
     ranges_.check_pages(ptr, bytes, "map");
+    DTR_CHECK(!extents_.overlaps(ptr, bytes), InvalidArgument, "host: map(", ptr, ", ", bytes,
+              "): part of it is mapped already");
     if (mapped_ + bytes > capacity_) return false;
-    if (::mmap(ptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    // The reservation's flags (no swap reservation): the run merges with unmapped neighbours when unmapped.
+    if (::mmap(ptr, bytes, PROT_READ | PROT_WRITE, kReserved | MAP_FIXED, -1, 0) == MAP_FAILED) {
       reserve_again(ptr, bytes);  // a failed MAP_FIXED may have dropped the reservation there
       return false;
     }
@@ -81,8 +85,10 @@ class HostResource final : public MemoryResource {
     mapped_ -= bytes;
   }
 
-  // mremap moves the page tables: no copy, no zeroing, no fault at the next touch. MREMAP_DONTUNMAP leaves the
-  // old range mapped but empty, so the reservation has no hole another mapping could fall into.
+  // mremap moves the page tables: no copy, no zeroing, no fault at the next touch. MREMAP_DONTUNMAP (Linux 5.7)
+  // leaves the old range mapped but empty, so the reservation has no hole another mapping could fall into.
+  // Where mremap fails (an older kernel, the process's mapping limit) nothing moves: 0, and the caller unmaps
+  // and maps.
   std::size_t move_pages(void* from, void* to, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
     ranges_.check_pages(to, bytes, "move_pages");
@@ -92,6 +98,7 @@ class HostResource final : public MemoryResource {
     ranges_.unmapped(from, moved);
     if (::mremap(from, moved, moved, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) == MAP_FAILED) {
       ranges_.mapped(from, moved);
+      reserve_again(to, moved);  // a failed MREMAP_FIXED may have unmapped `to` first
       return 0;
     }
     ::mprotect(from, moved, PROT_NONE);

@@ -267,8 +267,12 @@ TraceSummary summarize(const Trace& trace) {
     for (const std::int64_t u : used) {
       if (!constant[static_cast<std::size_t>(u)]) others += size[static_cast<std::size_t>(u)];
     }
-    summary.floor_bytes = std::max(summary.floor_bytes, others + live_constants);
-    summary.floor_bytes_constants_kept = std::max(summary.floor_bytes_constants_kept, others + summary.constant_bytes);
+    std::uint64_t with_resident = others;
+    add(with_resident, live_constants);
+    std::uint64_t with_all = others;
+    add(with_all, summary.constant_bytes);
+    summary.floor_bytes = std::max(summary.floor_bytes, with_resident);
+    summary.floor_bytes_constants_kept = std::max(summary.floor_bytes_constants_kept, with_all);
   };
   auto storage_named = [&](std::uint32_t name, const Instruction& in) {
     DTR_CHECK(storage_of[name] >= 0, TraceError, trace.source, ":", in.line, ": '", shown_value(trace.names[name]),
