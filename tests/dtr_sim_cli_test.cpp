@@ -68,7 +68,7 @@ TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
   ASSERT_EQ(r.status, 0) << r.output;
   const std::set<std::string> keys = {"heuristic", "ratio", "budget_bytes", "budget_mode", "feasible", "thrashed",
                                       "overhead", "base_compute_ns", "remat_compute_ns", "evictions",
-                                      "rematerializations", "peak_bytes"};
+                                      "rematerializations", "peak_bytes", "floor_bytes"};
   std::istringstream lines(r.output);
   std::string line;
   int objects = 0;
@@ -85,6 +85,7 @@ TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
       EXPECT_LE(j["peak_bytes"].get<std::uint64_t>(), j["budget_bytes"].get<std::uint64_t>()) << line;
       EXPECT_GE(j["overhead"].get<double>(), 1.0);
     }
+    EXPECT_EQ(j["floor_bytes"].get<std::uint64_t>(), 4u * 1048576) << line;  // as in the heading (below)
     ++objects;
   }
   EXPECT_EQ(objects, 2 * 2 * 3);  // heuristics x modes x ratios (0.2, 0.6, 1.0)
@@ -107,7 +108,7 @@ TEST_F(DtrSimCli, TablesCsvAndPlot) {
   std::getline(csv, header);
   EXPECT_EQ(header,
             "heuristic,ratio,budget_bytes,budget_mode,feasible,thrashed,overhead,base_compute_ns,remat_compute_ns,"
-            "evictions,rematerializations,peak_bytes");
+            "evictions,rematerializations,peak_bytes,floor_bytes");
   int rows = 0;
   for (std::string line; std::getline(csv, line);) ++rows;
   EXPECT_EQ(rows, 7 * 3);  // the seven heuristics of the paper x ratios 0.3, 0.65, 1.0

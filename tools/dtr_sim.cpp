@@ -38,6 +38,7 @@ struct Row {
   double ratio = 0;
   dtr::BudgetMode mode = dtr::BudgetMode::bytes;
   dtr::sim::ReplayResult result;
+  std::uint64_t floor_bytes = 0;  // the trace's (sim::TraceSummary), under the replay's constants choice
 };
 
 // The accepted budget ratios, of the unbudgeted peak (docs/simulator.md).
@@ -109,7 +110,8 @@ nlohmann::json to_json(const Row& row) {
                         {"remat_compute_ns", r.remat_compute_ns},
                         {"evictions", r.evictions},
                         {"rematerializations", r.rematerializations},
-                        {"peak_bytes", row.mode == dtr::BudgetMode::bytes ? r.peak_resident_bytes : r.peak_reserved_bytes}};
+                        {"peak_bytes", row.mode == dtr::BudgetMode::bytes ? r.peak_resident_bytes : r.peak_reserved_bytes},
+                        {"floor_bytes", row.floor_bytes}};
 }
 
 // Bytes for a table column: MiB below 10 GiB, else GiB.
@@ -144,14 +146,14 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
   std::ostringstream out;
   out << "heuristic,ratio,budget_bytes,budget_mode,feasible,thrashed,overhead,base_compute_ns,remat_compute_ns,"
-         "evictions,rematerializations,peak_bytes\n";
+         "evictions,rematerializations,peak_bytes,floor_bytes\n";
   for (const Row& row : rows) {
     const nlohmann::json j = to_json(row);
     out << row.heuristic << ',' << row.ratio << ',' << j["budget_bytes"] << ',' << dtr::to_string(row.mode) << ','
         << (row.result.feasible ? "true" : "false") << ',' << (row.result.thrashed ? "true" : "false") << ','
         << fmt::format("{:.6f}", row.result.overhead()) << ',' << fmt::format("{:.0f}", row.result.base_compute_ns)
         << ',' << fmt::format("{:.0f}", row.result.remat_compute_ns) << ',' << row.result.evictions << ','
-        << row.result.rematerializations << ',' << j["peak_bytes"] << '\n';
+        << row.result.rematerializations << ',' << j["peak_bytes"] << ',' << row.floor_bytes << '\n';
   }
   write_file("--csv", path, out.str());
 }
@@ -325,7 +327,7 @@ int main(int argc, char** argv) {
           options.expandable_segments = expandable;
           options.keep_constants = constants_text == "kept";
           options.thrash_limit = thrash_limit;  // the runtime stops the cell at the recomputation past it
-          Row row{h, r, mode, dtr::sim::replay(trace, options)};
+          Row row{h, r, mode, dtr::sim::replay(trace, options), floor};
           if (json) std::printf("%s\n", to_json(row).dump().c_str());
           flush_stdout();
           rows.push_back(std::move(row));
