@@ -437,7 +437,10 @@ struct CachingAllocator::State {
   void leave_pages(const Block& block);
   // Whether an allocated block other than `block` lies on `page` (only neighbours can: blocks are contiguous).
   bool shares_page(const Block& block, std::size_t page) const;
+  // Unmaps pages [first, end) (or, while collecting donors, keeps them for a move) and counts them unmapped.
   void unmap_run(std::size_t first, std::size_t end);
+  // The upstream's unmap of pages [first, end), counted; the caller keeps range and reserved bytes.
+  void unmap_upstream(std::size_t first, std::size_t end);
   // Unmaps cached pages, highest first, until at most `reserved_limit` bytes are reserved, sparing pages
   // [keep_first, keep_end) (those a request is about to use).
   void release_idle_pages(std::uint64_t reserved_limit, std::size_t keep_first = 0, std::size_t keep_end = 0);

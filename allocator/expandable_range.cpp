@@ -124,8 +124,7 @@ void CachingAllocator::State::unmap_donors() {
   while (!donors.empty()) {
     const auto [a, b] = donors.back();
     donors.pop_back();
-    upstream.unmap(page_address(a), (b - a) * page_bytes);
-    stats.num_device_frees += 1;
+    unmap_upstream(a, b);
   }
 }
 
@@ -140,10 +139,7 @@ bool CachingAllocator::State::map_gaps(std::size_t first, std::size_t end) {
     }
   });
   if (failed_at == end) return true;
-  range.mapped.for_each_gap(first, failed_at, [&](std::size_t a, std::size_t b) {
-    upstream.unmap(page_address(a), (b - a) * page_bytes);
-    stats.num_device_frees += 1;
-  });
+  range.mapped.for_each_gap(first, failed_at, [&](std::size_t a, std::size_t b) { unmap_upstream(a, b); });
   return false;
 }
 
@@ -168,12 +164,16 @@ bool CachingAllocator::State::shares_page(const Block& block, std::size_t page) 
   return false;
 }
 
+void CachingAllocator::State::unmap_upstream(std::size_t first, std::size_t end) {
+  upstream.unmap(page_address(first), (end - first) * page_bytes);
+  stats.num_device_frees += 1;
+}
+
 void CachingAllocator::State::unmap_run(std::size_t first, std::size_t end) {
   if (collecting_donors) {
     donors.emplace_back(first, end);
   } else {
-    upstream.unmap(page_address(first), (end - first) * page_bytes);
-    stats.num_device_frees += 1;
+    unmap_upstream(first, end);
   }
   range.mapped.erase(first, end);
   range.idle.erase(first, end);

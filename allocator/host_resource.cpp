@@ -95,13 +95,12 @@ class HostResource final : public MemoryResource {
     const std::size_t moved = extents_.contiguous(from, bytes);
     DTR_CHECK(moved > 0 && !extents_.overlaps(to, moved), InvalidArgument, "host: move_pages(", from, ", ", to,
               ", ", bytes, "): expected ", from, " mapped and ", to, " not");
-    ranges_.unmapped(from, moved);
     if (::mremap(from, moved, moved, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) == MAP_FAILED) {
-      ranges_.mapped(from, moved);
       reserve_again(to, moved);  // a failed MREMAP_FIXED may have unmapped `to` first
       return 0;
     }
     ::mprotect(from, moved, PROT_NONE);
+    ranges_.unmapped(from, moved);  // cannot throw: `from` lies in a mapped run, so in a range, mapped
     ranges_.mapped(to, moved);
     extents_.erase(from, moved);
     extents_.insert(to, moved);

@@ -258,8 +258,9 @@ TraceSummary summarize(const Trace& trace) {
     drop(old);
   };
   // An op needs its distinct inputs and outputs at once, beside every constant resident then.
+  std::vector<std::int64_t> used;  // reused: every replay summarizes its trace first
   auto count_floor = [&](const std::vector<std::int64_t>& inputs, const std::vector<std::int64_t>& outputs) {
-    std::vector<std::int64_t> used = inputs;
+    used.assign(inputs.begin(), inputs.end());
     used.insert(used.end(), outputs.begin(), outputs.end());
     std::sort(used.begin(), used.end());
     used.erase(std::unique(used.begin(), used.end()), used.end());
