@@ -47,6 +47,7 @@ bool same(const Trace& a, const Instruction& x, const Trace& b, const Instructio
   }
   switch (x.kind) {
     case Instruction::Kind::constant:
+    case Instruction::Kind::make_constant:
     case Instruction::Kind::release:
       return name(a, x.name) == name(b, y.name);
     case Instruction::Kind::copy:
@@ -65,7 +66,8 @@ void check_well_formed(const Trace& trace) {
       require(id < trace.names.size(), "parse_trace: a tensor id outside Trace::names", describe(trace, in));
     };
     using Kind = Instruction::Kind;
-    if (in.kind == Kind::constant || in.kind == Kind::release || in.kind == Kind::copy || in.kind == Kind::copy_from) {
+    if (in.kind == Kind::constant || in.kind == Kind::make_constant || in.kind == Kind::release || in.kind == Kind::copy ||
+        in.kind == Kind::copy_from) {
       check_id(in.name);
     }
     if (in.kind == Kind::copy || in.kind == Kind::copy_from) check_id(in.source);

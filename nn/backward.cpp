@@ -2,6 +2,7 @@
 // node's consumers were all recorded after it, so its output gradients are complete when it runs), with an
 // explicit work list instead of recursion.
 #include <algorithm>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -56,6 +57,18 @@ void accumulate_into_leaf(detail::VariableImpl& leaf, const Tensor& grad) {
   runtime.assign(leaf.grad, ops::add(), {leaf.grad, grad});
 }
 
+// Every gradient a node computes becomes a constant as soon as the node's rule returns: never evicted, its
+// lineage cut. Once the gradients it came from die (dead storages are evicted at once, kept for the lineage),
+// recomputing one would rerun the backward pass behind it, and in a recurrence that chain reaches the loss: an
+// LSTM under a budget recomputed its whole backward, forward included, for one evicted waiting gradient.
+// PyTorch holds these gradients too. Cut before the node's output gradients die, so that nothing keeps those
+// (constants now, which cannot be evicted) for a lineage; a view (a reshaped gradient) holds its storage.
+void hold_gradients(Runtime& runtime, std::span<const Tensor> gradients) {
+  for (const Tensor& g : gradients) {
+    if (g.defined()) runtime.make_constant(g);
+  }
+}
+
 // Every node reachable from the roots, latest recorded first.
 std::vector<std::shared_ptr<Node>> reachable(std::span<const Variable> roots) {
   std::vector<std::shared_ptr<Node>> nodes;
@@ -82,11 +95,8 @@ std::vector<std::shared_ptr<Node>> reachable(std::span<const Variable> roots) {
 void backward(std::span<const Variable> roots, std::span<const Tensor> gradients, bool retain_graph) {
   DTR_CHECK(gradients.empty() || gradients.size() == roots.size(), InvalidArgument, "backward: ", roots.size(),
             " roots but ", gradients.size(), " gradients");
-  // The gradients waiting for each node, one per output.
+  // The gradients waiting for each node, one per output (constants: hold_gradients).
   std::unordered_map<const Node*, std::vector<Tensor>> pending;
-  // For a node whose pending gradient was evicted as it was computed: the gradients it was computed from, kept
-  // until the node runs, so that recomputing it is one op (see below).
-  std::unordered_map<const Node*, std::vector<Tensor>> keep_recomputable;
   for (std::size_t r = 0; r < roots.size(); ++r) {
     const Variable& root = roots[r];
     DTR_CHECK(root.defined(), InvalidArgument, "backward: root ", r, " is undefined");
@@ -122,16 +132,10 @@ void backward(std::span<const Variable> roots, std::span<const Tensor> gradients
     std::vector<Tensor> output_grads = std::move(found->second);
     pending.erase(found);
     std::vector<Tensor> input_grads = node->run_backward(output_grads);
-    keep_recomputable.erase(node.get());  // its gradients are consumed
-    // Under a budget the runtime may already have evicted a gradient this node just computed (to make room for
-    // the rule's next op). Its recomputation reads this node's output gradients: once they die (and, dead, are
-    // evicted at once), it would rerun the whole backward pass so far, since every gradient before them is dead
-    // too. So a node whose results are evicted keeps its output gradients until those results are consumed
-    // (below); otherwise they die here, as before. Nothing is evicted without a budget: the unbudgeted run, and
-    // its memory, are unchanged.
-    const bool evicted = std::any_of(input_grads.begin(), input_grads.end(),
-                                     [](const Tensor& g) { return g.defined() && !g.resident(); });
-    if (!evicted) output_grads.clear();
+    // Under a budget the runtime may have evicted a gradient the rule computed (to make room for its next op):
+    // holding it remakes it, from the output gradients, alive until then.
+    hold_gradients(node->runtime(), input_grads);
+    output_grads.clear();
     if (!retain_graph) node->release();
     DTR_CHECK(input_grads.size() == node->next().size(), InvalidArgument, "backward: node '", node->name(),
               "' gave ", input_grads.size(), " gradients for ", node->next().size(), " inputs");
@@ -144,15 +148,12 @@ void backward(std::span<const Variable> roots, std::span<const Tensor> gradients
       }
       std::vector<Tensor>& slot = pending[edge.node.get()];
       slot.resize(edge.node->output_meta().size());
-      if (!output_grads.empty() && !input_grads[i].resident()) {
-        std::vector<Tensor>& kept = keep_recomputable[edge.node.get()];
-        kept.insert(kept.end(), output_grads.begin(), output_grads.end());
-      }
       DTR_CHECK(input_grads[i].meta() == edge.node->output_meta()[edge.output_index], ShapeError,
                 "backward: node '", node->name(), "' gave input ", i, " a gradient of ",
                 to_string(input_grads[i].shape()), " for a value of ",
                 to_string(edge.node->output_meta()[edge.output_index].shape));
       add_into(node->runtime(), slot[edge.output_index], input_grads[i]);
+      hold_gradients(node->runtime(), {&slot[edge.output_index], 1});  // a sum: a new value
     }
   }
 }

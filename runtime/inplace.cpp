@@ -92,13 +92,13 @@ void Runtime::Impl::pin_dependents(Storage& old, Storage& fresh) {
 // again and is freed when nothing references it.
 void Runtime::Impl::make_constant(const Tensor& value) {
   const TensorHandle& v = handle_of(value, "make_constant: the value");
-  DTR_CHECK(!value.is_view(), InvalidArgument, "make_constant: the value is a view; make the tensor it views a constant");
   if (v.storage->constant()) return;
   const CurrentOp running(*this, "make_constant");
   Pins pins(*this);
-  materialize(*v.storage);
+  materialize_view(*v.storage, v.view);  // a view's storage is what becomes the constant
   pins.add(*v.storage);
   (void)make_constant(*v.storage);
+  if (trace) trace->make_constant(v.id);
 }
 
 std::shared_ptr<Closure> Runtime::Impl::make_constant(Storage& s) {

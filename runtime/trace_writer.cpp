@@ -53,6 +53,10 @@ void TraceWriter::copy_from(std::uint64_t dst, std::uint64_t src) {
   line(nlohmann::json{{"INSTRUCTION", "COPY_FROM"}, {"DST", name(dst)}, {"SRC", name(src)}});
 }
 
+void TraceWriter::make_constant(std::uint64_t id) {
+  line(nlohmann::json{{"INSTRUCTION", "MAKE_CONSTANT"}, {"NAME", name(id)}});
+}
+
 void TraceWriter::release(std::uint64_t id) {
   line(nlohmann::json{{"INSTRUCTION", "RELEASE"}, {"NAME", name(id)}});
 }

@@ -32,6 +32,8 @@ class TraceWriter {
   void view(std::uint64_t base, std::uint64_t id, std::uint64_t bytes);
   // `dst` now refers to the value `src` (an in-place update, copy-on-write).
   void copy_from(std::uint64_t dst, std::uint64_t src);
+  // `id`'s storage became a constant (Runtime::make_constant): its lineage cut, never evicted again.
+  void make_constant(std::uint64_t id);
   // A user reference died.
   void release(std::uint64_t id);
 

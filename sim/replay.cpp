@@ -132,6 +132,7 @@ class Replayer {
       case Kind::mutate: return mutate(in);
       case Kind::copy: return share(in.name, in.source, in);
       case Kind::copy_from: return copy_from(in);
+      case Kind::make_constant: return make_constant(in);
       case Kind::release: return unbind(in.name);  // a release of a dead name is ignored
       case Kind::annotate: return;
     }
@@ -193,6 +194,10 @@ class Replayer {
     }
   }
 
+  // A value the run made a constant (Runtime::make_constant: autograd's waiting gradients) is made one here
+  // too, so that the replay cuts its lineage where the run did; through a view, the storage it views.
+  void make_constant(const Instruction& in) { runtime_.make_constant(named(in.name, in)); }
+
   // In place, modelled as copy-on-write: a new op whose outputs replace the mutated arguments' names.
   void mutate(const Instruction& in) {
     gather_args(in);
@@ -220,7 +225,8 @@ TraceSummary summarize(const Trace& trace) {
   // Storages by index; each name holds one reference to its storage. Nothing but sizes and counts.
   std::vector<std::uint64_t> size;
   std::vector<std::uint64_t> references;
-  std::vector<bool> constant;
+  std::vector<bool> constant;  // a CONSTANT's storage
+  std::vector<bool> made_constant;  // a result made a constant by MAKE_CONSTANT: resident, but not a CONSTANT
   std::vector<std::int64_t> storage_of(trace.names.size(), -1);  // by name; -1: not live
   TraceSummary summary;
   std::uint64_t live = 0;
@@ -235,6 +241,7 @@ TraceSummary summarize(const Trace& trace) {
     size.push_back(bytes);
     references.push_back(0);
     constant.push_back(is_constant);
+    made_constant.push_back(false);
     add(live, bytes);
     if (is_constant) live_constants += bytes;
     return static_cast<std::int64_t>(size.size() - 1);
@@ -243,7 +250,7 @@ TraceSummary summarize(const Trace& trace) {
     const auto s = static_cast<std::size_t>(storage);
     if (--references[s] != 0) return;
     live -= size[s];
-    if (constant[s]) live_constants -= size[s];
+    if (constant[s] || made_constant[s]) live_constants -= size[s];
   };
   auto bind = [&](std::uint32_t name, std::int64_t storage) {
     const std::int64_t old = storage_of[name];
@@ -264,11 +271,15 @@ TraceSummary summarize(const Trace& trace) {
     used.insert(used.end(), outputs.begin(), outputs.end());
     std::sort(used.begin(), used.end());
     used.erase(std::unique(used.begin(), used.end()), used.end());
-    std::uint64_t others = 0;      // the op's storages that are not constants
+    std::uint64_t others = 0;        // the op's storages that are not CONSTANTs
+    std::uint64_t not_resident = 0;  // those that are not made constants either (already in live_constants)
     for (const std::int64_t u : used) {
-      if (!constant[static_cast<std::size_t>(u)]) others += size[static_cast<std::size_t>(u)];
+      const auto k = static_cast<std::size_t>(u);
+      if (constant[k]) continue;
+      others += size[k];
+      if (!made_constant[k]) not_resident += size[k];
     }
-    std::uint64_t with_resident = others;
+    std::uint64_t with_resident = not_resident;
     add(with_resident, live_constants);
     std::uint64_t with_all = others;
     add(with_all, summary.constant_bytes);
@@ -315,6 +326,14 @@ TraceSummary summarize(const Trace& trace) {
       }
       case Kind::copy:
       case Kind::copy_from: bind(in.name, storage_named(in.source, in)); break;
+      case Kind::make_constant: {
+        const auto s = static_cast<std::size_t>(storage_named(in.name, in));
+        if (!constant[s] && !made_constant[s]) {
+          made_constant[s] = true;
+          live_constants += size[s];
+        }
+        break;
+      }
       case Kind::release: release(in.name); break;
       case Kind::annotate: break;
     }

@@ -107,6 +107,7 @@ Trace TraceBuilder::finish() {
     auto touch = [&](std::uint32_t name) { last_touch[name] = i; };
     switch (in.kind) {
       case Kind::constant:
+      case Kind::make_constant:
       case Kind::release:
         touch(in.name);
         break;

@@ -91,6 +91,10 @@ class Reader {
       in.name = intern(string_field(j, "DST"));
       in.source = intern(string_field(j, "SRC"));
       push(std::move(in));
+    } else if (instruction == "MAKE_CONSTANT") {
+      in.kind = Kind::make_constant;
+      in.name = intern(string_field(j, "NAME"));
+      push(std::move(in));
     } else if (instruction == "RELEASE") {
       in.kind = Kind::release;
       in.name = intern(string_field(j, "NAME"));
@@ -101,7 +105,7 @@ class Reader {
       push(std::move(in));
     } else {
       fail("unknown INSTRUCTION \"", shown(instruction),
-           "\"; expected CONSTANT, MEMORY, ALIAS, CALL, MUTATE, COPY, COPY_FROM, RELEASE or ANNOTATE");
+           "\"; expected CONSTANT, MEMORY, ALIAS, CALL, MUTATE, COPY, COPY_FROM, MAKE_CONSTANT, RELEASE or ANNOTATE");
     }
   }
 

@@ -79,6 +79,9 @@ class Writer {
               {"DST", name(in.name, in)},
               {"SRC", name(in.source, in)}});
         return;
+      case Kind::make_constant:
+        emit({{"INSTRUCTION", "MAKE_CONSTANT"}, {"NAME", name(in.name, in)}});
+        return;
       case Kind::release:
         emit({{"INSTRUCTION", "RELEASE"}, {"NAME", name(in.name, in)}});
         return;

@@ -52,6 +52,9 @@ void expect_valid_program(const sim::Trace& trace) {
         use(in.source, in);
         use(in.name, in);
         break;
+      case Kind::make_constant:
+        use(in.name, in);
+        break;
       case Kind::release:
         use(in.name, in);
         live[in.name] = false;

@@ -44,7 +44,8 @@ void expect_same_program(const sim::Trace& expected, const sim::Trace& actual, b
     EXPECT_EQ(e.time_ns, a.time_ns);
     EXPECT_EQ(names(expected, e.args), names(actual, a.args));
     EXPECT_EQ(e.mutated, a.mutated);
-    if (e.kind == Kind::constant || e.kind == Kind::release || e.kind == Kind::copy || e.kind == Kind::copy_from) {
+    if (e.kind == Kind::constant || e.kind == Kind::make_constant || e.kind == Kind::release || e.kind == Kind::copy ||
+        e.kind == Kind::copy_from) {
       EXPECT_EQ(expected.names.at(e.name), actual.names.at(a.name));
     }
     if (e.kind == Kind::copy || e.kind == Kind::copy_from) {
@@ -110,6 +111,10 @@ sim::Trace hand_made() {
   copy_from.name = 4;
   copy_from.source = 2;
   add(copy_from);
+  Instruction make_constant;
+  make_constant.kind = Kind::make_constant;
+  make_constant.name = 2;
+  add(make_constant);
   Instruction constant2 = constant;
   constant2.name = 5;
   constant2.bytes = 7;

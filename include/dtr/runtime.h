@@ -126,7 +126,9 @@ class Runtime {
   // Makes `value`'s storage a constant (recomputing it first if it was evicted): never evicted again, its
   // lineage cut (closures that read it keep it; nothing recomputes it). For state a program updates in place
   // from values it computed (an optimizer's step, gradient accumulation), which is not worth a lineage back
-  // to every old value. dtr::InvalidArgument for an undefined tensor or a view.
+  // to every old value, and for autograd's waiting gradients. A view makes the storage it views a constant
+  // (every view of it sees the same values). Traced as MAKE_CONSTANT. dtr::InvalidArgument for an undefined
+  // tensor.
   void make_constant(const Tensor& value);
 
   // A contiguous view of `base`: `shape` over its elements from `offset` on (a reshape, or a run of rows).

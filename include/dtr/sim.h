@@ -19,7 +19,8 @@ namespace dtr::sim {
 // One instruction of a trace, after the START annotation. Tensor names are interned: indices into
 // Trace::names. A CALL carries the MEMORY and ALIAS lines of its results.
 struct Instruction {
-  enum class Kind : std::uint8_t { constant, call, mutate, copy, copy_from, release, annotate };
+  // make_constant: the named value becomes a constant (Runtime::make_constant), our extension of the format.
+  enum class Kind : std::uint8_t { constant, call, mutate, copy, copy_from, make_constant, release, annotate };
   struct Result {
     std::uint32_t name = 0;
     std::uint64_t bytes = 0;
@@ -28,7 +29,7 @@ struct Instruction {
 
   Kind kind = Kind::call;
   std::uint32_t line = 0;   // in the file, from 1
-  std::uint32_t name = 0;   // constant, release: the tensor; copy, copy_from: DST
+  std::uint32_t name = 0;   // constant, make_constant, release: the tensor; copy, copy_from: DST
   std::uint32_t source = 0; // copy, copy_from: SRC
   std::uint64_t bytes = 0;  // constant: its MEMORY
   double time_ns = 0;       // call, mutate: TIME

@@ -11,6 +11,7 @@
 #include "dtr/nn/functional.h"
 #include "dtr/nn/models.h"
 #include "dtr/nn/optim.h"
+#include "zoo_training.h"
 
 namespace dtr::nn {
 namespace {
@@ -90,6 +91,25 @@ TEST(AutogradMemory, BackwardReleasesSavedTensorsAndIntermediateGradients) {
   // intermediate gradient is gone.
   EXPECT_EQ(rt.resident_bytes(), 2 * activation + sizeof(float));
   EXPECT_GE(with_graph, 7 * activation);
+}
+
+// A gradient waiting for its node is a constant (nn/backward.cpp): under a budget only forward values are
+// recomputed, never the backward pass. Shown to fail without it: the zoo's LSTM at 40% of its peak then remade
+// waiting gradients from the dead ones behind them (sigmoid_backward, tanh_backward, ... back to the loss's).
+TEST(AutogradMemory, UnderABudgetNoGradientIsRecomputed) {
+  const test::ZooCase zoo = test::zoo_case("lstm");
+  const test::TrainingRecord reference = test::train_steps(zoo, test::RunOptions{});
+  for (const char* heuristic : {"forecast", "dtr"}) {
+    SCOPED_TRACE(heuristic);
+    test::RunOptions options;
+    options.heuristic = heuristic;
+    options.budget_bytes = static_cast<std::uint64_t>(0.4 * static_cast<double>(reference.peak_resident_bytes));
+    options.record_recomputations = true;
+    const test::TrainingRecord run = test::train_steps(zoo, options);
+    EXPECT_GT(run.rematerializations, 0U);
+    for (const std::string& op : run.recomputed_ops) EXPECT_EQ(op.find("backward"), std::string::npos) << op;
+    EXPECT_TRUE(run.values == reference.values);
+  }
 }
 
 TEST(AutogradMemory, RetainGraphKeepsSavedTensorsAndAccumulates) {

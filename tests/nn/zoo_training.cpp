@@ -38,11 +38,10 @@ ZooCase zoo_case(const std::string& name) {
     return {name, [](Runtime& rt, Generator& g) { return make_transformer(rt, g, TransformerSpec{6, 16, 2, 7, 0.1}); }, 32};
   }
   if (name == "lstm") {
-    // An RNN's backward needs each step's gates, recomputed from a chain of states: with the states held every
-    // few steps (the least any schedule keeps) and one stretch of steps recomputed at a time, 25% of the peak
-    // is at the edge of what any plan fits; every heuristic refuses it (out of memory or thrashing), while
-    // `dtr` and `forecast` hold 40% (docs/results/recompute-order.md).
-    return {name, [](Runtime& rt, Generator& g) { return make_lstm(rt, g, LstmSpec{32, 2, 0.1}); }, 32, {0.5, 0.4}};
+    // An RNN's backward needs each step's gates, recomputed from a chain of states: at 25% and 30% of the peak
+    // `dtr` still recomputes that chain from far back, step after step, and passes the thrash limit. Since
+    // autograd holds its waiting gradients, `dtr`, `dtr-eq`, `msps` and `forecast` hold 35% (40% before).
+    return {name, [](Runtime& rt, Generator& g) { return make_lstm(rt, g, LstmSpec{32, 2, 0.1}); }, 32, {0.5, 0.35}};
   }
   if (name == "unet") {
     return {name, [](Runtime& rt, Generator& g) { return make_unet(rt, g, UNetSpec{4, 2, 0.1, 4}); }, 8};
@@ -64,6 +63,7 @@ TrainingRecord train_steps(const ZooCase& zoo, const RunOptions& options) {
   if (options.record_recomputations) {
     config.kernel_observer = [&record](const KernelRun& run) {
       if (!run.rematerialization) return;
+      record.recomputed_ops.emplace(run.name);
       record.recomputed.insert(record.recomputed.end(), run.output_storages.begin(), run.output_storages.end());
     };
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ struct TrainingRecord {
   std::uint64_t evictions = 0;
   std::uint64_t rematerializations = 0;
   std::vector<std::uint64_t> recomputed;  // with record_recomputations: each recomputation's output storages
+  std::set<std::string> recomputed_ops;   // with record_recomputations: the ops recomputed
   std::uint64_t ops = 0;
 };
 

@@ -108,8 +108,10 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
   EXPECT_TRUE(out["losses_bitwise_equal"].get<bool>());
   EXPECT_EQ(out["rows"].size(), 5U);
   // Each row says where its recomputation went: per op, runs adding up to the row's rematerializations (costs
-  // counted, not timed, so that the same rows recompute on a slow machine).
-  const std::string counted = "DTR_COST_MODEL=flops " + std::string(DTR_TRAIN_PATH) + kSmall + " --compare --steps 2";
+  // counted, not timed, so that the same rows recompute on a slow machine). A wider MLP: the small one's budgets
+  // are mostly its parameters (its row at 30% of the peak may run out of memory before it evicts anything).
+  const std::string counted = "DTR_COST_MODEL=flops " + std::string(DTR_TRAIN_PATH) +
+                              " --data synthetic --model mlp --depth 8 --width 256 --batch 32 --compare --steps 2";
   const Outcome profiled = run_command(counted + " --json --compare-heuristics none");
   ASSERT_EQ(exit_code(profiled), 0) << profiled.output;
   bool any = false;
