@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -293,23 +294,31 @@ TEST(Replay, AnUpdateBoundWithCopyFromReplaysAsTheRunsAssignment) {
   EXPECT_EQ(sim::replay(parse(unshared), sim::ReplayOptions{}).peak_resident_bytes, 7000u);
 }
 
-// A run that assigns a computed value (Runtime::assign(target, value)) writes a trace that replays: the
-// COPY_FROM names the value's handle, which may not be its storage's first name (an updated parameter's).
-TEST(Replay, ATraceOfAnAssignedValueNamesItsHandleAndReplays) {
+// The trace `program` writes (Config::trace_path) on a deterministic runtime.
+sim::Trace trace_of(const std::string& name, const std::function<void(Runtime&)>& program) {
   const std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("dtr-assign-trace-" + std::to_string(::getpid()) + ".log");
+      std::filesystem::temp_directory_path() / ("dtr-" + name + "-trace-" + std::to_string(::getpid()) + ".log");
   {
     Config config = deterministic_config();
     config.trace_path = path.string();
     Runtime rt(config);
+    program(rt);
+  }
+  sim::Trace trace = sim::read_trace(path.string());
+  std::filesystem::remove(path);
+  return trace;
+}
+
+// A run that assigns a computed value (Runtime::assign(target, value)) writes a trace that replays: the
+// COPY_FROM names the value's handle, which may not be its storage's first name (an updated parameter's).
+TEST(Replay, ATraceOfAnAssignedValueNamesItsHandleAndReplays) {
+  const sim::Trace trace = trace_of("assign", [](Runtime& rt) {
     Tensor p1 = constant(rt, {64}, 1.0f);
     Tensor p2 = constant(rt, {64}, 2.0f);
     rt.assign(p1, ops::add(), {p1, p1});  // p1's handle now holds the add's storage, named by the handle
     rt.assign(p2, p1);                    // the value's handle: p1, not the add's result (released)
     Tensor y = rt.call1(ops::relu(), {p2});
-  }
-  const sim::Trace trace = sim::read_trace(path.string());
-  std::filesystem::remove(path);
+  });
   sim::ReplayOptions options;
   options.keep_constants = false;
   EXPECT_TRUE(sim::replay(trace, options).feasible);
@@ -319,19 +328,12 @@ TEST(Replay, ATraceOfAnAssignedValueNamesItsHandleAndReplays) {
 // the run, so the constant it was made from goes once released. Without the line, the replay keeps x for y's
 // recomputation: 7010 bytes at h instead of 6010.
 TEST(Replay, AValueMadeAConstantInTheRunIsOneInTheReplay) {
-  const std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("dtr-make-constant-trace-" + std::to_string(::getpid()) + ".log");
-  {
-    Config config = deterministic_config();
-    config.trace_path = path.string();
-    Runtime rt(config);
+  const sim::Trace run = trace_of("make-constant", [](Runtime& rt) {
     Tensor x = constant(rt, {64}, 1.0f);
     Tensor y = rt.call1(ops::relu(), {x});
     rt.make_constant(y);
     rt.make_constant(y);  // already one: nothing more is traced
-  }
-  const sim::Trace run = sim::read_trace(path.string());
-  std::filesystem::remove(path);
+  });
   std::vector<std::string> made;
   std::string relu_result;
   for (const sim::Instruction& in : run.instructions) {
