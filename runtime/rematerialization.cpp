@@ -29,12 +29,15 @@ struct Frame {
 
   Frame(Runtime::Impl& runtime, Closure& c, const Storage* wanted, Runtime::Impl::Pins* caller_pins)
       : closure(&c), requested(wanted), own_pins(runtime), pins(caller_pins != nullptr ? caller_pins : &own_pins),
-        recomputation(caller_pins == nullptr) {}
+        boundary_pins(runtime), recomputation(caller_pins == nullptr) {}
   Closure* closure;
   const Storage* requested;  // the output this recomputation is for
   std::size_t next_input = 0;
   Runtime::Impl::Pins own_pins;
   Runtime::Impl::Pins* pins;
+  // What deferred inputs are remade from, pinned while they wait (Walk::order_stable_last); released once every
+  // input is ready, before the closure's outputs are allocated.
+  Runtime::Impl::Pins boundary_pins;
   SmallVector<Input, 4> inputs;
   // The inputs' indices in the order they are made ready (Config::recompute_order); empty: the closure's order.
   SmallVector<std::uint32_t, 4> order;
@@ -142,6 +145,7 @@ class Walk {
     while (!stack_.empty()) {
       Frame& frame = *stack_.back();
       if (descend(frame)) continue;
+      frame.boundary_pins.release_from(0);
       Closure& c = *frame.closure;
       const bool needed = std::any_of(c.outputs.begin(), c.outputs.end(),
                                       [](const Storage* out) { return out != nullptr && !out->in_memory; });
@@ -177,7 +181,8 @@ class Walk {
   static constexpr std::ptrdiff_t kMaxReordered = 16;
 
   // The inputs whose remaking cannot grow by waiting go last, deepest first: those whose evicted ancestry ends
-  // at constants and pinned storages only, none an ancestor of another input. Remade after the others, such an
+  // at constants and pinned storages only (or at one storage pinned now, when it is smaller than the input:
+  // holds_less_deferred), none an ancestor of another input. Remade after the others, such an
   // input is not held through their remaking (an RNN's state chain, remade in the closure's order, would hold
   // the step's input slice at every level it goes down). The others keep the closure's order: remade later,
   // what they are remade from might have been evicted meanwhile.
@@ -186,14 +191,16 @@ class Walk {
     struct Evicted {
       std::uint32_t input;
       Ancestry ancestry;
+      Boundary boundary;  // what it is remade from that could be evicted meanwhile, unless pinned now
       std::size_t bytes;  // of its evicted ancestry
       bool deferred;
     };
     std::vector<Evicted> evicted;
     for (std::uint32_t i = 0; i < c.inputs.size(); ++i) {
       if (frame.inputs[i] != Frame::Input::pending || c.inputs[i]->in_memory) continue;
-      Evicted e{i, {}, 0, false};
-      e.deferred = evicted_ancestry(*c.inputs[i], e.ancestry);
+      Evicted e{i, {}, {}, 0, false};
+      e.deferred = evicted_ancestry(*c.inputs[i], e.ancestry, e.boundary) ||
+                   holds_less_deferred(*c.inputs[i], e.boundary);
       for (const Storage* a : e.ancestry) e.bytes += a->nbytes;
       evicted.push_back(std::move(e));
     }
@@ -204,6 +211,10 @@ class Walk {
             std::find(other.ancestry.begin(), other.ancestry.end(), s) != other.ancestry.end()) {
           e.deferred = false;
         }
+      }
+      // Deferred with a boundary: pinned now, so that the input cannot grow while it waits.
+      if (e.deferred) {
+        for (Storage* b : e.boundary.storages) frame.boundary_pins.add(*b);
       }
     }
     for (std::uint32_t i = 0; i < c.inputs.size(); ++i) {
@@ -221,22 +232,43 @@ class Walk {
   // and are remade from constants and pinned storages only: nothing can be evicted from under them.
   static constexpr std::size_t kAncestryCap = 64;
   using Ancestry = SmallVector<const Storage*, 16>;
-  static bool evicted_ancestry(const Storage& s, Ancestry& found) {
+  // The resident storages an evicted ancestry is remade from that are neither constants nor pinned.
+  struct Boundary {
+    SmallVector<Storage*, 4> storages;
+    bool complete = true;  // false: the ancestry passed kAncestryCap
+  };
+  static bool evicted_ancestry(const Storage& s, Ancestry& found, Boundary& boundary) {
     found.push_back(&s);  // breadth first: found[next..] still to visit
-    bool stable = true;
     for (std::size_t next = 0; next < found.size(); ++next) {
       if (found[next]->producer == nullptr) continue;
       for (const auto& in : found[next]->producer->inputs) {
         if (in->in_memory) {
-          stable = stable && (in->producer == nullptr || in->pins > 0);
+          const bool held = in->producer == nullptr || in->pins > 0;
+          if (!held && std::find(boundary.storages.begin(), boundary.storages.end(), in.get()) ==
+                           boundary.storages.end()) {
+            boundary.storages.push_back(in.get());
+          }
           continue;
         }
         if (std::find(found.begin(), found.end(), in.get()) != found.end()) continue;
-        if (found.size() == kAncestryCap) return false;
+        if (found.size() == kAncestryCap) {
+          boundary.complete = false;
+          return false;
+        }
         found.push_back(in.get());
       }
     }
-    return stable;
+    return boundary.storages.empty();
+  }
+
+  // An input remade from one storage that could be evicted meanwhile can still wait if that storage is pinned
+  // instead: worth it when it is fewer bytes than the input, which the frame would otherwise hold pinned while it
+  // remakes the others (an upper RNN layer's input projection, 4x the state below it that it reads). One
+  // storage only: pinning several sources (a PyTorch-autograd MLP's, through dtr-torch) lost budgets that hold
+  // without the rule. Not in a frugal walk, which pins as little as it can.
+  bool holds_less_deferred(const Storage& input, const Boundary& boundary) const {
+    return !frugal_ && boundary.complete && boundary.storages.size() == 1 &&
+           boundary.storages.front()->nbytes < input.nbytes;
   }
 
   // Makes the frame's next inputs ready; true when it pushed a frame for an evicted one.

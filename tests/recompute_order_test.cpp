@@ -2,6 +2,7 @@
 // way; stable-last remakes an RNN-shaped chain once each under a budget the closure's order cannot keep to.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,7 +21,27 @@ constexpr int kSteps = 8;
 struct ChainRun {
   std::vector<float> last;
   std::uint64_t rematerializations = 0;
+  bool out_of_memory = false;  // or thrashing: the budget did not hold
 };
+
+// Evicts `made` (dropping the handles), sets `budget`, then reads `state`: its values and what reading it remade.
+ChainRun read_evicted(Runtime& rt, std::vector<Tensor>& made, const Tensor& state,
+                      std::optional<std::uint64_t> budget) {
+  for (const Tensor& t : made) EXPECT_TRUE(rt.evict(t));
+  made.clear();
+  if (budget) rt.set_memory_budget(*budget);
+  const std::uint64_t before = rt.stats().rematerializations;
+  ChainRun run;
+  try {
+    run.last = state.to_host();
+  } catch (const OutOfMemory&) {
+    run.out_of_memory = true;
+  } catch (const Thrashing&) {
+    run.out_of_memory = true;
+  }
+  run.rematerializations = rt.stats().rematerializations - before;
+  return run;
+}
 
 // s_k = c_k + s_(k-1), c_k = (k + 1) x, as an RNN step reads its input slice and its state: every c_k and s_k
 // evicted, then s_n read under a budget of five of them. Remade in the closure's order, each level holds its
@@ -39,12 +60,7 @@ ChainRun run_chain(const std::string& heuristic, RecomputeOrder order, bool budg
     made.push_back(c);
     made.push_back(state);
   }
-  for (const Tensor& t : made) EXPECT_TRUE(rt.evict(t));
-  made.clear();
-  if (budgeted) rt.set_memory_budget(5 * x.storage_bytes());
-  const std::uint64_t before = rt.stats().rematerializations;
-  ChainRun run{state.to_host(), rt.stats().rematerializations - before};
-  return run;
+  return read_evicted(rt, made, state, budgeted ? std::optional(5 * x.storage_bytes()) : std::nullopt);
 }
 
 TEST(RecomputeOrder, StableLastRemakesAnRnnChainOnceEachUnderABudgetTheClosuresOrderCannotKeep) {
@@ -58,6 +74,46 @@ TEST(RecomputeOrder, StableLastRemakesAnRnnChainOnceEachUnderABudgetTheClosuresO
     const ChainRun inputs = run_chain(heuristic, RecomputeOrder::inputs, true);
     EXPECT_EQ(inputs.last, unbudgeted.last);
     EXPECT_GT(inputs.rematerializations, 2U * kSteps) << "the closure's order holds the c_k down the chain";
+  }
+}
+
+// An input remade from a computed value can wait too, when that value is smaller than the input: stable-last
+// pins the value instead of holding the input down the chain (an upper RNN layer's input projection and the
+// state below it). u_k = (k + 1) x (4 floats, computed, resident), c_k = u_k four times over (16 floats), s_k =
+// c_k + s_(k-1); every c_k and s_k evicted, then s_n read under a budget that holds the constants, the u_k and
+// four of the others. Pinning the u_k, each c_k and s_k is remade once; holding the c_k, they do not fit.
+ChainRun run_projected_chain(const std::string& heuristic, RecomputeOrder order, bool budgeted) {
+  Config config = deterministic_config(std::nullopt, BudgetMode::bytes, heuristic);
+  config.recompute_order = order;
+  Runtime rt(config);
+  const Tensor x = constant(rt, {4}, 0.5F);
+  Tensor state = constant(rt, {16}, 0.25F);
+  std::vector<Tensor> projected;
+  std::vector<Tensor> made;
+  for (int k = 1; k <= kSteps; ++k) {
+    const Tensor u = rt.call1(ops::scale(), {x}, Attrs{{"factor", 1.0 + k}});
+    const Tensor c = rt.call1(ops::concat(), {u, u, u, u}, Attrs{{"dim", std::int64_t{0}}});
+    state = rt.call1(ops::add(), {c, state});
+    projected.push_back(u);
+    made.push_back(c);
+    made.push_back(state);
+  }
+  const std::uint64_t floats = 4 + 16 + 4 * kSteps + 4 * 16;
+  return read_evicted(rt, made, state, budgeted ? std::optional(floats * sizeof(float)) : std::nullopt);
+}
+
+TEST(RecomputeOrder, StableLastPinsWhatAnInputIsRemadeFromWhenThatIsSmaller) {
+  for (const std::string& heuristic : heuristic_names()) {
+    SCOPED_TRACE(heuristic);
+    const ChainRun unbudgeted = run_projected_chain(heuristic, RecomputeOrder::inputs, false);
+    EXPECT_EQ(unbudgeted.rematerializations, 2U * kSteps);
+    const ChainRun stable_last = run_projected_chain(heuristic, RecomputeOrder::stable_last, true);
+    EXPECT_FALSE(stable_last.out_of_memory);
+    EXPECT_EQ(stable_last.last, unbudgeted.last);
+    EXPECT_EQ(stable_last.rematerializations, 2U * kSteps) << "each c_k and s_k once";
+    const ChainRun inputs = run_projected_chain(heuristic, RecomputeOrder::inputs, true);
+    EXPECT_TRUE(inputs.out_of_memory || inputs.rematerializations > 2U * kSteps)
+        << "the closure's order holds the c_k down the chain";
   }
 }
 

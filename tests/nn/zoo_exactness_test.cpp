@@ -1,5 +1,5 @@
 // The training stack's promise (issue 14): for every zoo model, with dropout on and BatchNorm in training mode,
-// three training steps under budgets of 50% and 25% of the unbudgeted peak (35% for the LSTM: zoo_training.cpp
+// three training steps under budgets of 50% and 25% of the unbudgeted peak (30% for the LSTM: zoo_training.cpp
 // says why), under every heuristic, and under
 // static checkpointing, give bitwise the losses, gradients, parameters, optimizer state and running statistics
 // of the unbudgeted run. A heuristic that cannot hold a budget must say so (dtr::Thrashing, dtr::OutOfMemory);

@@ -38,10 +38,11 @@ ZooCase zoo_case(const std::string& name) {
     return {name, [](Runtime& rt, Generator& g) { return make_transformer(rt, g, TransformerSpec{6, 16, 2, 7, 0.1}); }, 32};
   }
   if (name == "lstm") {
-    // An RNN's backward needs each step's gates, recomputed from a chain of states: at 25% and 30% of the peak
-    // `dtr` still recomputes that chain from far back, step after step, and passes the thrash limit. Since
-    // autograd holds its waiting gradients, `dtr`, `dtr-eq`, `msps` and `forecast` hold 35% (40% before).
-    return {name, [](Runtime& rt, Generator& g) { return make_lstm(rt, g, LstmSpec{32, 2, 0.1}); }, 32, {0.5, 0.35}};
+    // An RNN's backward needs each step's gates, recomputed from a chain of states: at 25% of the peak every
+    // heuristic still recomputes that chain from far back, step after step, and passes the thrash limit. Since
+    // autograd holds its waiting gradients and a recomputation pins the state below an upper layer's input
+    // projection rather than the projection, `dtr`, `dtr-eq` and `forecast` hold 30% (40% before).
+    return {name, [](Runtime& rt, Generator& g) { return make_lstm(rt, g, LstmSpec{32, 2, 0.1}); }, 32, {0.5, 0.3}};
   }
   if (name == "unet") {
     return {name, [](Runtime& rt, Generator& g) { return make_unet(rt, g, UNetSpec{4, 2, 0.1, 4}); }, 8};
