@@ -213,9 +213,7 @@ class Walk {
         }
       }
       // Deferred with a boundary: pinned now, so that the input cannot grow while it waits.
-      if (e.deferred) {
-        for (Storage* b : e.boundary.storages) frame.boundary_pins.add(*b);
-      }
+      if (e.deferred && e.boundary.only != nullptr) frame.boundary_pins.add(*e.boundary.only);
     }
     for (std::uint32_t i = 0; i < c.inputs.size(); ++i) {
       const auto it = std::find_if(evicted.begin(), evicted.end(), [&](const Evicted& e) { return e.input == i; });
@@ -232,9 +230,11 @@ class Walk {
   // and are remade from constants and pinned storages only: nothing can be evicted from under them.
   static constexpr std::size_t kAncestryCap = 64;
   using Ancestry = SmallVector<const Storage*, 16>;
-  // The resident storages an evicted ancestry is remade from that are neither constants nor pinned.
+  // The resident storages an evicted ancestry is remade from that are neither constants nor pinned: only
+  // whether there is none, one (which) or several matters (holds_less_deferred).
   struct Boundary {
-    SmallVector<Storage*, 4> storages;
+    Storage* only = nullptr;  // the one, while there is exactly one
+    bool several = false;
     bool complete = true;  // false: the ancestry passed kAncestryCap
   };
   static bool evicted_ancestry(const Storage& s, Ancestry& found, Boundary& boundary) {
@@ -244,9 +244,9 @@ class Walk {
       for (const auto& in : found[next]->producer->inputs) {
         if (in->in_memory) {
           const bool held = in->producer == nullptr || in->pins > 0;
-          if (!held && std::find(boundary.storages.begin(), boundary.storages.end(), in.get()) ==
-                           boundary.storages.end()) {
-            boundary.storages.push_back(in.get());
+          if (!held && in.get() != boundary.only) {
+            boundary.several = boundary.several || boundary.only != nullptr;
+            boundary.only = in.get();
           }
           continue;
         }
@@ -258,7 +258,7 @@ class Walk {
         found.push_back(in.get());
       }
     }
-    return boundary.storages.empty();
+    return boundary.only == nullptr;
   }
 
   // An input remade from one storage that could be evicted meanwhile can still wait if that storage is pinned
@@ -267,8 +267,8 @@ class Walk {
   // storage only: pinning several sources (a PyTorch-autograd MLP's, through dtr-torch) lost budgets that hold
   // without the rule. Not in a frugal walk, which pins as little as it can.
   bool holds_less_deferred(const Storage& input, const Boundary& boundary) const {
-    return !frugal_ && boundary.complete && boundary.storages.size() == 1 &&
-           boundary.storages.front()->nbytes < input.nbytes;
+    return !frugal_ && boundary.complete && !boundary.several && boundary.only != nullptr &&
+           boundary.only->nbytes < input.nbytes;
   }
 
   // Makes the frame's next inputs ready; true when it pushed a frame for an evicted one.
