@@ -341,6 +341,60 @@ TEST(BatchNorm, BackwardKnownValues) {
   expect_values(rule[2], {6});
 }
 
+// Channels longer than the kernel's eight partial sums, with a remainder: x [2, 3, 11] (per channel two runs of
+// 11: one group of eight and three more each), against the statistics and gradients written out here.
+TEST(BatchNorm, LongChannelsAreSummedWhole) {
+  Runtime rt(deterministic_config());
+  const std::int64_t n = 2, c = 3, s = 11;
+  std::vector<double> xs(static_cast<std::size_t>(n * c * s));
+  std::vector<double> gs(xs.size());
+  for (std::size_t e = 0; e < xs.size(); ++e) {
+    xs[e] = static_cast<double>((e * 37) % 23) - 11.0 + 0.25 * static_cast<double>(e % 3);
+    gs[e] = static_cast<double>((e * 11) % 7) - 3.0;
+  }
+  const std::vector<double> ws{1.5, -0.5, 2.0};
+  const std::vector<double> bs{0.25, 1.0, -2.0};
+  const double eps = 1e-3;
+  const std::vector<Tensor> in{f64(rt, {n, c, s}, xs), f64(rt, {c}, ws), f64(rt, {c}, bs)};
+  const std::vector<Tensor> out = rt.call(ops::batch_norm(), in, {{"eps", eps}});
+  const std::vector<Tensor> grads = rt.call(
+      ops::batch_norm_backward(), std::vector<Tensor>{f64(rt, {n, c, s}, gs), in[0], in[1], out[1], out[2]});
+
+  // The reference: one running sum per channel, in index order.
+  const auto each = [&](std::int64_t ch, const auto& fn) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      for (std::int64_t j = 0; j < s; ++j) fn(static_cast<std::size_t>((i * c + ch) * s + j));
+    }
+  };
+  const double m = static_cast<double>(n * s);
+  std::vector<double> y(xs.size()), dx(xs.size()), means, invstds, dws, dbs;
+  for (std::int64_t ch = 0; ch < c; ++ch) {
+    const double w = ws[static_cast<std::size_t>(ch)];
+    const double b = bs[static_cast<std::size_t>(ch)];
+    double sum = 0, squares = 0, dw = 0, db = 0;
+    each(ch, [&](std::size_t e) { sum += xs[e]; });
+    const double mean = sum / m;
+    each(ch, [&](std::size_t e) { squares += (xs[e] - mean) * (xs[e] - mean); });
+    const double invstd = 1.0 / std::sqrt(squares / m + eps);
+    each(ch, [&](std::size_t e) {
+      y[e] = (xs[e] - mean) * invstd * w + b;
+      dw += gs[e] * (xs[e] - mean) * invstd;
+      db += gs[e];
+    });
+    each(ch, [&](std::size_t e) { dx[e] = w * invstd * (gs[e] - db / m - (xs[e] - mean) * invstd * dw / m); });
+    means.push_back(mean);
+    invstds.push_back(invstd);
+    dws.push_back(dw);
+    dbs.push_back(db);
+  }
+  expect_values(out[0], y);
+  expect_values(out[1], means);
+  expect_values(out[2], invstds);
+  expect_values(grads[0], dx);
+  expect_values(grads[1], dws);
+  expect_values(grads[2], dbs);
+}
+
 TEST(BatchNorm, EvalAndItsBackwardKnownValues) {
   Runtime rt(deterministic_config());
   // x = [1, 3], running mean 1, variance 4 (s = 1/2), weight 2, bias 1: y = (x - 1) / 2 * 2 + 1.

@@ -1,6 +1,6 @@
 // Layer norm, batch norm (training and eval) with their backward ops, and the running-statistic update.
 // Statistics are two-pass (mean, then the mean of squared deviations: no cancellation), accumulated in double
-// in increasing index order and rounded once: reproducible. Variances are biased (divided by the count).
+// and rounded once, in an order fixed by the shape: reproducible. Variances are biased (divided by the count).
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -120,6 +120,31 @@ void layer_norm_backward_cpu(const KernelArgs& args) {
 
 // ---- batch norm: channels of dimension 1 ----
 
+// Batch norm sums a channel's N·S elements in double. One running sum is a chain of dependent additions, bound by
+// their latency; eight partial sums (element j of each contiguous run of S goes to partial j mod 8), added at the
+// end in a fixed tree, run at the adder's throughput instead and still give the same bits for the same shape.
+constexpr std::int64_t kLanes = 8;
+
+struct LaneSums {
+  double lane[kLanes] = {};
+  double total() const {
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  }
+};
+
+// Calls add(e, lane) for every element e of `channel`, with the partial sum it goes to.
+template <typename Add>
+void for_each_in_channel_by_lane(const ChannelLayout& l, std::int64_t channel, Add add) {
+  for (std::int64_t i = 0; i < l.n; ++i) {
+    const std::int64_t base = (i * l.c + channel) * l.s;
+    std::int64_t j = 0;
+    for (; j + kLanes <= l.s; j += kLanes) {
+      for (std::int64_t k = 0; k < kLanes; ++k) add(base + j + k, k);
+    }
+    for (std::int64_t k = 0; j < l.s; ++j, ++k) add(base + j, k);
+  }
+}
+
 // batch_norm(x [N, C, ...], weight [C], bias [C]) -> y, batch mean [C], invstd [C].
 TensorMetas infer_batch_norm(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   kernels::check_arity("batch_norm", inputs, 3);
@@ -136,16 +161,20 @@ void batch_norm_cpu(const KernelArgs& args) {
     const ChannelLayout l = channel_layout("batch_norm", args.input_meta, args.input_meta, 1, true);
     const T* x = args.input<T>(0);
     for (std::int64_t c = 0; c < l.c; ++c) {
-      double sum = 0.0;
-      l.for_each_in_channel(c, [&](std::int64_t e) { sum += static_cast<double>(x[e]); });
-      const double mean = sum / static_cast<double>(l.count());
-      double squares = 0.0;
-      l.for_each_in_channel(c, [&](std::int64_t e) { squares += (x[e] - mean) * (x[e] - mean); });
-      const double invstd = 1.0 / std::sqrt(squares / static_cast<double>(l.count()) + eps);
+      LaneSums sum;
+      for_each_in_channel_by_lane(l, c,
+                                  [&](std::int64_t e, std::int64_t k) { sum.lane[k] += static_cast<double>(x[e]); });
+      const double mean = sum.total() / static_cast<double>(l.count());
+      LaneSums squares;
+      for_each_in_channel_by_lane(l, c, [&](std::int64_t e, std::int64_t k) {
+        const double d = x[e] - mean;
+        squares.lane[k] += d * d;
+      });
+      const double invstd = 1.0 / std::sqrt(squares.total() / static_cast<double>(l.count()) + eps);
       const double w = args.input<T>(1)[c];
       const double b = args.input<T>(2)[c];
-      l.for_each_in_channel(
-          c, [&](std::int64_t e) { args.output<T>(0)[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
+      T* y = args.output<T>(0);
+      l.for_each_in_channel(c, [&](std::int64_t e) { y[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
       args.output<T>(1)[c] = static_cast<T>(mean);
       args.output<T>(2)[c] = static_cast<T>(invstd);
     }
@@ -163,7 +192,7 @@ TensorMetas infer_batch_norm_backward(std::span<const TensorMeta> inputs, const 
 }
 
 // Per channel, with M elements, x̂ = (x - mean) invstd: dweight = Σ g x̂, dbias = Σ g and
-// dx = weight invstd (g - dbias / M - x̂ dweight / M).
+// dx = weight invstd (g - dbias / M - x̂ (dweight / M)).
 void batch_norm_backward_cpu(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
     const ChannelLayout l = channel_layout("batch_norm_backward", args.input_meta.subspan(1), args.input_meta, 1, true);
@@ -174,15 +203,21 @@ void batch_norm_backward_cpu(const KernelArgs& args) {
       const double w = args.input<T>(2)[c];
       const double mean = args.input<T>(3)[c];
       const double invstd = args.input<T>(4)[c];
-      double dw = 0.0;
-      double db = 0.0;
-      l.for_each_in_channel(c, [&](std::int64_t e) {
-        dw += g[e] * ((x[e] - mean) * invstd);
-        db += g[e];
+      LaneSums dw_sums;
+      LaneSums db_sums;
+      for_each_in_channel_by_lane(l, c, [&](std::int64_t e, std::int64_t k) {
+        dw_sums.lane[k] += g[e] * ((x[e] - mean) * invstd);
+        db_sums.lane[k] += g[e];
       });
+      const double dw = dw_sums.total();
+      const double db = db_sums.total();
+      const double scale = w * invstd;
+      const double db_mean = db / m;
+      const double dw_mean = dw / m;
+      T* dx = args.output<T>(0);
       l.for_each_in_channel(c, [&](std::int64_t e) {
         const double xhat = (x[e] - mean) * invstd;
-        args.output<T>(0)[e] = static_cast<T>(w * invstd * (g[e] - db / m - xhat * dw / m));
+        dx[e] = static_cast<T>(scale * (g[e] - db_mean - xhat * dw_mean));
       });
       args.output<T>(1)[c] = static_cast<T>(dw);
       args.output<T>(2)[c] = static_cast<T>(db);
@@ -240,13 +275,15 @@ void batch_norm_eval_backward_cpu(const KernelArgs& args) {
       const double w = args.input<T>(2)[c];
       const double mean = args.input<T>(3)[c];
       const double s = 1.0 / std::sqrt(static_cast<double>(args.input<T>(4)[c]) + eps);
-      double dw = 0.0;
-      double db = 0.0;
-      l.for_each_in_channel(c, [&](std::int64_t e) {
-        dw += g[e] * ((x[e] - mean) * s);
-        db += g[e];
+      LaneSums dw_sums;
+      LaneSums db_sums;
+      for_each_in_channel_by_lane(l, c, [&](std::int64_t e, std::int64_t k) {
+        dw_sums.lane[k] += g[e] * ((x[e] - mean) * s);
+        db_sums.lane[k] += g[e];
         args.output<T>(0)[e] = static_cast<T>(g[e] * w * s);
       });
+      const double dw = dw_sums.total();
+      const double db = db_sums.total();
       args.output<T>(1)[c] = static_cast<T>(dw);
       args.output<T>(2)[c] = static_cast<T>(db);
       args.output<T>(3)[c] = static_cast<T>(-w * s * db);
