@@ -395,6 +395,72 @@ TEST(BatchNorm, LongChannelsAreSummedWhole) {
   expect_values(grads[2], dbs);
 }
 
+// The CPU kernel's documented order, bit for bit (docs/kernels.md): per channel eight partial sums in double,
+// element j of each contiguous run to partial j mod 8, folded in a fixed tree. x [16, 8, 65, 65] (float64, where a
+// change of order shows in the bits) is large
+// enough for the channels to be spread over threads (kernels/cpu_threads.h) where the build has OpenMP: each
+// channel must still be one thread's, in this order, whatever the thread count.
+TEST(BatchNorm, TheSumsFollowTheDocumentedOrderOnAnyThreadCount) {
+  Runtime rt(deterministic_config());
+  const std::int64_t n = 16, c = 8, s = 65 * 65;
+  std::vector<double> xs(static_cast<std::size_t>(n * c * s));
+  std::vector<double> gs(xs.size());
+  for (std::size_t e = 0; e < xs.size(); ++e) {
+    xs[e] = static_cast<double>((e * 7919) % 1009) / 97.0 - 5.0;
+    gs[e] = static_cast<double>((e * 104729) % 997) / 331.0 - 1.5;
+  }
+  std::vector<double> ws(static_cast<std::size_t>(c)), bs(ws.size());
+  for (std::size_t k = 0; k < ws.size(); ++k) {
+    ws[k] = 0.5 + 0.25 * static_cast<double>(k);
+    bs[k] = 0.125 * static_cast<double>(k) - 0.5;
+  }
+  const double eps = 1e-5;
+  const std::vector<Tensor> in{f64(rt, {n, c, 65, 65}, xs), f64(rt, {c}, ws), f64(rt, {c}, bs)};
+  const std::vector<Tensor> out = rt.call(ops::batch_norm(), in, {{"eps", eps}});
+  const std::vector<Tensor> grads = rt.call(
+      ops::batch_norm_backward(), std::vector<Tensor>{f64(rt, {n, c, 65, 65}, gs), in[0], in[1], out[1], out[2]});
+
+  const auto lane_sum = [&](std::int64_t ch, const auto& term) {
+    double lane[8] = {};
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t base = (i * c + ch) * s;
+      for (std::int64_t j = 0; j < s; ++j) lane[j % 8] += term(static_cast<std::size_t>(base + j));
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  };
+  const auto each = [&](std::int64_t ch, const auto& fn) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      for (std::int64_t j = 0; j < s; ++j) fn(static_cast<std::size_t>((i * c + ch) * s + j));
+    }
+  };
+  const double m = static_cast<double>(n * s);
+  std::vector<double> y(xs.size()), dx(xs.size()), means, invstds, dws, dbs;
+  for (std::int64_t ch = 0; ch < c; ++ch) {
+    const double w = ws[static_cast<std::size_t>(ch)];
+    const double b = bs[static_cast<std::size_t>(ch)];
+    const double mean = lane_sum(ch, [&](std::size_t e) { return xs[e]; }) / m;
+    const double squares = lane_sum(ch, [&](std::size_t e) { return (xs[e] - mean) * (xs[e] - mean); });
+    const double invstd = 1.0 / std::sqrt(squares / m + eps);
+    each(ch, [&](std::size_t e) { y[e] = (xs[e] - mean) * invstd * w + b; });
+    means.push_back(mean);
+    invstds.push_back(invstd);
+    const double dw = lane_sum(ch, [&](std::size_t e) { return gs[e] * ((xs[e] - mean) * invstd); });
+    const double db = lane_sum(ch, [&](std::size_t e) { return gs[e]; });
+    each(ch, [&](std::size_t e) {
+      const double xhat = (xs[e] - mean) * invstd;
+      dx[e] = w * invstd * (gs[e] - db / m - xhat * (dw / m));
+    });
+    dws.push_back(dw);
+    dbs.push_back(db);
+  }
+  EXPECT_EQ(out[0].to_host_as<double>(), y);
+  EXPECT_EQ(out[1].to_host_as<double>(), means);
+  EXPECT_EQ(out[2].to_host_as<double>(), invstds);
+  EXPECT_EQ(grads[0].to_host_as<double>(), dx);
+  EXPECT_EQ(grads[1].to_host_as<double>(), dws);
+  EXPECT_EQ(grads[2].to_host_as<double>(), dbs);
+}
+
 TEST(BatchNorm, EvalAndItsBackwardKnownValues) {
   Runtime rt(deterministic_config());
   // x = [1, 3], running mean 1, variance 4 (s = 1/2), weight 2, bias 1: y = (x - 1) / 2 * 2 + 1.

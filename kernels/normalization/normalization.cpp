@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dtr/ops.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
 #include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
@@ -123,6 +124,7 @@ void layer_norm_backward_cpu(const KernelArgs& args) {
 // Batch norm sums a channel's N·S elements in double. One running sum is a chain of dependent additions, bound by
 // their latency; eight partial sums (element j of each contiguous run of S goes to partial j mod 8), added at the
 // end in a fixed tree, run at the adder's throughput instead and still give the same bits for the same shape.
+// Channels are independent: they spread over the CPU kernels' threads, one thread per channel.
 constexpr std::int64_t kLanes = 8;
 
 struct LaneSums {
@@ -160,7 +162,7 @@ void batch_norm_cpu(const KernelArgs& args) {
     const double eps = eps_of("batch_norm", args.attrs);
     const ChannelLayout l = channel_layout("batch_norm", args.input_meta, args.input_meta, 1, true);
     const T* x = args.input<T>(0);
-    for (std::int64_t c = 0; c < l.c; ++c) {
+    kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
       LaneSums sum;
       for_each_in_channel_by_lane(l, c,
                                   [&](std::int64_t e, std::int64_t k) { sum.lane[k] += static_cast<double>(x[e]); });
@@ -177,7 +179,7 @@ void batch_norm_cpu(const KernelArgs& args) {
       l.for_each_in_channel(c, [&](std::int64_t e) { y[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
       args.output<T>(1)[c] = static_cast<T>(mean);
       args.output<T>(2)[c] = static_cast<T>(invstd);
-    }
+    });
   });
 }
 
@@ -199,7 +201,7 @@ void batch_norm_backward_cpu(const KernelArgs& args) {
     const T* g = args.input<T>(0);
     const T* x = args.input<T>(1);
     const double m = static_cast<double>(l.count());
-    for (std::int64_t c = 0; c < l.c; ++c) {
+    kernels::parallel_for_items(l.c, 2 * l.c * l.count(), [&](std::int64_t c) {
       const double w = args.input<T>(2)[c];
       const double mean = args.input<T>(3)[c];
       const double invstd = args.input<T>(4)[c];
@@ -221,7 +223,7 @@ void batch_norm_backward_cpu(const KernelArgs& args) {
       });
       args.output<T>(1)[c] = static_cast<T>(dw);
       args.output<T>(2)[c] = static_cast<T>(db);
-    }
+    });
   });
 }
 
