@@ -341,10 +341,60 @@ TEST(BatchNorm, BackwardKnownValues) {
   expect_values(rule[2], {6});
 }
 
-// Channels longer than the kernel's eight partial sums, with a remainder: x [2, 3, 11] (per channel two runs of
-// 11: one group of eight and three more each), against the statistics and gradients written out here.
-TEST(BatchNorm, LongChannelsAreSummedWhole) {
+// Batch norm's training forward and backward on x [n, c, s], written out in double; each channel's sums are
+// sum(ch, term): the sum of term(e) over the channel's elements e.
+struct BatchNormReference {
+  std::vector<double> y, mean, invstd, dx, dweight, dbias;
+};
+template <typename Sum>
+BatchNormReference batch_norm_reference(std::int64_t n, std::int64_t c, std::int64_t s, const std::vector<double>& xs,
+                                        const std::vector<double>& gs, const std::vector<double>& ws,
+                                        const std::vector<double>& bs, double eps, const Sum& sum) {
+  const auto each = [&](std::int64_t ch, const auto& fn) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      for (std::int64_t j = 0; j < s; ++j) fn(static_cast<std::size_t>((i * c + ch) * s + j));
+    }
+  };
+  const double m = static_cast<double>(n * s);
+  BatchNormReference r{std::vector<double>(xs.size()), {}, {}, std::vector<double>(xs.size()), {}, {}};
+  for (std::int64_t ch = 0; ch < c; ++ch) {
+    const double w = ws[static_cast<std::size_t>(ch)];
+    const double b = bs[static_cast<std::size_t>(ch)];
+    const double mean = sum(ch, [&](std::size_t e) { return xs[e]; }) / m;
+    const double invstd =
+        1.0 / std::sqrt(sum(ch, [&](std::size_t e) { return (xs[e] - mean) * (xs[e] - mean); }) / m + eps);
+    each(ch, [&](std::size_t e) { r.y[e] = (xs[e] - mean) * invstd * w + b; });
+    const double dw = sum(ch, [&](std::size_t e) { return gs[e] * ((xs[e] - mean) * invstd); });
+    const double db = sum(ch, [&](std::size_t e) { return gs[e]; });
+    each(ch, [&](std::size_t e) { r.dx[e] = w * invstd * (gs[e] - db / m - (xs[e] - mean) * invstd * (dw / m)); });
+    r.mean.push_back(mean);
+    r.invstd.push_back(invstd);
+    r.dweight.push_back(dw);
+    r.dbias.push_back(db);
+  }
+  return r;
+}
+
+// The kernel's results for x, grad_y, weight and bias of that layout, float64: y, mean, invstd, then the
+// gradients of x, weight and bias.
+std::vector<std::vector<double>> batch_norm_results(std::int64_t n, std::int64_t c, std::int64_t s,
+                                                    const std::vector<double>& xs, const std::vector<double>& gs,
+                                                    const std::vector<double>& ws, const std::vector<double>& bs,
+                                                    double eps) {
   Runtime rt(deterministic_config());
+  const std::vector<Tensor> in{f64(rt, {n, c, s}, xs), f64(rt, {c}, ws), f64(rt, {c}, bs)};
+  const std::vector<Tensor> out = rt.call(ops::batch_norm(), in, {{"eps", eps}});
+  const std::vector<Tensor> grads = rt.call(
+      ops::batch_norm_backward(), std::vector<Tensor>{f64(rt, {n, c, s}, gs), in[0], in[1], out[1], out[2]});
+  std::vector<std::vector<double>> all;
+  for (const Tensor& t : out) all.push_back(t.to_host_as<double>());
+  for (const Tensor& t : grads) all.push_back(t.to_host_as<double>());
+  return all;
+}
+
+// Channels longer than the kernel's eight partial sums, with a remainder: x [2, 3, 11] (per channel two runs of
+// 11: one group of eight and three more each), against one running sum per channel.
+TEST(BatchNorm, LongChannelsAreSummedWhole) {
   const std::int64_t n = 2, c = 3, s = 11;
   std::vector<double> xs(static_cast<std::size_t>(n * c * s));
   std::vector<double> gs(xs.size());
@@ -354,54 +404,25 @@ TEST(BatchNorm, LongChannelsAreSummedWhole) {
   }
   const std::vector<double> ws{1.5, -0.5, 2.0};
   const std::vector<double> bs{0.25, 1.0, -2.0};
-  const double eps = 1e-3;
-  const std::vector<Tensor> in{f64(rt, {n, c, s}, xs), f64(rt, {c}, ws), f64(rt, {c}, bs)};
-  const std::vector<Tensor> out = rt.call(ops::batch_norm(), in, {{"eps", eps}});
-  const std::vector<Tensor> grads = rt.call(
-      ops::batch_norm_backward(), std::vector<Tensor>{f64(rt, {n, c, s}, gs), in[0], in[1], out[1], out[2]});
-
-  // The reference: one running sum per channel, in index order.
-  const auto each = [&](std::int64_t ch, const auto& fn) {
+  const auto running_sum = [&](std::int64_t ch, const auto& term) {
+    double total = 0;
     for (std::int64_t i = 0; i < n; ++i) {
-      for (std::int64_t j = 0; j < s; ++j) fn(static_cast<std::size_t>((i * c + ch) * s + j));
+      for (std::int64_t j = 0; j < s; ++j) total += term(static_cast<std::size_t>((i * c + ch) * s + j));
     }
+    return total;
   };
-  const double m = static_cast<double>(n * s);
-  std::vector<double> y(xs.size()), dx(xs.size()), means, invstds, dws, dbs;
-  for (std::int64_t ch = 0; ch < c; ++ch) {
-    const double w = ws[static_cast<std::size_t>(ch)];
-    const double b = bs[static_cast<std::size_t>(ch)];
-    double sum = 0, squares = 0, dw = 0, db = 0;
-    each(ch, [&](std::size_t e) { sum += xs[e]; });
-    const double mean = sum / m;
-    each(ch, [&](std::size_t e) { squares += (xs[e] - mean) * (xs[e] - mean); });
-    const double invstd = 1.0 / std::sqrt(squares / m + eps);
-    each(ch, [&](std::size_t e) {
-      y[e] = (xs[e] - mean) * invstd * w + b;
-      dw += gs[e] * (xs[e] - mean) * invstd;
-      db += gs[e];
-    });
-    each(ch, [&](std::size_t e) { dx[e] = w * invstd * (gs[e] - db / m - (xs[e] - mean) * invstd * dw / m); });
-    means.push_back(mean);
-    invstds.push_back(invstd);
-    dws.push_back(dw);
-    dbs.push_back(db);
-  }
-  expect_values(out[0], y);
-  expect_values(out[1], means);
-  expect_values(out[2], invstds);
-  expect_values(grads[0], dx);
-  expect_values(grads[1], dws);
-  expect_values(grads[2], dbs);
+  const BatchNormReference r = batch_norm_reference(n, c, s, xs, gs, ws, bs, 1e-3, running_sum);
+  const auto got = batch_norm_results(n, c, s, xs, gs, ws, bs, 1e-3);
+  const std::vector<std::vector<double>> want{r.y, r.mean, r.invstd, r.dx, r.dweight, r.dbias};
+  for (std::size_t k = 0; k < want.size(); ++k) expect_values(got[k], want[k]);
 }
 
 // The CPU kernel's documented order, bit for bit (docs/kernels.md): per channel eight partial sums in double,
-// element j of each contiguous run to partial j mod 8, folded in a fixed tree. x [16, 8, 65, 65] (float64, where a
-// change of order shows in the bits) is large
-// enough for the channels to be spread over threads (kernels/cpu_threads.h) where the build has OpenMP: each
-// channel must still be one thread's, in this order, whatever the thread count.
+// element j of each contiguous run to partial j mod 8, folded in a fixed tree. x [16, 8, 65, 65] (float64, where
+// a change of order shows in the bits) is large enough for the channels to be spread over threads
+// (kernels/cpu_threads.h) where the build has OpenMP: each channel must still be one thread's, in this order,
+// whatever the thread count.
 TEST(BatchNorm, TheSumsFollowTheDocumentedOrderOnAnyThreadCount) {
-  Runtime rt(deterministic_config());
   const std::int64_t n = 16, c = 8, s = 65 * 65;
   std::vector<double> xs(static_cast<std::size_t>(n * c * s));
   std::vector<double> gs(xs.size());
@@ -414,51 +435,17 @@ TEST(BatchNorm, TheSumsFollowTheDocumentedOrderOnAnyThreadCount) {
     ws[k] = 0.5 + 0.25 * static_cast<double>(k);
     bs[k] = 0.125 * static_cast<double>(k) - 0.5;
   }
-  const double eps = 1e-5;
-  const std::vector<Tensor> in{f64(rt, {n, c, 65, 65}, xs), f64(rt, {c}, ws), f64(rt, {c}, bs)};
-  const std::vector<Tensor> out = rt.call(ops::batch_norm(), in, {{"eps", eps}});
-  const std::vector<Tensor> grads = rt.call(
-      ops::batch_norm_backward(), std::vector<Tensor>{f64(rt, {n, c, 65, 65}, gs), in[0], in[1], out[1], out[2]});
-
   const auto lane_sum = [&](std::int64_t ch, const auto& term) {
     double lane[8] = {};
     for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t base = (i * c + ch) * s;
-      for (std::int64_t j = 0; j < s; ++j) lane[j % 8] += term(static_cast<std::size_t>(base + j));
+      for (std::int64_t j = 0; j < s; ++j) lane[j % 8] += term(static_cast<std::size_t>((i * c + ch) * s + j));
     }
     return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
   };
-  const auto each = [&](std::int64_t ch, const auto& fn) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      for (std::int64_t j = 0; j < s; ++j) fn(static_cast<std::size_t>((i * c + ch) * s + j));
-    }
-  };
-  const double m = static_cast<double>(n * s);
-  std::vector<double> y(xs.size()), dx(xs.size()), means, invstds, dws, dbs;
-  for (std::int64_t ch = 0; ch < c; ++ch) {
-    const double w = ws[static_cast<std::size_t>(ch)];
-    const double b = bs[static_cast<std::size_t>(ch)];
-    const double mean = lane_sum(ch, [&](std::size_t e) { return xs[e]; }) / m;
-    const double squares = lane_sum(ch, [&](std::size_t e) { return (xs[e] - mean) * (xs[e] - mean); });
-    const double invstd = 1.0 / std::sqrt(squares / m + eps);
-    each(ch, [&](std::size_t e) { y[e] = (xs[e] - mean) * invstd * w + b; });
-    means.push_back(mean);
-    invstds.push_back(invstd);
-    const double dw = lane_sum(ch, [&](std::size_t e) { return gs[e] * ((xs[e] - mean) * invstd); });
-    const double db = lane_sum(ch, [&](std::size_t e) { return gs[e]; });
-    each(ch, [&](std::size_t e) {
-      const double xhat = (xs[e] - mean) * invstd;
-      dx[e] = w * invstd * (gs[e] - db / m - xhat * (dw / m));
-    });
-    dws.push_back(dw);
-    dbs.push_back(db);
-  }
-  EXPECT_EQ(out[0].to_host_as<double>(), y);
-  EXPECT_EQ(out[1].to_host_as<double>(), means);
-  EXPECT_EQ(out[2].to_host_as<double>(), invstds);
-  EXPECT_EQ(grads[0].to_host_as<double>(), dx);
-  EXPECT_EQ(grads[1].to_host_as<double>(), dws);
-  EXPECT_EQ(grads[2].to_host_as<double>(), dbs);
+  const BatchNormReference r = batch_norm_reference(n, c, s, xs, gs, ws, bs, 1e-5, lane_sum);
+  const auto got = batch_norm_results(n, c, s, xs, gs, ws, bs, 1e-5);
+  const std::vector<std::vector<double>> want{r.y, r.mean, r.invstd, r.dx, r.dweight, r.dbias};
+  for (std::size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got[k], want[k]) << "output " << k;
 }
 
 TEST(BatchNorm, EvalAndItsBackwardKnownValues) {
