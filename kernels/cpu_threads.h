@@ -3,6 +3,7 @@
 // calling thread (kernels/cpu_threads_serial.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
@@ -13,5 +14,13 @@ namespace dtr::kernels {
 // touch together; below a few tens of thousands the loop stays in the calling thread (waking the pool costs
 // more). item must not throw. Thread safety: callable from any thread (OpenMP nests it in one thread).
 void parallel_for_items(std::int64_t count, std::int64_t work, const std::function<void(std::int64_t)>& item);
+
+// Calls range(begin, end) on consecutive blocks that cover [0, count) (16,384 elements each), the blocks spread
+// over the threads as parallel_for_items's items: for elementwise kernels, where each element's value is its own.
+inline void parallel_for_ranges(std::int64_t count, const std::function<void(std::int64_t, std::int64_t)>& range) {
+  constexpr std::int64_t kBlock = std::int64_t{1} << 14;
+  const std::int64_t blocks = (count + kBlock - 1) / kBlock;
+  parallel_for_items(blocks, count, [&](std::int64_t b) { range(b * kBlock, std::min(count, (b + 1) * kBlock)); });
+}
 
 }  // namespace dtr::kernels

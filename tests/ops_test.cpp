@@ -190,6 +190,33 @@ TEST(Ops, AddAndMulAreElementwise) {
   EXPECT_EQ(ops::add().flops(metas_of({a, b}), {}), 4.0);
 }
 
+// Large enough for the CPU kernels to split the elements over threads (kernels/cpu_threads.h: blocks of 16,384)
+// with a last block cut short: every element still gets its own value, as the per-element expression gives it.
+TEST(Ops, LargeElementwiseOpsGiveEveryElementItsOwnValue) {
+  const std::size_t count = 5 * 16384 + 7;
+  std::vector<float> xs(count);
+  std::vector<float> ys(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    xs[i] = static_cast<float>(static_cast<int>(i % 2003) - 1000) / 7.0F;
+    ys[i] = static_cast<float>(static_cast<int>(i % 1009) - 500) / 3.0F;
+  }
+  const HostTensor x = tensor({static_cast<std::int64_t>(count)}, xs);
+  const HostTensor y = tensor({static_cast<std::int64_t>(count)}, ys);
+  const std::vector<float> sum = run(ops::add(), {x, y})[0].data;
+  const std::vector<float> relu = run(ops::relu(), {x})[0].data;
+  const std::vector<float> relu_grad = run(ops::relu_backward(), {y, x})[0].data;
+  ASSERT_EQ(sum.size(), count);
+  ASSERT_EQ(relu.size(), count);
+  ASSERT_EQ(relu_grad.size(), count);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    wrong += sum[i] != xs[i] + ys[i];
+    wrong += relu[i] != (xs[i] > 0.0F ? xs[i] : 0.0F);
+    wrong += relu_grad[i] != (xs[i] > 0.0F ? ys[i] : 0.0F);  // relu_backward(grad, x): grad where x > 0
+  }
+  EXPECT_EQ(wrong, 0U);
+}
+
 TEST(Ops, ElementwiseShapeMismatchNamesOpAndShapes) {
   const HostTensor a = tensor({2, 3}, std::vector<float>(6));
   const HostTensor b = tensor({3, 2}, std::vector<float>(6));

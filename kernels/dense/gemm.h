@@ -1,4 +1,6 @@
-// Row-major matrix products on the CPU through OpenBLAS, the one place kernels call it.
+// Row-major matrix products on the CPU, the one place kernels call a BLAS: float32 through oneDNN's dnnl_sgemm,
+// on OpenMP's threads like every other threaded CPU kernel (one pool: docs/kernels.md, "Threads"); float64
+// through OpenBLAS (oneDNN has no float64 GEMM).
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "dtr/ops.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
 #include "kernels/elementwise/elementwise_math.h"
 #include "kernels/op_checks.h"
@@ -34,9 +35,11 @@ OpDef same_shape(const std::string& name, MakeFn make_fn) {
     const auto fn = make_fn(args.attrs);
     const std::int64_t count = args.output_meta[0].numel();
     T* out = args.output<T>(0);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      for (std::int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(fn(args.input<T>(I)[i]...));
-    }(std::make_index_sequence<Arity>{});
+    kernels::parallel_for_ranges(count, [&](std::int64_t begin, std::int64_t end) {
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        for (std::int64_t i = begin; i < end; ++i) out[i] = static_cast<T>(fn(args.input<T>(I)[i]...));
+      }(std::make_index_sequence<Arity>{});
+    });
   });
   def.flops = kernels::numel_flops;
   return def;
@@ -63,7 +66,9 @@ void broadcast_binary(const KernelArgs& args, Fn fn) {
   const Shape& shape = args.output_meta[0].shape;
   const std::int64_t count = args.output_meta[0].numel();
   if (args.input_meta[0].shape == shape && args.input_meta[1].shape == shape) {
-    for (std::int64_t i = 0; i < count; ++i) out[i] = fn(a[i], b[i]);
+    kernels::parallel_for_ranges(count, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) out[i] = fn(a[i], b[i]);
+    });
     return;
   }
   if (count == 0) return;
