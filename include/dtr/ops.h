@@ -87,8 +87,8 @@ const OpDef& adam_moment2();
 const OpDef& adam_apply();
 
 // ---- dense (kernels/dense/): matrix products, convolution, pooling ----
-// "matmul": [m, k] x [k, n] -> [m, n] (OpenBLAS); attributes "transpose_a", "transpose_b" (0/1) read a
-// stored [k, m] or [n, k] as its transpose. 2mkn flops.
+// "matmul": [m, k] x [k, n] -> [m, n] (on the CPU oneDNN's GEMM for float32, OpenBLAS's for float64);
+// attributes "transpose_a", "transpose_b" (0/1) read a stored [k, m] or [n, k] as its transpose. 2mkn flops.
 const OpDef& matmul();
 // "bmm": [b, m, k] x [b, k, n] -> [b, m, n], the same attributes per batch.
 const OpDef& bmm();
@@ -97,8 +97,9 @@ const OpDef& linear();
 // "conv2d": input [N, C, H, W], weight [O, C/groups, KH, KW] and an optional bias [O] -> [N, O, OH, OW] with
 // OH = (H + 2 pad_h - dil_h (KH - 1) - 1) / stride_h + 1 (and OW alike). Attributes (int lists of 2, height
 // then width): "stride" (default [1, 1]), "padding" (zeros, default [0, 0]), "dilation" (default [1, 1]);
-// "groups" (int, default 1) splits C and O into that many independent convolutions. im2col + OpenBLAS GEMM
-// per image and group; 2 N O OH OW (C/groups) KH KW flops (+ N O OH OW for the bias).
+// "groups" (int, default 1) splits C and O into that many independent convolutions. On the CPU oneDNN's
+// convolution for float32 (docs/kernels.md), else im2col + one GEMM per image and group; 2 N O OH OW (C/groups)
+// KH KW flops (+ N O OH OW for the bias).
 const OpDef& conv2d();
 // "conv2d_backward_input"(grad_out, weight): the gradient of conv2d's input; conv2d's attributes plus
 // "input_shape" (int list). Overlapping windows add up in one fixed order (col2im).

@@ -1,7 +1,7 @@
 // 2-d convolution with stride, padding, dilation and groups, and its two backward ops, on the CPU. float32 runs
 // through oneDNN's convolution primitives (kernels/dense/conv_onednn.h). float64, which oneDNN does not
 // convolve, empty tensors and a spatial kernel over few channels (onednn_conv_applies) take im2col of each
-// image and group, then one OpenBLAS GEMM (kernels/gemm.h); the backward of the input scatters the columns
+// image and group, then one GEMM (kernels/dense/gemm.h); the backward of the input scatters the columns
 // back (col2im) in one fixed order, so overlapping windows accumulate the same bits on every run.
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Matrix products: matmul, batched matmul and linear, on OpenBLAS (kernels/gemm.h).
+// Matrix products: matmul, batched matmul and linear, on kernels::gemm (oneDNN for float32, OpenBLAS for float64).
 #include <cstdint>
 #include <string>
 
