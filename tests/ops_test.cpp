@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "test_helpers.h"
+#include "test_resources.h"
 #include "dtr/check.h"
 #include "dtr/ops.h"
 
@@ -292,6 +294,59 @@ TEST(Ops, SumOverAnAxisRemovesIt) {
   const auto middle = run(ops::sum(), {cube}, {{"axis", std::int64_t{-2}}});
   EXPECT_EQ(middle[0].meta, (TensorMeta{{2, 2}}));
   EXPECT_EQ(middle[0].data, (std::vector<float>{4, 6, 12, 14}));
+}
+
+// The documented order, bit for bit (float64, where an order shows in the bits): each output adds its inputs in
+// increasing input index. Random shapes of rank 1 to 4 and every subset of axes, against a walk of every input
+// index in order; the kernel walks runs of trailing dimensions instead (kernels/elementwise/reduce.cpp).
+TEST(Ops, SumsAddEachOutputsInputsInIndexOrder) {
+  Runtime rt(deterministic_config());
+  std::mt19937_64 random(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::size_t rank = 1 + random() % 4;
+    Shape shape;
+    std::int64_t count = 1;
+    for (std::size_t d = 0; d < rank; ++d) {
+      shape.push_back(static_cast<std::int64_t>(1 + random() % 5));
+      count *= shape.back();
+    }
+    std::vector<double> xs(static_cast<std::size_t>(count));
+    for (double& x : xs) {
+      x = std::ldexp(static_cast<double>(random() % 2000001) - 1e6, -static_cast<int>(random() % 40));
+    }
+    const std::uint64_t subset = 1 + random() % ((std::uint64_t{1} << rank) - 1);
+    std::vector<std::int64_t> axes;
+    for (std::size_t d = 0; d < rank; ++d) {
+      if ((subset >> d & 1U) != 0) axes.push_back(static_cast<std::int64_t>(d));
+    }
+    // The reference: every input index in order, each added into its output's running sum.
+    Shape out_shape;
+    for (std::size_t d = 0; d < rank; ++d) {
+      if ((subset >> d & 1U) == 0) out_shape.push_back(shape[d]);
+    }
+    std::int64_t out_count = 1;
+    for (const std::int64_t dim : out_shape) out_count *= dim;
+    std::vector<double> want(static_cast<std::size_t>(out_count), 0.0);
+    for (std::int64_t i = 0; i < count; ++i) {
+      std::int64_t rest = i, o = 0, scale = 1;
+      for (std::size_t d = rank; d-- > 0;) {
+        const std::int64_t at = rest % shape[d];
+        rest /= shape[d];
+        if ((subset >> d & 1U) == 0) {
+          o += at * scale;
+          scale *= shape[d];
+        }
+      }
+      want[static_cast<std::size_t>(o)] += xs[static_cast<std::size_t>(i)];
+    }
+    const Tensor x = rt.constant(TensorMeta{shape, DType::float64}, xs);
+    const Tensor sum = rt.call1(ops::sum(), {x}, {{"axes", axes}});
+    EXPECT_EQ(sum.to_host_as<double>(), want) << "shape " << to_string(shape) << ", " << axes.size() << " axes";
+    // sum_to a target with 1 where the axes were (keepdim's shape): the same sums.
+    std::vector<std::int64_t> target(shape.begin(), shape.end());
+    for (const std::int64_t axis : axes) target[static_cast<std::size_t>(axis)] = 1;
+    EXPECT_EQ(rt.call1(ops::sum_to(), {x}, {{"shape", target}}).to_host_as<double>(), want);
+  }
 }
 
 TEST(Ops, SumRejectsAnAxisOutOfRange) {

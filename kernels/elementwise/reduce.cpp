@@ -32,7 +32,10 @@ Shape reduced_shape(const Shape& shape, const AxisMask& mask, bool keep) {
 
 // Sums `in` over the dimensions `mask` marks into `out` (the kept dimensions, in order), scaled by `factor`.
 // Each output accumulates its inputs in increasing index order in double and is rounded once: reproducible,
-// and accurate for long sums.
+// and accurate for long sums. The input is walked in runs: the trailing dimensions that are all kept, or all
+// reduced, form one contiguous run per position of the others. A kept run adds element j to output base + j
+// (independent additions, which vectorize); a reduced run adds its elements into one output in order. Either
+// way each output still sees its inputs in increasing index order.
 template <typename T>
 void reduce_sum(const T* in, const Shape& shape, const AxisMask& mask, T* out, std::int64_t out_count, double factor) {
   std::vector<double> totals(static_cast<std::size_t>(out_count), 0.0);
@@ -47,16 +50,34 @@ void reduce_sum(const T* in, const Shape& shape, const AxisMask& mask, T* out, s
   }
   std::int64_t count = 1;
   for (const std::int64_t dim : shape) count *= dim;
-  Shape index(rank, 0);
-  std::int64_t offset = 0;
-  for (std::int64_t i = 0; i < count; ++i) {
-    totals[static_cast<std::size_t>(offset)] += static_cast<double>(in[i]);
-    for (std::size_t d = rank; d-- > 0;) {
-      index[d] += 1;
-      offset += strides[d];
-      if (index[d] < shape[d]) break;
-      offset -= strides[d] * shape[d];
-      index[d] = 0;
+  if (rank == 0) {
+    totals[0] += static_cast<double>(in[0]);  // a scalar: += keeps -0 becoming +0, as every sum does
+  } else if (count > 0) {
+    // The run: dimensions [outer, rank) share the last dimension's mask.
+    std::size_t outer = rank - 1;
+    while (outer > 0 && mask[outer - 1] == mask[rank - 1]) --outer;
+    std::int64_t run = 1;
+    for (std::size_t d = outer; d < rank; ++d) run *= shape[d];
+    const bool run_kept = !mask[rank - 1];
+    double* total = totals.data();
+    Shape index(outer, 0);
+    std::int64_t offset = 0;
+    for (std::int64_t i = 0; i < count; i += run) {
+      const T* x = in + i;
+      if (run_kept) {
+        for (std::int64_t j = 0; j < run; ++j) total[offset + j] += static_cast<double>(x[j]);
+      } else {
+        double t = total[offset];
+        for (std::int64_t j = 0; j < run; ++j) t += static_cast<double>(x[j]);
+        total[offset] = t;
+      }
+      for (std::size_t d = outer; d-- > 0;) {
+        index[d] += 1;
+        offset += strides[d];
+        if (index[d] < shape[d]) break;
+        offset -= strides[d] * shape[d];
+        index[d] = 0;
+      }
     }
   }
   for (std::int64_t o = 0; o < out_count; ++o) out[o] = static_cast<T>(totals[static_cast<std::size_t>(o)] * factor);
