@@ -30,6 +30,18 @@ Shape reduced_shape(const Shape& shape, const AxisMask& mask, bool keep) {
   return out;
 }
 
+// Moves `index` over dimensions [0, dims) of `shape` one step in row-major order, keeping `offset` (the sum of
+// index[d] * strides[d]) current.
+void advance(Shape& index, std::int64_t& offset, const Shape& strides, const Shape& shape, std::size_t dims) {
+  for (std::size_t d = dims; d-- > 0;) {
+    index[d] += 1;
+    offset += strides[d];
+    if (index[d] < shape[d]) return;
+    offset -= strides[d] * shape[d];
+    index[d] = 0;
+  }
+}
+
 // Sums `in` over the dimensions `mask` marks into `out` (the kept dimensions, in order), scaled by `factor`.
 // Each output accumulates its inputs in increasing index order in double and is rounded once: reproducible,
 // and accurate for long sums. The input is walked in runs: the trailing dimensions that are all kept, or all
@@ -71,13 +83,7 @@ void reduce_sum(const T* in, const Shape& shape, const AxisMask& mask, T* out, s
         for (std::int64_t j = 0; j < run; ++j) t += static_cast<double>(x[j]);
         total[offset] = t;
       }
-      for (std::size_t d = outer; d-- > 0;) {
-        index[d] += 1;
-        offset += strides[d];
-        if (index[d] < shape[d]) break;
-        offset -= strides[d] * shape[d];
-        index[d] = 0;
-      }
+      advance(index, offset, strides, shape, outer);
     }
   }
   for (std::int64_t o = 0; o < out_count; ++o) out[o] = static_cast<T>(totals[static_cast<std::size_t>(o)] * factor);
@@ -148,13 +154,7 @@ void broadcast_to_cpu(const KernelArgs& args) {
     std::int64_t offset = 0;
     for (std::int64_t i = 0; i < count; ++i) {
       out[i] = x[offset];
-      for (std::size_t d = rank; d-- > 0;) {
-        index[d] += 1;
-        offset += strides[d];
-        if (index[d] < shape[d]) break;
-        offset -= strides[d] * shape[d];
-        index[d] = 0;
-      }
+      advance(index, offset, strides, shape, rank);
     }
   });
 }
