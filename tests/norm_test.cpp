@@ -101,6 +101,44 @@ TEST(Softmax, GradientRulesReadTheOutput) {
   }
 }
 
+// Rows spread over the CPU kernels' threads (kernels/cpu_threads.h) in a large tensor: each row gets the bits it
+// gets alone, in a tensor too small to be split. softmax, log_softmax and their backward ops, and layer norm,
+// on x [512, 97] (rows of 97: no vector width divides them).
+TEST(Softmax, RowsOfALargeTensorGetTheBitsTheyGetAlone) {
+  Runtime rt(deterministic_config());
+  const std::int64_t rows = 512, width = 97;
+  std::vector<float> xs(static_cast<std::size_t>(rows * width)), gs(xs.size());
+  for (std::size_t e = 0; e < xs.size(); ++e) {
+    xs[e] = static_cast<float>((e * 7919) % 4001) / 400.0F - 5.0F;
+    gs[e] = static_cast<float>((e * 104729) % 997) / 331.0F - 1.5F;
+  }
+  const std::vector<float> ws(static_cast<std::size_t>(width), 1.25F), bs(static_cast<std::size_t>(width), -0.5F);
+  const Tensor w = f32(rt, {width}, ws);
+  const Tensor b = f32(rt, {width}, bs);
+  const auto whole = [&](const std::vector<float>& values) { return f32(rt, {rows, width}, values); };
+  const auto row = [&](const std::vector<float>& values, std::int64_t r) {
+    return f32(rt, {1, width}, std::vector<float>(values.begin() + r * width, values.begin() + (r + 1) * width));
+  };
+  const auto run_all = [&](const auto& make) {
+    std::vector<std::vector<float>> out;
+    for (const OpDef* op : {&ops::softmax(), &ops::log_softmax()}) {
+      const Tensor y = rt.call1(*op, {make(xs)});
+      out.push_back(y.to_host());
+      const OpDef& back = op == &ops::softmax() ? ops::softmax_backward() : ops::log_softmax_backward();
+      out.push_back(rt.call1(back, {make(gs), y}).to_host());
+    }
+    out.push_back(rt.call(ops::layer_norm(), std::vector<Tensor>{make(xs), w, b})[0].to_host());
+    return out;
+  };
+  const std::vector<std::vector<float>> together = run_all(whole);
+  std::vector<std::vector<float>> alone(together.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::vector<std::vector<float>> one = run_all([&](const std::vector<float>& v) { return row(v, r); });
+    for (std::size_t k = 0; k < one.size(); ++k) alone[k].insert(alone[k].end(), one[k].begin(), one[k].end());
+  }
+  for (std::size_t k = 0; k < together.size(); ++k) EXPECT_EQ(together[k], alone[k]) << "result " << k;
+}
+
 TEST(Softmax, ShapeDtypeAndAttributeErrors) {
   for (const OpDef* op : {&ops::softmax(), &ops::log_softmax()}) {
     const std::string name = "op '" + op->name + "'";

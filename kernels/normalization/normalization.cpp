@@ -70,10 +70,10 @@ void layer_norm_cpu(const KernelArgs& args) {
     const T* x = args.input<T>(0);
     const T* w = args.input<T>(1);
     const T* b = args.input<T>(2);
-    for (std::int64_t r = 0; r < rows; ++r) {
+    kernels::parallel_for_items(rows, rows * d, [&](std::int64_t r) {  // rows are independent: one thread each
       kernels::layer_norm_row(x + r * d, w, b, d, eps, args.output<T>(0) + r * d, args.output<T>(1)[r],
                               args.output<T>(2)[r]);
-    }
+    });
   });
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dtr/ops.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
 #include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
@@ -16,12 +17,13 @@ namespace {
 using kernels::axis_layout;
 using kernels::AxisLayout;
 
-// Calls fn(base, stride) for every row along the axis: the row's elements are base + k * stride.
+// Calls fn(base, stride) for every row along the axis: the row's elements are base + k * stride. Rows are
+// independent: the outer positions spread over the CPU kernels' threads, each row one thread's.
 template <typename Fn>
 void for_each_row(const AxisLayout& l, Fn fn) {
-  for (std::int64_t o = 0; o < l.outer; ++o) {
+  kernels::parallel_for_items(l.outer, l.outer * l.length * l.inner, [&](std::int64_t o) {
     for (std::int64_t i = 0; i < l.inner; ++i) fn(o * l.length * l.inner + i, l.inner);
-  }
+  });
 }
 
 // softmax / log_softmax: one input, attribute "axis".
