@@ -5,19 +5,34 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 
 namespace dtr::kernels {
+
+// A callable void(std::int64_t), not owned: what a kernel passes for its loop body. Unlike std::function it
+// never allocates, so the per-op path pays nothing for a lambda that captures more than two references. It
+// must not outlive the callable it refers to (the call it is passed to).
+class ItemFn {
+ public:
+  template <typename Fn>
+  ItemFn(const Fn& fn)  // NOLINT(google-explicit-constructor): passed as a lambda at every call
+      : object_(&fn), call_([](const void* object, std::int64_t i) { (*static_cast<const Fn*>(object))(i); }) {}
+  void operator()(std::int64_t i) const { call_(object_, i); }
+
+ private:
+  const void* object_;
+  void (*call_)(const void*, std::int64_t);
+};
 
 // Calls item(i) once for every i in [0, count), on one thread per i: a kernel that keeps each item's arithmetic
 // inside item(i) gives the same bits whatever the thread count. `work` estimates the elements all the items
 // touch together; below a few tens of thousands the loop stays in the calling thread (waking the pool costs
 // more). item must not throw. Thread safety: callable from any thread (OpenMP nests it in one thread).
-void parallel_for_items(std::int64_t count, std::int64_t work, const std::function<void(std::int64_t)>& item);
+void parallel_for_items(std::int64_t count, std::int64_t work, ItemFn item);
 
 // Calls range(begin, end) on consecutive blocks that cover [0, count) (16,384 elements each), the blocks spread
 // over the threads as parallel_for_items's items: for elementwise kernels, where each element's value is its own.
-inline void parallel_for_ranges(std::int64_t count, const std::function<void(std::int64_t, std::int64_t)>& range) {
+template <typename Range>
+void parallel_for_ranges(std::int64_t count, const Range& range) {
   constexpr std::int64_t kBlock = std::int64_t{1} << 14;
   const std::int64_t blocks = (count + kBlock - 1) / kBlock;
   parallel_for_items(blocks, count, [&](std::int64_t b) { range(b * kBlock, std::min(count, (b + 1) * kBlock)); });

@@ -10,7 +10,7 @@ namespace {
 constexpr std::int64_t kMinParallelWork = 1 << 15;
 }
 
-void parallel_for_items(std::int64_t count, std::int64_t work, const std::function<void(std::int64_t)>& item) {
+void parallel_for_items(std::int64_t count, std::int64_t work, ItemFn item) {
   if (count < 2 || work < kMinParallelWork || omp_in_parallel() != 0) {
     for (std::int64_t i = 0; i < count; ++i) item(i);
     return;

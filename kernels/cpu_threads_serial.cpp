@@ -4,7 +4,7 @@
 
 namespace dtr::kernels {
 
-void parallel_for_items(std::int64_t count, std::int64_t /*work*/, const std::function<void(std::int64_t)>& item) {
+void parallel_for_items(std::int64_t count, std::int64_t /*work*/, ItemFn item) {
   for (std::int64_t i = 0; i < count; ++i) item(i);
 }
 
