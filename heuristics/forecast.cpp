@@ -20,8 +20,14 @@ namespace {
 // d: the program ops until its next forecast use (StorageView::forecast_deadline); its staleness where it
 // has none ahead (as h_DTR's). A value the program has not read yet though its forecast says it will is a
 // last resort: it was made to be read, and its cost now misses what its lineage will cost once its inputs
-// are released. Scores move with the clock in both directions (a use comes nearer) and run on two clocks
-// (program ops, and all ops for staleness): the forecast index keeps them (heuristics/forecast_index.h).
+// are released. A storage the program released (StorageView::released: a recomputation's intermediate, kept
+// only for what is made from it) is never a last resort, and scores 0 while no evicted storage the program
+// still holds waits on it (the walks of its dependents' side count none, and all there are): the program
+// never reads it, and what losing it would cost later is charged to the held storages made from it, in their
+// e*, once it is evicted. Scored by its own cost instead, a recomputed LSTM cell's released gate projections
+// shielded the cell's held values (their e* saw nothing evicted): those went first, and the cell was remade
+// again for its backward. Scores move with the clock in both directions (a use comes nearer) and run on two
+// clocks (program ops, and all ops for staleness): the forecast index keeps them (heuristics/forecast_index.h).
 class ForecastHeuristic final : public Heuristic {
  public:
   ForecastHeuristic() : classes_(make_dtr_eq_heuristic()), walks_(make_dtr_neighbourhood()) {}
@@ -35,16 +41,17 @@ class ForecastHeuristic final : public Heuristic {
   double score(StorageView& s, std::uint64_t /*now*/) override {
     return cost_per_byte(s) / std::max(s.forecast_distance(), 1.0);
   }
-  bool last_resort(StorageView& s) override { return s.forecast_unread(); }
+  bool last_resort(StorageView& s) override { return !s.released() && s.forecast_unread(); }
   ForecastKey forecast_key(StorageView& s) override { return forecast_key_after_use(s, cost_per_byte(s)); }
   ForecastKey forecast_key_after_use(StorageView& s, double a) override {
-    return ForecastKey{a, s.forecast_deadline(), static_cast<double>(s.last_use_op()) - 1.0, s.forecast_unread()};
+    return ForecastKey{a, s.forecast_deadline(), static_cast<double>(s.last_use_op()) - 1.0, last_resort(s)};
   }
 
   void on_evict(StorageView& s) override { both(&Heuristic::on_evict, s); }
   void on_rematerialize(StorageView& s) override { both(&Heuristic::on_rematerialize, s); }
   void on_destroy(StorageView& s) override { both(&Heuristic::on_destroy, s); }
   void on_cut(StorageView& s) override { both(&Heuristic::on_cut, s); }
+  void on_release(StorageView& s) override { walks_->report_release(s); }
   std::size_t live_slots() const override { return classes_->live_slots() + walks_->live_slots(); }
   // Both bases report to the listener, many of the same storages: the forecast index marks a reported
   // candidate pending and keys it once at the next decision, so a repeat costs a flag test (gathering and
@@ -56,9 +63,11 @@ class ForecastHeuristic final : public Heuristic {
   }
 
  private:
-  // (c0 + Σ c0 over e*) / m: the walks' e* where they counted all of it, else h_DTR^eq's.
+  // (c0 + Σ c0 over e*) / m: the walks' e* where they counted all of it, else h_DTR^eq's; 0 for a released
+  // storage nothing held waits on.
   double cost_per_byte(StorageView& s) {
     const EvictedReach reach = walks_->reach(s);
+    if (s.released() && reach.complete && !reach.holds_dependent) return 0.0;
     return reach.complete ? (s.cost() + reach.cost) / bytes_of(s) : classes_->key(s).a;
   }
 

@@ -70,6 +70,7 @@ class DelegatingHeuristic : public Heuristic {
   void on_rematerialize(StorageView& s) override { base_->on_rematerialize(s); }
   void on_destroy(StorageView& s) override { base_->on_destroy(s); }
   void on_cut(StorageView& s) override { base_->on_cut(s); }
+  void on_release(StorageView& s) override { base_->on_release(s); }
   std::size_t live_slots() const override { return base_->live_slots(); }
   void set_listener(ScoreListener* listener) override { base_->set_listener(listener); }
 

@@ -43,6 +43,9 @@ class StorageView {
   virtual bool evicted() const = 0;
   // A constant has no producer: never evicted nor recomputed, so no score of its is ever asked for.
   virtual bool constant() const { return false; }
+  // Whether the program has released every handle to it: no handle is left to read it through or to make a
+  // new one from, so only recomputations (of storages made from it) can read it again. Permanent once true.
+  virtual bool released() const { return false; }
   // Program ops (calls and reads, not recomputations) until its next use, as forecast from the last storage
   // the program made the same way (runtime/forecast.h); its staleness in ops (recomputations included) where
   // nothing is forecast. Only for a heuristic whose reads_forecasts() is true (else the runtime keeps no

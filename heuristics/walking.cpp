@@ -42,6 +42,10 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     if (dependents_) unlist(s);
     notify_region(s);
   }
+  // h_DTR's scores do not read StorageView::released; the walks' own answer does (EvictedReach).
+  void report_release(StorageView& s) override {
+    if (dependents_ && s.evicted()) notify_region(s);
+  }
   void on_destroy(StorageView& s) override {
     if (dependents_) unlist(s);  // only an evicted storage is listed; a resident one's list is empty
     if (s.evicted()) notify_region(s);
@@ -129,6 +133,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
       n.heuristic_mark = mark;
       level_cost += n.cost();
       level_.push_back(&n);
+      if (!inputs && !n.released()) result.holds_dependent = true;
       full = counted + level_.size() == kWalkCount;
     };
     auto expand = [&](StorageView& n, auto& f) {

@@ -14,6 +14,9 @@ namespace dtr::heuristics {
 struct EvictedReach {
   double cost = 0;
   bool complete = true;
+  // The dependents' side counted an evicted storage the program has not released: it would be remade from
+  // the storage.
+  bool holds_dependent = false;
 };
 
 // A heuristic whose events keep the walks' state (h_DTR's), and that answers the walks for another heuristic
@@ -21,6 +24,9 @@ struct EvictedReach {
 class EvictedNeighbourhood : public Heuristic {
  public:
   virtual EvictedReach reach(StorageView& storage) = 0;
+  // `storage`, evicted, was released (Heuristic::on_release): tells the listener of every resident storage
+  // whose reach() it changes (EvictedReach::holds_dependent).
+  virtual void report_release(StorageView& storage) = 0;
 };
 
 std::unique_ptr<Heuristic> make_dtr_heuristic();

@@ -26,6 +26,10 @@ void Runtime::Impl::bury(std::shared_ptr<Storage> storage) {
 // work for the heuristic.
 void Runtime::Impl::release_handle(Storage& s, std::uint64_t handle_id, bool last_reference) {
   s.handles -= 1;
+  if (s.handles == 0) {
+    s.handles_released = true;
+    if (!s.in_memory && !last_reference) heuristic_upkeep([&] { heuristic->on_release(s); });
+  }
   if (trace && handle_id != 0) trace->release(handle_id);
   if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant() && !last_reference) {
     evict(s);

@@ -39,6 +39,7 @@ struct Storage final : heuristics::StorageView {
   std::size_t output_index = 0;
   int pins = 0;     // ops using it right now: never evicted while > 0
   int handles = 0;  // live user handles
+  bool handles_released = false;  // handles fell to 0 (StorageView::released); none can be made again
   double producer_cost = 0;
   std::uint64_t last_used = 0;
   // The closures that read it, each with the input slot it reads this storage through; a closure knows where
@@ -80,6 +81,7 @@ struct Storage final : heuristics::StorageView {
   std::uint64_t last_access() const override { return last_used; }
   bool evicted() const override { return !in_memory || restoring; }
   bool constant() const override { return producer == nullptr; }
+  bool released() const override { return handles_released; }
   double forecast_distance() override;
   bool forecast_unread() override;
   std::optional<std::uint64_t> forecast_deadline() override;

@@ -18,6 +18,7 @@ struct FakeStorage final : heuristics::StorageView {
   std::uint64_t last = 0;
   bool is_evicted = false;
   bool is_constant = false;
+  bool is_released = false;  // the program released every handle to it
   std::vector<FakeStorage*> inputs;
   std::vector<FakeStorage*> dependents;  // storages whose producer reads this one
   std::size_t visits = 0;                 // neighbours visited by walks from it (tests of a walk's cost)
@@ -34,6 +35,7 @@ struct FakeStorage final : heuristics::StorageView {
   std::uint64_t last_access() const override { return last; }
   bool evicted() const override { return is_evicted; }
   bool constant() const override { return is_constant; }
+  bool released() const override { return is_released; }
   std::optional<std::uint64_t> forecast_deadline() override {
     if (program_clock == nullptr) return std::nullopt;
     for (const std::uint64_t use : forecast_uses) {

@@ -124,8 +124,19 @@ class ForecastLineage {
       if (!added.inputs.empty()) add(added);
     } else if (action < 5) {  // the index's choice, as the runtime evicts
       if (heuristics::StorageView* chosen = index_->choose(clocks())) evict(static_cast<FakeStorage&>(*chosen));
-    } else if (action < 6) {  // an eager eviction
-      if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) evict(*s);
+    } else if (action < 6) {  // the program releases a storage (evicted at once if resident), or evicts one
+      if (rng_() % 2 == 0) {
+        if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_released && !t.inputs.empty(); })) {
+          s->is_released = true;  // remade later, it comes back released
+          if (s->is_evicted) {
+            heuristic_->on_release(*s);
+          } else {
+            evict(*s);
+          }
+        }
+      } else if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) {
+        evict(*s);
+      }
     } else if (action < 8) {  // a rematerialization: used now by the op that asked for it
       if (FakeStorage* s = pick([](const FakeStorage& t) { return t.is_evicted; })) {
         s->is_evicted = false;

@@ -135,6 +135,19 @@ TEST(Forecast, AValueMadeAndNotReadYetGoesAfterTheOthers) {
   for (int s = 1; s < steps; ++s) EXPECT_EQ(forecast.remats[s], 0u) << "step " << s << ": v, not read yet, went";
 }
 
+// The recomputations by op since `before` (the runtime's totals then), which it updates to now.
+std::vector<OpRecomputations> recomputed_since(const Runtime& rt, std::vector<OpRecomputations>& before) {
+  std::vector<OpRecomputations> now = rt.recomputations_by_op();
+  std::vector<OpRecomputations> since;
+  for (const OpRecomputations& r : now) {
+    std::uint64_t earlier = 0;
+    for (const OpRecomputations& b : before) earlier += b.op == r.op ? b.runs : 0;
+    if (r.runs > earlier) since.push_back({r.op, r.runs - earlier, 0});
+  }
+  before = std::move(now);
+  return since;
+}
+
 // Each step: w (one expensive product) is made and read, v (one cheap op) is made, and d needs the room of one
 // of them while both are held; then v is read, d, and w last. By cost and distance v is the victim (cheap, and
 // w is read later); but v is not read yet while its forecast says it will be, so from the second step w goes.
@@ -156,15 +169,7 @@ std::vector<std::vector<OpRecomputations>> run_read_and_unread_steps(const std::
     values->push_back(rt.call1(ops::sum(), {v}).to_host());
     values->push_back(rt.call1(ops::sum(), {d}).to_host());
     values->push_back(rt.call1(ops::sum(), {w}).to_host());
-    std::vector<OpRecomputations> now = rt.recomputations_by_op();
-    std::vector<OpRecomputations> step_runs;
-    for (const OpRecomputations& r : now) {
-      std::uint64_t earlier = 0;
-      for (const OpRecomputations& b : before) earlier += b.op == r.op ? b.runs : 0;
-      if (r.runs > earlier) step_runs.push_back({r.op, r.runs - earlier, 0});
-    }
-    per_step.push_back(step_runs);
-    before = now;
+    per_step.push_back(recomputed_since(rt, before));
   }
   return per_step;
 }
@@ -188,6 +193,134 @@ TEST(Forecast, ALastResortIsAValueNotReadYetNotEveryValueReadAgain) {
   for (int s = 0; s < steps; ++s) EXPECT_EQ(recomputed(eq_runs[s]), "sigmoid x1 tanh x1 ") << "step " << s;
   EXPECT_EQ(recomputed(forecast_runs[0]), "sigmoid x1 tanh x1 ");
   for (int s = 1; s < steps; ++s) EXPECT_EQ(recomputed(forecast_runs[s]), "matmul x1 ") << "step " << s;
+}
+
+
+// Each step, as an LSTM cell remade for its backward: g (one expensive product, which the program releases)
+// and a (one cheap op of g, held) are remade when the program reads a; then d needs the room of one of them.
+// Scored by its own cost g stays and a goes (nothing evicted beside a: its cost looks like one cheap op), to be
+// remade; released, g goes first, costing nothing: the program never reads it, and a keeps what it needs.
+std::vector<std::vector<OpRecomputations>> run_remade_cell_steps(const std::string& heuristic, int steps,
+                                                                 std::optional<std::uint64_t> budget,
+                                                                 std::vector<std::vector<float>>* values) {
+  Runtime rt(deterministic_config(budget, BudgetMode::bytes, heuristic));
+  std::vector<std::vector<OpRecomputations>> per_step;
+  std::vector<OpRecomputations> before;
+  for (int step = 0; step < steps; ++step) {
+    Tensor x = constant(rt, {kElements}, static_cast<float>(step) / 64.0f);
+    Tensor y = constant(rt, {16, 16}, static_cast<float>(-step) / 64.0f);
+    Tensor g = rt.call1(ops::matmul(), {y, y});
+    Tensor a = rt.call1(ops::sigmoid(), {g});
+    values->push_back(rt.call1(ops::sum(), {a}).to_host());
+    g = Tensor();  // released: evicted at once, and remade only to remake a
+    EXPECT_TRUE(rt.evict(a));
+    values->push_back(rt.call1(ops::sum(), {a}).to_host());  // remakes g, then a
+    Tensor d = rt.call1(ops::sigmoid(), {x});                // no room for g, a and d
+    values->push_back(rt.call1(ops::sum(), {d}).to_host());
+    values->push_back(rt.call1(ops::sum(), {a}).to_host());
+    per_step.push_back(recomputed_since(rt, before));
+  }
+  return per_step;
+}
+
+TEST(Forecast, AValueTheProgramReleasedGoesBeforeTheValuesItHolds) {
+  const int steps = 4;
+  std::vector<std::vector<float>> plain, eq, forecast;
+  run_remade_cell_steps("dtr-eq", steps, std::nullopt, &plain);
+  const std::uint64_t budget = 4 * 1024 + 512;  // x, y and two of g, a, d (sums are 4 bytes)
+  const auto eq_runs = run_remade_cell_steps("dtr-eq", steps, budget, &eq);
+  const auto forecast_runs = run_remade_cell_steps("forecast", steps, budget, &forecast);
+  EXPECT_EQ(eq, plain);
+  EXPECT_EQ(forecast, plain);
+  // dtr-eq (and forecast with released values scored by their own cost) evict a for d and remake it again.
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_EQ(recomputed(eq_runs[s]), "matmul x1 sigmoid x2 ") << "step " << s;
+    EXPECT_EQ(recomputed(forecast_runs[s]), "matmul x1 sigmoid x1 ") << "step " << s << ": g should have gone";
+  }
+}
+
+// As above, and b (another cheap op of g, held) was evicted too and is read after d: g is what b is remade
+// from, and evicting it costs its product again. A released value goes first only while nothing the program
+// holds waits on it evicted.
+std::vector<std::vector<OpRecomputations>> run_waiting_cell_steps(const std::string& heuristic, int steps,
+                                                                  std::optional<std::uint64_t> budget,
+                                                                  std::vector<std::vector<float>>* values) {
+  Runtime rt(deterministic_config(budget, BudgetMode::bytes, heuristic));
+  std::vector<std::vector<OpRecomputations>> per_step;
+  std::vector<OpRecomputations> before;
+  for (int step = 0; step < steps; ++step) {
+    Tensor x = constant(rt, {kElements}, static_cast<float>(step) / 64.0f);
+    Tensor y = constant(rt, {16, 16}, static_cast<float>(-step) / 64.0f);
+    Tensor g = rt.call1(ops::matmul(), {y, y});
+    Tensor a = rt.call1(ops::sigmoid(), {g});
+    Tensor b = rt.call1(ops::tanh(), {g});
+    Tensor w = rt.call1(ops::tanh(), {x});
+    g = Tensor();
+    (void)rt.evict(a);  // if making w did not evict them already
+    (void)rt.evict(b);
+    values->push_back(rt.call1(ops::sum(), {a}).to_host());  // remakes g, then a; b waits on g
+    Tensor d = rt.call1(ops::sigmoid(), {x});
+    values->push_back(rt.call1(ops::sum(), {b}).to_host());
+    values->push_back(rt.call1(ops::sum(), {d}).to_host());
+    d = Tensor();
+    values->push_back(rt.call1(ops::sum(), {a}).to_host());
+    values->push_back(rt.call1(ops::sum(), {w}).to_host());
+    per_step.push_back(recomputed_since(rt, before));
+  }
+  return per_step;
+}
+
+TEST(Forecast, AReleasedValueThatAnEvictedHeldValueWaitsOnKeepsItsCost) {
+  const int steps = 4;
+  std::vector<std::vector<float>> plain, forecast;
+  run_waiting_cell_steps("dtr-eq", steps, std::nullopt, &plain);
+  for (const std::uint64_t budget : {4 * 1024 + 512, 5 * 1024 + 512}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    forecast.clear();
+    const auto runs = run_waiting_cell_steps("forecast", steps, budget, &forecast);
+    EXPECT_EQ(forecast, plain);
+    // The product once a step, to remake a and b (three times with every released value first).
+    for (int s = 0; s < steps; ++s) EXPECT_EQ(runs[s].front().op + " x" + std::to_string(runs[s].front().runs),
+                                              "matmul x1") << "step " << s;
+  }
+}
+
+
+// A held value released while evicted stops waiting on what it would be remade from: b (made from g) is
+// released while evicted, with c (made from b) resident and held, so g, released and remade since, now costs
+// nothing to evict. The forecast index must hear of it (Heuristic::on_release): it keyed g at the decision
+// before, while b was held. Whatever the search, g goes at the second decision, and nothing is remade after.
+std::vector<OpRecomputations> run_release_while_evicted(EvictionSearch search, std::vector<std::vector<float>>* values) {
+  Config config = deterministic_config(7 * 1024 + 512, BudgetMode::bytes, "forecast");
+  config.search = search;
+  Runtime rt(config);
+  Tensor x = constant(rt, {kElements}, 0.25f);
+  Tensor y = constant(rt, {16, 16}, -0.125f);
+  Tensor g = rt.call1(ops::matmul(), {y, y});
+  Tensor b = rt.call1(ops::tanh(), {g});
+  Tensor c = rt.call1(ops::sigmoid(), {b});
+  Tensor a = rt.call1(ops::sigmoid(), {g});
+  Tensor v = rt.call1(ops::sigmoid(), {x});  // the stalest when the first decision comes
+  g = Tensor();
+  EXPECT_TRUE(rt.evict(b));
+  EXPECT_TRUE(rt.evict(a));
+  Tensor w = rt.call1(ops::tanh(), {x});
+  for (const Tensor* t : {&a, &c, &w}) values->push_back(rt.call1(ops::sum(), {*t}).to_host());  // a remakes g
+  Tensor e = rt.call1(ops::sigmoid(), {x});  // the first decision (v goes), g keyed while b is held
+  b = Tensor();
+  Tensor d = rt.call1(ops::sigmoid(), {x});  // the second, after b's release
+  std::vector<OpRecomputations> before = rt.recomputations_by_op();
+  for (const Tensor* t : {&a, &c, &w, &e, &d}) values->push_back(rt.call1(ops::sum(), {*t}).to_host());
+  return recomputed_since(rt, before);
+}
+
+TEST(Forecast, AHeldValueReleasedWhileEvictedLetsWhatItWaitedOnGo) {
+  std::vector<std::vector<float>> indexed, scanned;
+  const auto index_runs = run_release_while_evicted(EvictionSearch::index, &indexed);
+  const auto scan_runs = run_release_while_evicted(EvictionSearch::scan, &scanned);
+  EXPECT_EQ(indexed, scanned);
+  EXPECT_EQ(recomputed(scan_runs), "");
+  EXPECT_EQ(recomputed(index_runs), "") << "the index kept g's cost from before b's release";
 }
 
 }  // namespace

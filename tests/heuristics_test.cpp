@@ -399,6 +399,29 @@ TEST(ForecastHeuristic, ChargesTheWalkedNeighbourhoodWhereItIsCompleteElseTheCla
   }
 }
 
+// forecast lets a released storage go first while no evicted storage the program holds would be remade from
+// it (through evicted storages), and charges it as usual once one would; it is never a last resort.
+TEST(ForecastHeuristic, ScoresAReleasedStorageZeroUntilAHeldEvictedStorageWaitsOnIt) {
+  auto forecast = heuristics::make_heuristic("forecast");
+  Graph g;
+  std::uint64_t program = 0;
+  for (FakeStorage& t : g.t) {
+    t.program_clock = &program;
+    t.forecast_uses = {5};  // a use ahead, not read yet: a last resort unless released
+  }
+  g.t[1].is_released = true;
+  EXPECT_EQ(forecast->score(g.t[1], 0), 0.0);
+  EXPECT_FALSE(forecast->last_resort(g.t[1]));
+  EXPECT_TRUE(forecast->last_resort(g.t[2]));
+  g.evict(*forecast, 3);  // held: it would be remade from t1
+  EXPECT_DOUBLE_EQ(forecast->score(g.t[1], 0), (1.0 + 1.0) / 5.0);  // e*(t1) = {t3}, d = 5
+  g.t[3].is_released = true;
+  forecast->on_release(g.t[3]);
+  EXPECT_EQ(forecast->score(g.t[1], 0), 0.0);
+  g.evict(*forecast, 4);  // held, remade from t3, which is remade from t1
+  EXPECT_DOUBLE_EQ(forecast->score(g.t[1], 0), (1.0 + 2.0) / 5.0);
+}
+
 // An event of dtr's reports each storage whose score it changed once: the eviction index re-keys at each
 // report, which walks. (dtr's two walks from the event's storage, down and up, cannot both reach one storage
 // in a DAG.) forecast's two bases report many of the same storages; its index keys each once a decision

@@ -108,7 +108,9 @@ TEST(CheckpointModule, TrainingStaysBitwisePlainLibtorchsUnderBudgets) {
   ASSERT_GT(peak, 0u);
   std::vector<std::vector<at::Tensor>> curves{first};
   std::vector<std::shared_ptr<dtr::Runtime>> budgeted;
-  for (double ratio : {0.5, 0.4}) {
+  // 0.46: the lowest forecast holds since released values go first (0.40 before, 2026-11-29; dtr-torch does not
+  // hold backward's gradients as nn/ does, and remaking one reruns the backward pass: docs/torch.md).
+  for (double ratio : {0.5, 0.46}) {
     budgeted.push_back(bytes_runtime(static_cast<std::uint64_t>(ratio * static_cast<double>(peak))));
     runs.emplace_back("at " + std::to_string(ratio), budgeted.back());
     curves.push_back(train(budgeted.back()));
