@@ -22,12 +22,13 @@ namespace {
 // last resort: it was made to be read, and its cost now misses what its lineage will cost once its inputs
 // are released. A storage the program released (StorageView::released: a recomputation's intermediate, kept
 // only for what is made from it) is never a last resort, and scores 0 while no evicted storage the program
-// still holds waits on it (the walks of its dependents' side count none, and all there are): the program
-// never reads it, and what losing it would cost later is charged to the held storages made from it, in their
-// e*, once it is evicted. Scored by its own cost instead, a recomputed LSTM cell's released gate projections
-// shielded the cell's held values (their e* saw nothing evicted): those went first, and the cell was remade
-// again for its backward. Scores move with the clock in both directions (a use comes nearer) and run on two
-// clocks (program ops, and all ops for staleness): the forecast index keeps them (heuristics/forecast_index.h).
+// still holds waits on it (the walks of its dependents' side count none, and all there are) and no resident
+// one larger than it is made from it: the program never reads it, and what losing it would cost later is
+// charged to the held storages made from it, in their e*, once it is evicted. Scored by its own cost instead,
+// a recomputed LSTM cell's released gate projections shielded the cell's held values (their e* saw nothing
+// evicted): those went first, and the cell was remade again for its backward. Scores move with the clock in
+// both directions (a use comes nearer) and run on two clocks (program ops, and all ops for staleness): the
+// forecast index keeps them (heuristics/forecast_index.h).
 class ForecastHeuristic final : public Heuristic {
  public:
   ForecastHeuristic() : classes_(make_dtr_eq_heuristic()), walks_(make_dtr_neighbourhood()) {}
@@ -50,8 +51,11 @@ class ForecastHeuristic final : public Heuristic {
   void on_evict(StorageView& s) override { both(&Heuristic::on_evict, s); }
   void on_rematerialize(StorageView& s) override { both(&Heuristic::on_rematerialize, s); }
   void on_destroy(StorageView& s) override { both(&Heuristic::on_destroy, s); }
-  void on_cut(StorageView& s) override { both(&Heuristic::on_cut, s); }
-  void on_release(StorageView& s) override { walks_->report_release(s); }
+  void on_cut(StorageView& s) override {
+    walks_->report_neighbours(s);  // while it is still a dependent of its inputs (feeds_larger_held)
+    both(&Heuristic::on_cut, s);
+  }
+  void on_release(StorageView& s) override { walks_->report_neighbours(s); }
   std::size_t live_slots() const override { return classes_->live_slots() + walks_->live_slots(); }
   // Both bases report to the listener, many of the same storages: the forecast index marks a reported
   // candidate pending and keys it once at the next decision, so a repeat costs a flag test (gathering and
@@ -64,11 +68,22 @@ class ForecastHeuristic final : public Heuristic {
 
  private:
   // (c0 + Σ c0 over e*) / m: the walks' e* where they counted all of it, else h_DTR^eq's; 0 for a released
-  // storage nothing held waits on.
+  // storage nothing held waits on or is made from while larger.
   double cost_per_byte(StorageView& s) {
     const EvictedReach reach = walks_->reach(s);
-    if (s.released() && reach.complete && !reach.holds_dependent) return 0.0;
+    if (s.released() && reach.complete && !reach.holds_dependent && !feeds_larger_held(s)) return 0.0;
     return reach.complete ? (s.cost() + reach.cost) / bytes_of(s) : classes_->key(s).a;
+  }
+
+  // Whether a resident value the program holds, larger than `s`, is made from it: cheaper per byte to evict
+  // than `s`'s own size would say, it is likely to go and need `s` again (DenseNet's concatenations, each made
+  // from a layer's new features, which the program releases once concatenated).
+  static bool feeds_larger_held(StorageView& s) {
+    bool found = false;
+    s.for_each_dependent([&](StorageView& d) {
+      found = found || (!d.evicted() && !d.released() && d.bytes() > s.bytes());
+    });
+    return found;
   }
 
   // One lineage event: both bases keep their state and report the scores it changes.

@@ -99,8 +99,8 @@ class Heuristic {
   // The storage (resident) is about to lose its producer and become a constant: its inputs stop being its
   // neighbours.
   virtual void on_cut(StorageView& /*storage*/) {}
-  // The program released the last handle to the storage while it was evicted (StorageView::released): only
-  // storages made from it need it now.
+  // The program released the last handle to the storage (StorageView::released) and the runtime does not evict
+  // it for that (it is evicted already, pinned, or dying): only storages made from it need it now.
   virtual void on_release(StorageView& /*storage*/) {}
   // Bookkeeping objects the heuristic holds (dtr-eq's union-find nodes, dtr's lists of evicted readers): those
   // of live storages (and, for dtr-eq, the ancestors they still need); zero once every storage is destroyed.

@@ -42,9 +42,9 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     if (dependents_) unlist(s);
     notify_region(s);
   }
-  // h_DTR's scores do not read StorageView::released; the walks' own answer does (EvictedReach).
-  void report_release(StorageView& s) override {
-    if (dependents_ && s.evicted()) notify_region(s);
+  // For a heuristic built on the walks (forecast): h_DTR's own scores read neither event.
+  void report_neighbours(StorageView& s) override {
+    if (dependents_) notify_region(s);
   }
   void on_destroy(StorageView& s) override {
     if (dependents_) unlist(s);  // only an evicted storage is listed; a resident one's list is empty

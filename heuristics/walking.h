@@ -24,9 +24,10 @@ struct EvictedReach {
 class EvictedNeighbourhood : public Heuristic {
  public:
   virtual EvictedReach reach(StorageView& storage) = 0;
-  // `storage`, evicted, was released (Heuristic::on_release): tells the listener of every resident storage
-  // whose reach() it changes (EvictedReach::holds_dependent).
-  virtual void report_release(StorageView& storage) = 0;
+  // Tells the listener of the resident storages whose walks reach `storage` and of its resident neighbours:
+  // those whose scores may read what changed in it, when it is released (Heuristic::on_release: its
+  // EvictedReach::holds_dependent) or made a constant (Heuristic::on_cut: no longer a dependent).
+  virtual void report_neighbours(StorageView& storage) = 0;
 };
 
 std::unique_ptr<Heuristic> make_dtr_heuristic();

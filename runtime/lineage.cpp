@@ -25,13 +25,15 @@ void Runtime::Impl::bury(std::shared_ptr<Storage> storage) {
 // else holds the storage, so it is destroyed next and its buffer freed then; an eviction first would only be
 // work for the heuristic.
 void Runtime::Impl::release_handle(Storage& s, std::uint64_t handle_id, bool last_reference) {
+  const bool evicting = s.handles == 1 && s.in_memory && s.pins == 0 && !s.constant() && !last_reference;
   s.handles -= 1;
   if (s.handles == 0) {
     s.handles_released = true;
-    if (!s.in_memory && !last_reference) heuristic_upkeep([&] { heuristic->on_release(s); });
+    // An eviction tells the heuristic as much; otherwise the release is an event of its own.
+    if (!evicting && !s.constant()) heuristic_upkeep([&] { heuristic->on_release(s); });
   }
   if (trace && handle_id != 0) trace->release(handle_id);
-  if (s.handles == 0 && s.in_memory && s.pins == 0 && !s.constant() && !last_reference) {
+  if (evicting) {
     evict(s);
     stats.eager_evictions += 1;
   }

@@ -60,14 +60,15 @@ struct FakeStorage final : heuristics::StorageView {
 };
 
 // Makes `s` read one or two resident storages of `live`, drawn by `rng` (none while fewer than two live): an
-// op's inputs are in memory when it runs. Random lineage for the index tests.
+// op's inputs are in memory when it runs, and the program holds them (a released one has no handle to pass).
+// Random lineage for the index tests.
 template <typename Rng>
 void read_random_residents(FakeStorage& s, const std::vector<std::unique_ptr<FakeStorage>>& live, Rng& rng) {
   const int inputs = live.size() < 2 ? 0 : 1 + static_cast<int>(rng() % 2);
   for (int k = 0; k < inputs; ++k) {
     std::vector<FakeStorage*> resident;
     for (const auto& t : live) {
-      if (!t->is_evicted) resident.push_back(t.get());
+      if (!t->is_evicted && !t->is_released) resident.push_back(t.get());
     }
     if (resident.empty()) break;
     FakeStorage* in = resident[rng() % resident.size()];

@@ -89,6 +89,10 @@ class ForecastLineage {
   }
 
   void destroy(FakeStorage& s) {
+    if (!s.is_released) {  // the program releases it first
+      s.is_released = true;
+      heuristic_->on_release(s);
+    }
     for (FakeStorage* in : s.inputs) std::erase(in->dependents, &s);
     heuristic_->on_destroy(s);
     index_->remove(s, clocks());
@@ -130,8 +134,13 @@ class ForecastLineage {
           s->is_released = true;  // remade later, it comes back released
           if (s->is_evicted) {
             heuristic_->on_release(*s);
-          } else {
-            evict(*s);
+          } else if (rng_() % 2 == 0) {
+            evict(*s);  // eagerly
+          } else {  // pinned by a running op: out of the index until unpinned
+            index_->remove(*s, clocks());
+            arrival_.erase(s);
+            heuristic_->on_release(*s);
+            add(*s);
           }
         }
       } else if (FakeStorage* s = pick([](const FakeStorage& t) { return !t.is_evicted && !t.inputs.empty(); })) {

@@ -400,7 +400,8 @@ TEST(ForecastHeuristic, ChargesTheWalkedNeighbourhoodWhereItIsCompleteElseTheCla
 }
 
 // forecast lets a released storage go first while no evicted storage the program holds would be remade from
-// it (through evicted storages), and charges it as usual once one would; it is never a last resort.
+// it (through evicted storages) and no resident held one larger than it is made from it, and charges it as
+// usual otherwise; it is never a last resort.
 TEST(ForecastHeuristic, ScoresAReleasedStorageZeroUntilAHeldEvictedStorageWaitsOnIt) {
   auto forecast = heuristics::make_heuristic("forecast");
   Graph g;
@@ -420,6 +421,14 @@ TEST(ForecastHeuristic, ScoresAReleasedStorageZeroUntilAHeldEvictedStorageWaitsO
   EXPECT_EQ(forecast->score(g.t[1], 0), 0.0);
   g.evict(*forecast, 4);  // held, remade from t3, which is remade from t1
   EXPECT_DOUBLE_EQ(forecast->score(g.t[1], 0), (1.0 + 2.0) / 5.0);
+  // A resident held value larger than it made from it: cheap per byte, it would go and need t1 again.
+  auto again = heuristics::make_heuristic("forecast");
+  Graph h;
+  h.t[1].is_released = true;
+  h.t[2].size = 2;
+  EXPECT_DOUBLE_EQ(again->score(h.t[1], 0), 1.0);  // d = 1 without forecasts
+  h.t[2].is_released = true;
+  EXPECT_EQ(again->score(h.t[1], 0), 0.0);
 }
 
 // An event of dtr's reports each storage whose score it changed once: the eviction index re-keys at each
