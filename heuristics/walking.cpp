@@ -42,9 +42,14 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     if (dependents_) unlist(s);
     notify_region(s);
   }
-  // For a heuristic built on the walks (forecast): h_DTR's own scores read neither event.
+  // For a heuristic built on the walks (forecast): h_DTR's own scores read neither event. What changed at `s`
+  // (released, or no longer a dependent) is read only by walks that reach it from above (the dependents'
+  // side) and by its inputs: one walk up from `s`, not notify_region's two.
   void report_neighbours(StorageView& s) override {
-    if (dependents_) notify_region(s);
+    if (!dependents_ || listener() == nullptr) return;
+    dirty_.clear();
+    collect_reaching(s, /*down=*/false);
+    for (StorageView* r : dirty_) listener()->score_changed(*r);
   }
   void on_destroy(StorageView& s) override {
     if (dependents_) unlist(s);  // only an evicted storage is listed; a resident one's list is empty

@@ -24,8 +24,8 @@ struct EvictedReach {
 class EvictedNeighbourhood : public Heuristic {
  public:
   virtual EvictedReach reach(StorageView& storage) = 0;
-  // Tells the listener of the resident storages whose walks reach `storage` and of its resident neighbours:
-  // those whose scores may read what changed in it, when it is released (Heuristic::on_release: its
+  // Tells the listener of the resident storages whose dependents' walks reach `storage`, its resident inputs
+  // among them: those whose scores may read what changed in it, when it is released (Heuristic::on_release:
   // EvictedReach::holds_dependent) or made a constant (Heuristic::on_cut: no longer a dependent).
   virtual void report_neighbours(StorageView& storage) = 0;
 };
