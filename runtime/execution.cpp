@@ -251,12 +251,27 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   UndoRestores undo(*this);
   std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
   Pins pins(*this);
+  // An assign's update in place: the output shares its target's buffer until the kernel has run, and gives it
+  // back if anything fails first.
+  Storage* const target = writes_over_target(c, rematerializing) ? c.inputs[0].get() : nullptr;
+  struct SharedBuffer {
+    Storage* out = nullptr;
+    ~SharedBuffer() {
+      if (out == nullptr) return;
+      out->data = nullptr;
+      out->in_memory = false;
+    }
+  } shared;
   SmallVector<void*, 2> out_buffers(c.outputs.size(), nullptr);
   for (std::size_t i = 0; i < c.outputs.size(); ++i) {
     Storage* out = c.outputs[i];
     const bool restoring = rematerializing && out != nullptr && !out->in_memory;
     if (out == nullptr) {
       out = &new_scratch(c.output_meta[i], scratch);
+    } else if (target != nullptr) {
+      out->data = target->data;
+      out->in_memory = true;
+      shared.out = out;
     } else if (!out->in_memory) {
       allocate(*out);
     }
@@ -290,6 +305,10 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
     backend->synchronize();
     elapsed_ns = detail::steady_ns() - started + first_run_ns;
     if (learning) kernel_times.record(signature, elapsed_ns);
+  }
+  if (target != nullptr) {
+    hand_over_buffer(*target, *shared.out);
+    shared.out = nullptr;
   }
   const double cost = cost_of(c, known, elapsed_ns);
   compute_clock += cost;

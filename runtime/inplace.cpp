@@ -14,6 +14,13 @@ using detail::TensorHandle;
 void Runtime::Impl::assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs) {
   TensorHandle& h = handle_of(target, "assign: the target");
   DTR_CHECK(!target.is_view(), InvalidArgument, "assign: the target is a view; update the tensor it views instead");
+  // The op's first run may write over the target's buffer (run() checks the inputs it was given); reset on the
+  // way out, also by an exception.
+  struct InPlaceScope {
+    Impl& runtime;
+    ~InPlaceScope() { runtime.in_place_target = nullptr; }
+  } scope{*this};
+  if (can_update_in_place(*h.storage, op)) in_place_target = h.storage.get();
   Results outputs = call(op, inputs, attrs);
   DTR_CHECK(outputs.size() == 1 && outputs[0].meta() == h.meta, ShapeError, "assign: op '", op.name, "' gives ",
             outputs.size() == 1 ? to_string(outputs[0].shape()) : std::to_string(outputs.size()) + " outputs",
@@ -63,6 +70,39 @@ void Runtime::Impl::rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std:
   fresh->handles += 1;
   h.meta = fresh->meta;
   release_handle(*old, 0, old.use_count() == 1);
+}
+
+bool Runtime::Impl::can_update_in_place(const Storage& old, const OpDef& op) const {
+  // An observer may read a kernel's inputs after it ran: it must find them as the kernel read them.
+  return op.overwrites_first_input && !config.kernel_observer && old.constant() && old.in_memory &&
+         old.handles == 1 && old.dependents.empty() && old.pins == 0;
+}
+
+bool Runtime::Impl::writes_over_target(const Closure& c, bool rematerializing) const {
+  if (rematerializing || in_place_target == nullptr || c.inputs.empty() || c.outputs.size() != 1 ||
+      c.outputs[0] == nullptr || c.inputs[0].get() != in_place_target) {
+    return false;
+  }
+  const TensorMeta& meta = in_place_target->meta;
+  const auto whole = [&](std::size_t i) {
+    return c.input_offset[i] == 0 && c.input_view[i] == 0 && c.input_meta[i] == meta;
+  };
+  if (!whole(0) || c.output_meta[0] != meta) return false;
+  // Another input reading the target must read the same elements, each before its index is written.
+  for (std::size_t i = 1; i < c.inputs.size(); ++i) {
+    if (c.inputs[i].get() == in_place_target && !whole(i)) return false;
+  }
+  return true;
+}
+
+void Runtime::Impl::hand_over_buffer(Storage& old, Storage& fresh) {
+  remove_resident(old);
+  old.data = nullptr;
+  old.in_memory = false;  // dies with the rebind that follows, with no buffer to free
+  fresh.residency += 1;
+  add_resident(fresh);
+  if (windows && allocator) allocator->set_owner(fresh.data, reinterpret_cast<OwnerTag>(&fresh));
+  stats.in_place_updates += 1;
 }
 
 // Materializes every storage whose recomputation reads `old` (the outputs of its dependent closures, but

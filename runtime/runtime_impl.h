@@ -64,6 +64,8 @@ struct Runtime::Impl final : Reclaimer {
   Config config;
   std::unique_ptr<heuristics::Heuristic> heuristic;
   bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
+  // An assign's target whose buffer its op's first run may write over (inplace.cpp); null otherwise.
+  const Storage* in_place_target = nullptr;
   bool walking_scores = false;  // heuristic->scores_walk_lineage(), read once: timed as search
   std::unique_ptr<heuristics::CandidateIndex> index;  // the candidates in score order; none: scan `recomputable`
   std::unique_ptr<detail::Forecaster> forecaster;  // a heuristic that reads forecasts, under a budget
@@ -288,6 +290,13 @@ struct Runtime::Impl final : Reclaimer {
   void assign(Tensor& target, const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
   void assign(Tensor& target, const Tensor& value);
   void rebind(TensorHandle& h, std::shared_ptr<Storage> fresh, std::uint64_t fresh_id, std::string_view op);
+  // Whether assign's op may write the target's new value over `old`, its buffer: nothing else reads the old
+  // value (one handle, no dependent, a resident constant) and the op says its kernel can.
+  bool can_update_in_place(const Storage& old, const OpDef& op) const;
+  // Whether the first run of `c` writes its output over `in_place_target`, its first input (run() asks).
+  bool writes_over_target(const Closure& c, bool rematerializing) const;
+  // After that run's kernel: the output keeps the buffer, the old value's storage none (run() calls it).
+  void hand_over_buffer(Storage& old, Storage& fresh);
   void pin_dependents(Storage& old, Storage& fresh);
   [[nodiscard]] std::shared_ptr<Closure> make_constant(Storage& s);
   // Runtime::make_constant.

@@ -12,6 +12,7 @@ std::string to_json(const RuntimeStats& s) {
                         {"rematerializations", s.rematerializations},
                         {"evictions", s.evictions},
                         {"eager_evictions", s.eager_evictions},
+                        {"in_place_updates", s.in_place_updates},
                         {"search_ns", s.search_ns},
                         {"peak_reserved_bytes", s.peak_reserved_bytes},
                         {"peak_resident_bytes", s.peak_resident_bytes},

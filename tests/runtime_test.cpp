@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "inplace_fixture.h"
 #include "test_helpers.h"
 #include "test_resources.h"
 
@@ -315,16 +316,6 @@ TEST(Runtime, ViewsShareTheirStorageAndSeeItRematerialized) {
   EXPECT_THROW(rt.view(Tensor(), {1}), InvalidArgument);
 }
 
-// Both in-place strategies give the same values; they differ in what stays recomputable and what is freed.
-class InPlace : public ::testing::TestWithParam<InplaceMode> {
- protected:
-  Config config(std::optional<std::uint64_t> budget = std::nullopt) const {
-    Config c = deterministic_config(budget);
-    c.inplace = GetParam();
-    return c;
-  }
-  bool copy_on_write() const { return GetParam() == InplaceMode::copy_on_write; }
-};
 
 TEST_P(InPlace, UpdatesNeverLeakIntoRecomputations) {
   Runtime rt(config());

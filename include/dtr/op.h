@@ -172,6 +172,12 @@ struct OpDef {
   // it with the inputs resident and no outputs (KernelArgs::outputs empty), before any output is allocated;
   // it throws dtr::ShapeError naming the op and what is wrong.
   std::function<void(const KernelArgs& args)> check_values = nullptr;
+  // True when the output may be written over the first input's buffer: each output element reads only the
+  // first input's element at the same index (an elementwise op or an optimizer's update), and the kernel fails,
+  // if ever, before it writes. Runtime::assign then updates its target in place where nothing else reads the
+  // old value (docs/runtime.md, "In-place updates"), as PyTorch's optimizers do, instead of taking a new buffer
+  // and leaving the old one's hole among the activations.
+  bool overwrites_first_input = false;
 };
 
 }  // namespace dtr

@@ -42,6 +42,7 @@ OpDef same_shape(const std::string& name, MakeFn make_fn) {
     });
   });
   def.flops = kernels::numel_flops;
+  def.overwrites_first_input = true;
   return def;
 }
 
@@ -112,6 +113,7 @@ OpDef broadcasting(const std::string& name, Fn fn) {
     const auto shape = kernels::broadcast_shapes(inputs[0].shape, inputs[1].shape);
     return kernels::at_least_one(static_cast<double>(TensorMeta{*shape}.numel()));
   };
+  def.overwrites_first_input = true;  // an input of the output's shape is read at the output's index
   return def;
 }
 

@@ -117,6 +117,7 @@ OpDef update_op(const std::string& name, std::size_t base, const std::string& na
   def.flops = [flops_per_element](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
     return kernels::at_least_one(flops_per_element * static_cast<double>(inputs[0].numel()));
   };
+  def.overwrites_first_input = true;
   return def;
 }
 

@@ -372,7 +372,8 @@ const OpDef& running_stat_update() {
     return OpDef{.name = "running_stat_update",
                  .infer = infer_running_stat_update,
                  .cpu_kernel = running_stat_update_cpu,
-                 .flops = kernels::numel_flops};
+                 .flops = kernels::numel_flops,
+                 .overwrites_first_input = true};
   });
 }
 
