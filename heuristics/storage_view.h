@@ -10,26 +10,15 @@
 #include <optional>
 #include <type_traits>
 
+#include "dtr/function_ref.h"
+
 namespace dtr::heuristics {
 
 class StorageView;
 
-// A non-owning reference to a callable taking a StorageView&: what the graph walks pass to
-// for_each_input/for_each_dependent. Unlike std::function it never allocates (the walks' lambdas capture
-// several references), and it must not outlive the call it is passed to.
-class NeighbourVisitor {
- public:
-  template <typename F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, NeighbourVisitor> && std::is_invocable_v<F&, StorageView&>)
-  NeighbourVisitor(F&& f)  // NOLINT(google-explicit-constructor): passed as a lambda at every call site
-      : object_(static_cast<void*>(std::addressof(f))),
-        call_([](void* object, StorageView& s) { (*static_cast<std::remove_reference_t<F>*>(object))(s); }) {}
-  void operator()(StorageView& s) const { call_(object_, s); }
-
- private:
-  void* object_;
-  void (*call_)(void*, StorageView&);
-};
+// What the graph walks pass to for_each_input/for_each_dependent: a callable taking a StorageView&, not owned
+// (the walks' lambdas capture several references), that must not outlive the call it is passed to.
+using NeighbourVisitor = FunctionRef<void(StorageView&)>;
 
 class StorageView {
  public:

@@ -6,22 +6,13 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "dtr/function_ref.h"
+
 namespace dtr::kernels {
 
-// A callable void(std::int64_t), not owned: what a kernel passes for its loop body. Unlike std::function it
-// never allocates, so the per-op path pays nothing for a lambda that captures more than two references. It
-// must not outlive the callable it refers to (the call it is passed to).
-class ItemFn {
- public:
-  template <typename Fn>
-  ItemFn(const Fn& fn)  // NOLINT(google-explicit-constructor): passed as a lambda at every call
-      : object_(&fn), call_([](const void* object, std::int64_t i) { (*static_cast<const Fn*>(object))(i); }) {}
-  void operator()(std::int64_t i) const { call_(object_, i); }
-
- private:
-  const void* object_;
-  void (*call_)(const void*, std::int64_t);
-};
+// A kernel's loop body, not owned: the per-op path pays no allocation for a lambda that captures more than
+// two references. It must not outlive the callable it refers to (the call it is passed to).
+using ItemFn = FunctionRef<void(std::int64_t)>;
 
 // Calls item(i) once for every i in [0, count), on one thread per i: a kernel that keeps each item's arithmetic
 // inside item(i) gives the same bits whatever the thread count. `work` estimates the elements all the items
