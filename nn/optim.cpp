@@ -142,7 +142,9 @@ SGD::SGD(std::vector<Variable> parameters, SGDOptions options)
 void SGD::step() {
   const double momentum = options_.momentum;
   const double decay = options_.weight_decay;
+  // Built once a step, not once a parameter: every update of the step takes the same attributes.
   const Attrs apply_attrs{{"lr", lr()}};
+  const Attrs buffer_attrs{{"momentum", momentum}, {"weight_decay", decay}};
   for (std::size_t i = 0; i < parameters().size(); ++i) {
     const Variable& p = parameters()[i];
     const Tensor& g = p.grad();
@@ -162,7 +164,6 @@ void SGD::step() {
       continue;
     }
     Tensor& buffer = state(i, "momentum_buffer");
-    const Attrs buffer_attrs{{"momentum", momentum}, {"weight_decay", decay}};
     if (decay == 0.0) {
       rt.assign(buffer, ops::sgd_momentum_buffer(), {buffer, g}, buffer_attrs);
     } else {
