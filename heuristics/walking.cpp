@@ -46,10 +46,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
   // (released, or no longer a dependent) is read only by walks that reach it from above (the dependents'
   // side) and by its inputs: one walk up from `s`, not notify_region's two.
   void report_neighbours(StorageView& s) override {
-    if (!dependents_ || listener() == nullptr) return;
-    dirty_.clear();
-    collect_reaching(s, /*down=*/false);
-    for (StorageView* r : dirty_) listener()->score_changed(*r);
+    if (dependents_) notify_reaching(s, /*down=*/false, /*up=*/true);
   }
   void on_destroy(StorageView& s) override {
     if (dependents_) unlist(s);  // only an evicted storage is listed; a resident one's list is empty
@@ -179,11 +176,14 @@ class WalkingHeuristic : public EvictedNeighbourhood {
   // Tells the listener about every resident storage whose score walk reaches `s`: those that reach it from
   // below (their inputs' side; found by walking down from `s`) and, for h_DTR, from above (walking up). A
   // storage beside `s` (reached up then down) is not told: no score walk turns around.
-  void notify_region(StorageView& s) {
+  void notify_region(StorageView& s) { notify_reaching(s, /*down=*/true, /*up=*/dependents_); }
+
+  // Tells the listener of the storages collect_reaching finds from `s` going down, up, or both.
+  void notify_reaching(StorageView& s, bool down, bool up) {
     if (listener() == nullptr) return;
     dirty_.clear();
-    collect_reaching(s, /*down=*/true);
-    if (dependents_) collect_reaching(s, /*down=*/false);
+    if (down) collect_reaching(s, /*down=*/true);
+    if (up) collect_reaching(s, /*down=*/false);
     for (StorageView* r : dirty_) listener()->score_changed(*r);  // after the walks: listeners walk too
   }
 
