@@ -63,11 +63,17 @@ void Runtime::Impl::allocate(Storage& s) {
       if (make_room(nullptr) == 0) throw out_of_memory(s.nbytes, nullptr);
     }
   }
+  std::byte* data = nullptr;
   try {
-    s.data = static_cast<std::byte*>(memory->allocate(std::max<std::size_t>(s.nbytes, 1)));
+    data = static_cast<std::byte*>(memory->allocate(std::max<std::size_t>(s.nbytes, 1)));
   } catch (const OutOfMemory& e) {
     throw out_of_memory(s.nbytes, &e);
   }
+  attach_buffer(s, data);
+}
+
+void Runtime::Impl::attach_buffer(Storage& s, std::byte* data) {
+  s.data = data;
   // Windows map the allocator's blocks back to storages through the owner tag.
   if (windows && allocator) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
   s.in_memory = true;
@@ -77,6 +83,10 @@ void Runtime::Impl::allocate(Storage& s) {
 
 void Runtime::Impl::release_buffer(Storage& s) {
   memory->deallocate(s.data, std::max<std::size_t>(s.nbytes, 1));
+  detach_buffer(s);
+}
+
+void Runtime::Impl::detach_buffer(Storage& s) {
   s.data = nullptr;
   s.in_memory = false;
   remove_resident(s);

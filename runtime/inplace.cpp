@@ -96,12 +96,9 @@ bool Runtime::Impl::writes_over_target(const Closure& c, bool rematerializing) c
 }
 
 void Runtime::Impl::hand_over_buffer(Storage& old, Storage& fresh) {
-  remove_resident(old);
-  old.data = nullptr;
-  old.in_memory = false;  // dies with the rebind that follows, with no buffer to free
-  fresh.residency += 1;
-  add_resident(fresh);
-  if (windows && allocator) allocator->set_owner(fresh.data, reinterpret_cast<OwnerTag>(&fresh));
+  std::byte* const data = old.data;
+  detach_buffer(old);  // dies with the rebind that follows, with no buffer to free
+  attach_buffer(fresh, data);
   stats.in_place_updates += 1;
 }
 

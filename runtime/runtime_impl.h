@@ -64,8 +64,6 @@ struct Runtime::Impl final : Reclaimer {
   Config config;
   std::unique_ptr<heuristics::Heuristic> heuristic;
   bool windows = false;  // heuristic->fragmentation_aware(), read once: allocate() asks on every allocation
-  // An assign's target whose buffer its op's first run may write over (inplace.cpp); null otherwise.
-  const Storage* in_place_target = nullptr;
   bool walking_scores = false;  // heuristic->scores_walk_lineage(), read once: timed as search
   std::unique_ptr<heuristics::CandidateIndex> index;  // the candidates in score order; none: scan `recomputable`
   std::unique_ptr<detail::Forecaster> forecaster;  // a heuristic that reads forecasts, under a budget
@@ -105,6 +103,8 @@ struct Runtime::Impl final : Reclaimer {
   std::vector<OpRecomputations> recomputations_by_op() const;
   static constexpr std::string_view kOtherOps = "(other ops)";
   std::string_view current_op;  // the program's op being run, for error messages (CurrentOp sets it)
+  // An assign's target whose buffer its op's first run may write over (inplace.cpp); null otherwise.
+  const Storage* in_place_target = nullptr;
   // Storages whose last owner was a dying closure. Released here, one at a time, instead of from inside the
   // closure's destructor, so that dropping the end of a 100 000-op chain does not recurse 100 000 deep.
   std::vector<std::shared_ptr<Storage>> graveyard;
@@ -195,6 +195,10 @@ struct Runtime::Impl final : Reclaimer {
   // Gives `s` a buffer, evicting others if the budget needs room; dtr::OutOfMemory naming the op when it cannot.
   void allocate(Storage& s);
   void release_buffer(Storage& s);
+  // `s` becomes resident in `data` (allocate(), or a buffer handed over), or stops being resident with its
+  // buffer freed or handed over: the residency bookkeeping both share.
+  void attach_buffer(Storage& s, std::byte* data);
+  void detach_buffer(Storage& s);
   void set_budget(std::optional<std::uint64_t> bytes);
   // Keeps the candidates in an index from now on, those there are already in the order they became
   // candidates; none where decisions scan (DTR_SEARCH=scan, a size floor, a heuristic whose scores need a
