@@ -81,6 +81,7 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
   r.rounded = representable ? round_up(bytes, options_.rounding) : bytes;
   r.pool = r.rounded <= options_.small_request_limit ? Pool::small : Pool::large;
 
+  bool compacted = false;  // once per request: moving blocks back and forth must not loop
   for (;;) {
     Reclaimer* reclaimer = nullptr;
     ReclaimRequest request;
@@ -98,8 +99,16 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
       request = ReclaimRequest{bytes, r.rounded, r.pool, s.budget.value_or(0), s.stats.reserved_bytes.current};
     }
     reclaimer->reclaim(request);
-    std::lock_guard lock(s.mutex);
-    if (s.blocks_freed == freed_before) throw s.out_of_memory(r, State::Cause::no_progress, name());
+    {
+      std::lock_guard lock(s.mutex);
+      if (s.blocks_freed != freed_before) continue;
+      if (!options_.compaction || compacted) throw s.out_of_memory(r, State::Cause::no_progress, name());
+    }
+    compacted = true;
+    if (!s.compact(r, *reclaimer)) {
+      std::lock_guard lock(s.mutex);
+      throw s.out_of_memory(r, State::Cause::no_progress, name());
+    }
   }
 }
 

@@ -69,6 +69,10 @@ inline void* to_pointer(std::uintptr_t address) {
   return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
 }
 
+// Compaction's plan (compaction.cpp): the runs of blocks to clear, and one move.
+struct Clearing;
+struct Move;
+
 struct Request {
   std::size_t bytes = 0;    // as asked
   std::size_t rounded = 0;  // the block size that serves it
@@ -172,15 +176,20 @@ struct CachingAllocator::State {
         block = segment_block;
       }
     }
-    block->allocated = true;
-    block->requested = r.bytes;
-    live.insert(block->address, block);
-    raise(stats.allocated_bytes, block->size);
-    raise(stats.requested_bytes, r.bytes);
-    raise(stats.active_blocks, 1);
-    stats.num_allocations += 1;
+    enter_live(block, r.bytes);
     update_free_stats();
     return block;
+  }
+
+  // A block just taken from the free sets becomes a live allocation of `requested` bytes.
+  [[gnu::always_inline]] void enter_live(Block* block, std::size_t requested) {
+    block->allocated = true;
+    block->requested = requested;
+    live.insert(block->address, block);
+    raise(stats.allocated_bytes, block->size);
+    raise(stats.requested_bytes, requested);
+    raise(stats.active_blocks, 1);
+    stats.num_allocations += 1;
   }
 
   [[gnu::always_inline]] void free(Block* block) {
@@ -406,6 +415,25 @@ struct CachingAllocator::State {
     update_free_stats();
     detail::logger().debug("{}: released a segment of {}", upstream.name(), format_bytes(size));
   }
+
+  // ---- compaction (allocator/compaction.cpp) ----
+
+  // Moves movable blocks out of the way of `r` (CachingAllocatorOptions::compaction) through `reclaimer`.
+  // Unlike the other members, called without `mutex` held: it takes it itself, and releases it while the
+  // reclaimer copies. Whether anything moved.
+  bool compact(const Request& r, Reclaimer& reclaimer);
+  // Where compact() could open room for `r`, cheapest (fewest bytes to move) first: runs of free and movable
+  // blocks in the request's pool that cover it, and, under a budget, segments of movable blocks whose release
+  // (one alone, or several together) would let the request's segment fit.
+  std::vector<detail::Clearing> clearings(const Request& r, const Reclaimer& reclaimer) const;
+  // Takes a destination outside `clearing` for each live block in it, appending the moves; false, with nothing
+  // taken, when they do not all fit.
+  bool take_destinations(const detail::Clearing& clearing, std::vector<detail::Move>& moves);
+  // The best-fitting free block of `r`'s pool outside `clearing` and outside empty segments (which stay
+  // releasable), taken for `r`; nullptr when none holds it.
+  Block* take_outside(const Request& r, const detail::Clearing& clearing);
+  // Gives back a block take_outside() took, as if it had never been taken (counters included).
+  void untake(Block* block);
 
   // ---- expandable segments (allocator/expandable_range.cpp) ----
 

@@ -24,6 +24,9 @@ nlohmann::json stats_json(const AllocatorStats& s) {
       {"num_device_frees", s.num_device_frees},
       {"num_reclaim_calls", s.num_reclaim_calls},
       {"num_ooms", s.num_ooms},
+      {"num_compactions", s.num_compactions},
+      {"num_moved_blocks", s.num_moved_blocks},
+      {"moved_bytes", s.moved_bytes},
   };
 }
 

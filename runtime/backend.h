@@ -29,6 +29,9 @@ class Backend {
   virtual void synchronize() = 0;
   virtual void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) = 0;
+  // Between two buffers of this backend (the allocator's compaction moving a block), ordered after the work
+  // enqueued before it.
+  virtual void copy(void* device_dst, const void* device_src, std::size_t bytes) = 0;
   virtual void fill_zero(void* device_dst, std::size_t bytes) = 0;
 };
 

@@ -47,6 +47,13 @@ bool parse_expandable_segments(std::string_view text, std::string_view variable)
             "segments), 0 or false (classic segments)");
 }
 
+bool parse_compaction(std::string_view text, std::string_view variable) {
+  if (text == "1" || text == "true") return true;
+  if (text == "0" || text == "false") return false;
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not a switch; expected 1 or true (move "
+            "resident blocks when nothing more can be evicted), 0 or false (never move them)");
+}
+
 EvictionSearch parse_search(std::string_view text, std::string_view variable) {
   if (text == "index") return EvictionSearch::index;
   if (text == "scan") return EvictionSearch::scan;
@@ -145,6 +152,7 @@ Config Config::from_env(std::uint64_t capacity_bytes) {
   if (const char* v = env("DTR_SEARCH")) config.search = parse_search(v);
   if (const char* v = env("DTR_RECOMPUTE_ORDER")) config.recompute_order = parse_recompute_order(v);
   if (const char* v = env("DTR_EXPANDABLE_SEGMENTS")) config.allocator.expandable_segments = parse_expandable_segments(v);
+  if (const char* v = env("DTR_COMPACTION")) config.allocator.compaction = parse_compaction(v);
   if (const char* v = env("DTR_SIZE_FLOOR")) config.size_floor = parse_size_floor(v);
   if (const char* v = env("DTR_THRASH_LIMIT")) config.thrash_limit = parse_thrash_limit(v);
   config.device = default_device();  // DTR_DEVICE, or the GPU when there is one (else the CPU, logged)

@@ -19,6 +19,9 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     if (bytes > 0) std::memcpy(dst, src, bytes);
   }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
   void fill_zero(void* dst, std::size_t bytes) override {
     if (bytes > 0) std::memset(dst, 0, bytes);
   }

@@ -74,8 +74,8 @@ void Runtime::Impl::allocate(Storage& s) {
 
 void Runtime::Impl::attach_buffer(Storage& s, std::byte* data) {
   s.data = data;
-  // Windows map the allocator's blocks back to storages through the owner tag.
-  if (windows && allocator) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
+  // Windows and compaction map the allocator's blocks back to storages through the owner tag.
+  if (tags_owners()) allocator->set_owner(s.data, reinterpret_cast<OwnerTag>(&s));
   s.in_memory = true;
   s.residency += 1;
   add_resident(s);
@@ -148,6 +148,20 @@ void Runtime::Impl::set_budget(std::optional<std::uint64_t> bytes) {
 }
 
 std::size_t Runtime::Impl::reclaim(const ReclaimRequest& request) { return make_room(&request); }
+
+bool Runtime::Impl::movable(OwnerTag owner) const {
+  const auto* s = reinterpret_cast<const Storage*>(owner);  // NOLINT: the tag attach_buffer set
+  return s->in_memory && s->pins == 0 && !s->restoring;
+}
+
+void Runtime::Impl::move(OwnerTag owner, void* from, void* to, std::size_t bytes) {
+  auto* s = reinterpret_cast<Storage*>(owner);  // NOLINT: the tag attach_buffer set
+  DTR_CHECK(s->data == from && movable(owner), InvalidArgument, "compaction: asked to move ", from,
+            ", which is not the buffer of a resident storage no running op pins");
+  if (kernel_memory) backend->copy(to, from, bytes);
+  s->data = static_cast<std::byte*>(to);
+  stats.relocations += 1;
+}
 
 std::size_t Runtime::Impl::make_room(const ReclaimRequest* request) {
   if (windows && request != nullptr) {  // a request comes from the caching allocator

@@ -220,6 +220,16 @@ struct Runtime::Impl final : Reclaimer {
   }
   // Reclaimer: the allocator needs room for `request` (device budgets).
   std::size_t reclaim(const ReclaimRequest& request) override;
+  // Reclaimer, the allocator's compaction: a resident storage no running op pins may move (its buffer is read
+  // through Storage::data only when an op runs); move() copies it and points the storage at its new block.
+  bool movable(OwnerTag owner) const override;
+  void move(OwnerTag owner, void* from, void* to, std::size_t bytes) override;
+  // Whether buffers carry their storage as the allocator's owner tag: for the heuristics' windows, and for
+  // compaction under a device budget (an untagged block never moves).
+  bool tags_owners() const {
+    return allocator && (windows || (config.allocator.compaction && config.memory_budget &&
+                                      config.budget_mode == BudgetMode::device));
+  }
   // The one way to eviction, for both budget modes: evicts what the heuristic picks to make room (the window
   // covering a device request, when the heuristic chooses windows, else one storage); returns the bytes freed,
   // 0 when nothing could go. `request` is the allocator's (device budgets) or nullptr (bytes budgets).

@@ -19,9 +19,10 @@ TEST(Config, DefaultsWithoutEnvironment) {
       device("DTR_DEVICE", nullptr), stats("DTR_STATS", nullptr), trace("DTR_TRACE", nullptr),
       inplace("DTR_INPLACE", nullptr), search("DTR_SEARCH", nullptr), floor("DTR_SIZE_FLOOR", nullptr),
       timed("DTR_TIMED_RUNS", nullptr), order("DTR_RECOMPUTE_ORDER", nullptr),
-      expandable("DTR_EXPANDABLE_SEGMENTS", nullptr);
+      expandable("DTR_EXPANDABLE_SEGMENTS", nullptr), compaction("DTR_COMPACTION", nullptr);
   const Config c = Config::from_env(1 << 30);
   EXPECT_FALSE(c.allocator.expandable_segments);
+  EXPECT_TRUE(c.allocator.compaction);
   EXPECT_EQ(c.size_floor, 0.0);
   EXPECT_EQ(c.timed_runs, std::uint32_t{3});
   EXPECT_EQ(c.memory_budget, std::nullopt);
@@ -43,9 +44,11 @@ TEST(Config, ReadsEveryVariable) {
       clock("DTR_CLOCK", "time"), mode("DTR_BUDGET_MODE", "bytes"), device("DTR_DEVICE", "cpu"),
       stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl"),
       inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan"), floor("DTR_SIZE_FLOOR", "0.01"),
-      timed("DTR_TIMED_RUNS", "7"), order("DTR_RECOMPUTE_ORDER", "inputs"), expandable("DTR_EXPANDABLE_SEGMENTS", "1");
+      timed("DTR_TIMED_RUNS", "7"), order("DTR_RECOMPUTE_ORDER", "inputs"), expandable("DTR_EXPANDABLE_SEGMENTS", "1"),
+      compaction("DTR_COMPACTION", "0");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
   EXPECT_TRUE(c.allocator.expandable_segments);
+  EXPECT_FALSE(c.allocator.compaction);
   EXPECT_EQ(c.size_floor, 0.01);
   EXPECT_EQ(c.timed_runs, std::uint32_t{7});
   EXPECT_EQ(c.memory_budget, std::uint64_t{1} << 30);
@@ -69,7 +72,8 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
       {"DTR_TIMED_RUNS", "0"}, {"DTR_TIMED_RUNS", "-1"}, {"DTR_TIMED_RUNS", ""}, {"DTR_TIMED_RUNS", "three"},
       {"DTR_TIMED_RUNS", "2.5"}, {"DTR_TIMED_RUNS", "1000001"}, {"DTR_TIMED_RUNS", "99999999999"},
       {"DTR_TIMED_RUNS", "ALL"}, {"DTR_RECOMPUTE_ORDER", "deepest"}, {"DTR_RECOMPUTE_ORDER", ""},
-      {"DTR_EXPANDABLE_SEGMENTS", "yes"}, {"DTR_EXPANDABLE_SEGMENTS", "True"}, {"DTR_EXPANDABLE_SEGMENTS", ""}};
+      {"DTR_EXPANDABLE_SEGMENTS", "yes"}, {"DTR_EXPANDABLE_SEGMENTS", "True"}, {"DTR_EXPANDABLE_SEGMENTS", ""},
+      {"DTR_COMPACTION", "on"}, {"DTR_COMPACTION", ""}};
   for (const auto& [name, value] : cases) {
     EnvGuard env(name, value);
     try {
@@ -92,6 +96,9 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   EXPECT_TRUE(parse_expandable_segments("true"));
   EXPECT_FALSE(parse_expandable_segments("0"));
   EXPECT_FALSE(parse_expandable_segments("false"));
+  EXPECT_TRUE(parse_compaction("1"));
+  EXPECT_TRUE(parse_compaction("true"));
+  EXPECT_FALSE(parse_compaction("false"));
   EXPECT_EQ(parse_size_floor("0"), 0.0);
   EXPECT_EQ(parse_size_floor("2.5"), 2.5);
   EXPECT_EQ(parse_timed_runs("all"), std::nullopt);
@@ -182,7 +189,7 @@ TEST(Config, StatsFileIsWrittenWhenTheRuntimeEnds) {
   EXPECT_EQ(json["ops"], 1);
   EXPECT_EQ(json["base_compute"], 4.0);
   EXPECT_EQ(json["overhead"], 1.0);
-  for (const char* key : {"remat_compute", "rematerializations", "evictions", "eager_evictions", "in_place_updates", "search_ns",
+  for (const char* key : {"remat_compute", "rematerializations", "evictions", "eager_evictions", "in_place_updates", "relocations", "search_ns",
                           "peak_reserved_bytes", "peak_resident_bytes", "budget_bytes"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }

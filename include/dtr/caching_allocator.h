@@ -16,7 +16,9 @@
 //   address range whose pages are mapped on demand, and the budget counts its mapped pages instead.
 // A request that cannot be served: (1) best fit in the cache; (2) empty cached segments are released to
 // the upstream until a new segment fits the budget, and one is reserved; (3) the Reclaimer is asked for room
-// without the allocator's lock held, then (1)-(2) again, for as long as it makes progress; (4)
+// without the allocator's lock held, then (1)-(2) again, for as long as it makes progress; (4) compaction,
+// once per request (CachingAllocatorOptions::compaction): blocks the Reclaimer says may move are moved out of
+// the way, into free blocks elsewhere, so that the request's block or its new segment fits; (5)
 // dtr::OutOfMemory.
 //
 // Thread safety: every member function is thread-safe. The Reclaimer runs on the allocating thread with no
@@ -62,6 +64,19 @@ class Reclaimer {
   // without the allocator's lock. Returns the bytes it freed; the allocator retries as long as blocks were
   // freed since the call began and gives up (dtr::OutOfMemory) once a call frees nothing.
   virtual std::size_t reclaim(const ReclaimRequest& request) = 0;
+  // Compaction: whether the live block tagged `owner` (set_owner; 0 is never asked) may move now. Called with
+  // the allocator's lock held, so it must not call back into the allocator. The default: no block moves.
+  virtual bool movable(OwnerTag owner) const {
+    (void)owner;
+    return false;
+  }
+  // Compaction: copies `bytes` from the block at `from` to the block at `to`, both live and tagged `owner`, and
+  // makes the owner use `to` from now on; the allocator frees `from` afterwards. Called without the lock, only
+  // for blocks movable() allowed, before anything else happens in the allocator. May throw: then nothing it
+  // was asked to move since the request began has moved, but for those moved before (which stay moved).
+  virtual void move(OwnerTag owner, void* from, void* to, std::size_t bytes) {
+    (void)owner, (void)from, (void)to, (void)bytes;
+  }
 };
 
 struct CachingAllocatorOptions {
@@ -84,6 +99,11 @@ struct CachingAllocatorOptions {
   // What expandable ranges map at a time: 0, the upstream's page_bytes() (4 KiB on the host, 2 MiB for the
   // simulated GPU), or a multiple of it and of the rounding.
   std::size_t page_bytes = 0;
+  // Compaction (DTR_COMPACTION: 1 or 0; on by default): when the Reclaimer can free nothing more, move the
+  // fewest bytes of movable blocks (Reclaimer::movable) that open a free run for the request in its pool, or
+  // empty a segment whose release makes room for the request's new segment. Moves go into free blocks of the
+  // same pool outside that run or segment, never into new segments. Classic segments only.
+  bool compaction = true;
 };
 
 // A value with its high-water mark since construction or the last reset_peak_stats().
@@ -109,6 +129,9 @@ struct AllocatorStats {
   std::uint64_t num_device_frees = 0;        // segments released to the upstream (expandable: page runs unmapped)
   std::uint64_t num_reclaim_calls = 0;
   std::uint64_t num_ooms = 0;
+  std::uint64_t num_compactions = 0;  // requests served after blocks were moved for them
+  std::uint64_t num_moved_blocks = 0;
+  std::uint64_t moved_bytes = 0;      // the moved blocks' requested bytes: what was copied
 };
 
 struct BlockInfo {

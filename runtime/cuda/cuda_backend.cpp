@@ -48,6 +48,12 @@ class CudaBackend final : public Backend {
     DTR_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
 
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    CurrentDevice current(device_);
+    DTR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr));
+  }
+
   void fill_zero(void* dst, std::size_t bytes) override {
     if (bytes == 0) return;
     CurrentDevice current(device_);

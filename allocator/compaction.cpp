@@ -1,0 +1,204 @@
+// Compaction: when the Reclaimer can free nothing more and a request still does not fit, the blocks the
+// Reclaimer says may move are copied out of its way (docs/allocator.md, "Compaction"). Off the hot path: it
+// runs only where the request would otherwise fail.
+#include <algorithm>
+#include <mutex>  // std::lock_guard
+
+#include "caching_allocator_state.h"
+#include "dtr/small_vector.h"
+
+namespace dtr {
+
+namespace detail {
+
+// By addresses, not blocks: a clearing tried and given back leaves the same blocks at the same addresses, but
+// not the same Block objects (merges recycle them).
+struct Clearing {
+  struct Run {
+    std::uintptr_t segment = 0;  // the segment's address
+    std::uintptr_t begin = 0;    // a block's address
+    std::uintptr_t end = 0;      // the end of a block
+  };
+  SmallVector<Run, 1> runs;  // the blocks of one segment each
+  std::uint64_t moved = 0;   // bytes of the live blocks in them
+
+  bool overlaps(std::uintptr_t begin, std::uintptr_t end) const {
+    return std::any_of(runs.begin(), runs.end(), [&](const Run& r) { return begin < r.end && r.begin < end; });
+  }
+};
+
+struct Move {
+  OwnerTag owner = 0;
+  Block* from = nullptr;
+  Block* to = nullptr;
+};
+
+}  // namespace detail
+
+using detail::Block;
+using detail::Clearing;
+using detail::Move;
+
+namespace {
+
+// Each try takes and gives back destinations under the lock: a few cheapest clearings are enough, and a
+// request that none of them serves fails as it did without compaction.
+constexpr std::size_t kMaxTries = 8;
+
+}  // namespace
+
+std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const Reclaimer& reclaimer) const {
+  const auto movable = [&](const Block* b) { return !b->allocated || (b->owner != 0 && reclaimer.movable(b->owner)); };
+  std::vector<Clearing> found;
+  // Segments that could be emptied, by the bytes to move per byte released: under a budget, enough of them
+  // released make room for the request's new segment.
+  struct Emptiable {
+    std::uintptr_t address;
+    std::size_t size;
+    std::uint64_t moved;
+  };
+  std::vector<Emptiable> emptiable;
+  const auto whole = [](const Emptiable& e) { return Clearing::Run{e.address, e.address, e.address + e.size}; };
+  for (const auto& [address, segment] : segments) {
+    if (segment->expandable) continue;
+    // A run inside the segment that covers the request, as short as it can be.
+    if (segment->pool == r.pool) {
+      Block* first = segment->head;
+      std::uint64_t span = 0;
+      std::uint64_t moved = 0;
+      for (Block* b = segment->head; b != nullptr; b = b->next) {
+        if (!movable(b)) {
+          first = b->next;
+          span = moved = 0;
+          continue;
+        }
+        span += b->size;
+        moved += b->allocated ? b->size : 0;
+        while (first != b && span - first->size >= r.rounded) {
+          span -= first->size;
+          moved -= first->allocated ? first->size : 0;
+          first = first->next;
+        }
+        if (span >= r.rounded && moved > 0) {
+          found.push_back(Clearing{{Clearing::Run{address, first->address, b->address + b->size}}, moved});
+        }
+      }
+    }
+    if (!budget || segment->empty()) continue;
+    Emptiable e{address, segment->size, 0};
+    bool all_movable = true;
+    for (Block* b = segment->head; b != nullptr && all_movable; b = b->next) {
+      all_movable = movable(b);
+      e.moved += b->allocated ? b->size : 0;
+    }
+    if (all_movable) emptiable.push_back(e);
+  }
+  if (budget) {
+    const std::uint64_t room = headroom() + empty_segment_bytes;
+    const std::uint64_t needed = least_reservation(r);
+    // One segment whose release is enough on its own, or else the fewest bytes moved per byte released.
+    for (const Emptiable& e : emptiable) {
+      if (room + e.size >= needed) found.push_back(Clearing{{whole(e)}, e.moved});
+    }
+    std::sort(emptiable.begin(), emptiable.end(), [](const Emptiable& a, const Emptiable& b) {
+      return detail::u128{a.moved} * b.size < detail::u128{b.moved} * a.size;
+    });
+    Clearing several;
+    std::uint64_t released = 0;
+    for (const Emptiable& e : emptiable) {
+      if (room + released >= needed) break;
+      several.runs.push_back(whole(e));
+      several.moved += e.moved;
+      released += e.size;
+    }
+    if (several.runs.size() > 1 && room + released >= needed) found.push_back(std::move(several));
+  }
+  std::stable_sort(found.begin(), found.end(), [](const Clearing& a, const Clearing& b) { return a.moved < b.moved; });
+  if (found.size() > kMaxTries) found.resize(kMaxTries);
+  return found;
+}
+
+Block* CachingAllocator::State::take_outside(const Request& r, const Clearing& clearing) {
+  FreeSet& set = free_blocks[detail::index_of(r.pool)];
+  for (auto it = best_fit(r); it != set.end(); ++it) {
+    Block* free_block = *it;
+    const bool inside = clearing.overlaps(free_block->address, free_block->address + free_block->size);
+    const bool whole_segment = free_block->prev == nullptr && free_block->next == nullptr;
+    if (inside || whole_segment || free_block->segment->expandable) continue;
+    Block* block = take(it, r.rounded, should_split(r.pool, free_block->size - r.rounded));
+    enter_live(block, r.bytes);
+    return block;
+  }
+  return nullptr;
+}
+
+void CachingAllocator::State::untake(Block* block) {
+  free(block);
+  stats.num_allocations -= 1;
+  stats.num_frees -= 1;
+  blocks_freed -= 1;  // not progress for the reclaim loop
+}
+
+bool CachingAllocator::State::take_destinations(const Clearing& clearing, std::vector<Move>& moves) {
+  std::vector<Block*> sources;
+  for (const Clearing::Run& run : clearing.runs) {
+    for (Block* b = segments.at(run.segment)->head; b != nullptr && b->address < run.end; b = b->next) {
+      if (b->allocated && b->address >= run.begin) sources.push_back(b);
+    }
+  }
+  // The largest first: best fit then leaves the smaller holes to the smaller blocks.
+  std::sort(sources.begin(), sources.end(),
+            [](const Block* a, const Block* b) { return a->size != b->size ? a->size > b->size : a->address < b->address; });
+  const std::size_t first_move = moves.size();
+  for (Block* source : sources) {
+    const Request r{source->requested, detail::round_up(source->requested, options.rounding), source->segment->pool};
+    Block* destination = take_outside(r, clearing);
+    if (destination == nullptr) {
+      for (std::size_t i = first_move; i < moves.size(); ++i) untake(moves[i].to);
+      moves.resize(first_move);
+      return false;
+    }
+    destination->owner = source->owner;
+    moves.push_back(Move{source->owner, source, destination});
+  }
+  return true;
+}
+
+bool CachingAllocator::State::compact(const Request& r, Reclaimer& reclaimer) {
+  std::vector<Move> moves;
+  {
+    std::lock_guard lock(mutex);
+    bool planned = false;
+    for (const Clearing& clearing : clearings(r, reclaimer)) {
+      if ((planned = take_destinations(clearing, moves))) break;
+    }
+    if (!planned) return false;
+  }
+  // The copies run without the lock, as the Reclaimer's evictions do; both blocks of each move stay live
+  // (their owner holds them), so no other thread can merge them away meanwhile.
+  std::size_t done = 0;
+  try {
+    for (; done < moves.size(); ++done) {
+      reclaimer.move(moves[done].owner, detail::to_pointer(moves[done].from->address),
+                     detail::to_pointer(moves[done].to->address), moves[done].from->requested);
+    }
+  } catch (...) {
+    std::lock_guard lock(mutex);
+    for (std::size_t i = 0; i < moves.size(); ++i) i < done ? free(moves[i].from) : untake(moves[i].to);
+    throw;
+  }
+  std::lock_guard lock(mutex);
+  std::uint64_t bytes = 0;
+  for (const Move& m : moves) {
+    bytes += m.from->requested;
+    free(m.from);
+  }
+  stats.num_compactions += 1;
+  stats.num_moved_blocks += moves.size();
+  stats.moved_bytes += bytes;
+  detail::logger().debug("{}: moved {} block(s), {}, to make room for {} in the {} pool", upstream.name(),
+                         moves.size(), format_bytes(bytes), format_bytes(r.bytes), to_string(r.pool));
+  return true;
+}
+
+}  // namespace dtr

@@ -1,0 +1,239 @@
+// The caching allocator's compaction: when the Reclaimer frees nothing more, blocks it allows to move are
+// copied out of a request's way, the cheapest clearing first; blocks it does not allow never move.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "test_resources.h"
+
+namespace dtr::test {
+namespace {
+
+// Owns tagged host blocks filled with a byte pattern; evicts nothing, moves what it is told (copying the
+// bytes, as the runtime does), and can be told to refuse moves or to fail the n-th one.
+class MovingReclaimer final : public Reclaimer {
+ public:
+  struct Object {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+    unsigned char pattern = 0;
+  };
+
+  explicit MovingReclaimer(CachingAllocator& alloc) : alloc_(alloc) { alloc_.set_reclaimer(this); }
+  ~MovingReclaimer() override {
+    alloc_.set_reclaimer(nullptr);
+    for (auto& [tag, o] : objects) alloc_.free(o.ptr);
+  }
+
+  OwnerTag make(std::size_t bytes) {
+    const OwnerTag tag = next_tag_++;
+    Object o{alloc_.allocate(bytes), bytes, static_cast<unsigned char>(tag)};
+    std::memset(o.ptr, o.pattern, bytes);
+    alloc_.set_owner(o.ptr, tag);
+    objects[tag] = o;
+    return tag;
+  }
+  void drop(OwnerTag tag) {
+    alloc_.free(objects.at(tag).ptr);
+    objects.erase(tag);
+  }
+  bool intact(OwnerTag tag) const {
+    const Object& o = objects.at(tag);
+    const auto* bytes = static_cast<const unsigned char*>(o.ptr);
+    for (std::size_t i = 0; i < o.bytes; ++i) {
+      if (bytes[i] != o.pattern) return false;
+    }
+    return true;
+  }
+
+  std::size_t reclaim(const ReclaimRequest&) override { return 0; }
+  bool movable(OwnerTag owner) const override {
+    EXPECT_NE(owner, 0u);
+    return allow_moves;
+  }
+  void move(OwnerTag owner, void* from, void* to, std::size_t bytes) override {
+    moves += 1;
+    if (moves == fail_at_move) throw DeviceError("the copy failed", __FILE__, __LINE__);
+    Object& o = objects.at(owner);
+    EXPECT_EQ(o.ptr, from);
+    EXPECT_EQ(o.bytes, bytes);
+    std::memcpy(to, from, bytes);
+    std::memset(from, 0xEE, bytes);  // the old block is garbage from now on
+    o.ptr = to;
+  }
+
+  std::map<OwnerTag, Object> objects;
+  bool allow_moves = true;
+  int moves = 0;
+  int fail_at_move = -1;
+
+ private:
+  CachingAllocator& alloc_;
+  OwnerTag next_tag_ = 1;
+};
+
+std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+CachingAllocatorOptions budget_of(std::uint64_t bytes, bool compaction = true) {
+  CachingAllocatorOptions o;
+  o.budget_bytes = bytes;
+  o.compaction = compaction;
+  return o;
+}
+
+// Two full 2 MiB small segments with a 512 KiB hole in each: no 1 MiB block is free, and the budget holds no
+// third segment.
+struct TwoHoles {
+  OwnerTag a0, a1, a2, a3, b0, b1, b2, b3;
+  explicit TwoHoles(MovingReclaimer& r)
+      : a0(r.make(512 * KiB)), a1(r.make(512 * KiB)), a2(r.make(512 * KiB)), a3(r.make(512 * KiB)),
+        b0(r.make(512 * KiB)), b1(r.make(512 * KiB)), b2(r.make(512 * KiB)), b3(r.make(512 * KiB)) {
+    r.drop(a1);
+    r.drop(b2);
+  }
+};
+
+TEST(Compaction, MovesTheFewestBytesThatOpenARunForTheRequest) {
+  auto host = make_host_resource();
+  CachingAllocator alloc(*host, budget_of(4 * MiB));
+  MovingReclaimer reclaimer(alloc);
+  TwoHoles layout(reclaimer);
+  std::map<OwnerTag, void*> before;
+  for (const auto& [tag, o] : reclaimer.objects) before[tag] = o.ptr;
+  const std::uintptr_t holes[] = {addr(before[layout.a0]) + 512 * KiB, addr(before[layout.b1]) + 512 * KiB};
+
+  void* p = alloc.allocate(MiB);
+
+  // One 512 KiB block moved, from beside one hole into the other, and the request took the run it opened.
+  EXPECT_EQ(reclaimer.moves, 1);
+  int moved = 0;
+  for (const auto& [tag, o] : reclaimer.objects) {
+    EXPECT_TRUE(reclaimer.intact(tag)) << "object " << tag;
+    EXPECT_TRUE(addr(o.ptr) + o.bytes <= addr(p) || addr(p) + MiB <= addr(o.ptr)) << "object " << tag;
+    if (o.ptr == before[tag]) continue;
+    moved += 1;
+    EXPECT_TRUE(addr(o.ptr) == holes[0] || addr(o.ptr) == holes[1]);
+    EXPECT_TRUE(addr(p) == addr(before[tag]) || addr(p) + 512 * KiB == addr(before[tag]));
+  }
+  EXPECT_EQ(moved, 1);
+  const AllocatorStats s = alloc.stats();
+  EXPECT_EQ(s.num_compactions, 1u);
+  EXPECT_EQ(s.num_moved_blocks, 1u);
+  EXPECT_EQ(s.moved_bytes, 512 * KiB);
+  EXPECT_EQ(s.reserved_bytes.current, 4 * MiB);
+  EXPECT_EQ(s.allocated_bytes.current, 4 * MiB);
+  const auto json = nlohmann::json::parse(to_json(s));
+  EXPECT_EQ(json["num_compactions"], 1);
+  EXPECT_EQ(json["moved_bytes"], 512 * KiB);
+  alloc.free(p);
+}
+
+TEST(Compaction, BlocksTheReclaimerDoesNotAllowNeverMove) {
+  auto host = make_host_resource();
+  CachingAllocator alloc(*host, budget_of(4 * MiB));
+  MovingReclaimer reclaimer(alloc);
+  TwoHoles layout(reclaimer);
+  reclaimer.allow_moves = false;
+  try {
+    alloc.allocate(MiB);
+    FAIL() << "expected dtr::OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("(compaction) could not make room"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(reclaimer.moves, 0);
+  EXPECT_EQ(alloc.stats().num_compactions, 0u);
+  for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag));
+}
+
+TEST(Compaction, SwitchedOffTheRequestFailsAsBefore) {
+  auto host = make_host_resource();
+  CachingAllocator alloc(*host, budget_of(4 * MiB, /*compaction=*/false));
+  MovingReclaimer reclaimer(alloc);
+  TwoHoles layout(reclaimer);
+  try {
+    alloc.allocate(MiB);
+    FAIL() << "expected dtr::OutOfMemory";
+  } catch (const OutOfMemory& e) {
+    EXPECT_EQ(std::string(e.what()).find("compaction"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(reclaimer.moves, 0);
+}
+
+TEST(Compaction, UntaggedBlocksStayWhereTheyAre) {
+  auto host = make_host_resource();
+  CachingAllocator alloc(*host, budget_of(4 * MiB));
+  MovingReclaimer reclaimer(alloc);
+  TwoHoles layout(reclaimer);
+  for (OwnerTag t : {layout.a0, layout.a2, layout.b1, layout.b3}) {
+    alloc.set_owner(reclaimer.objects[t].ptr, 0);  // the blocks next to the holes: nothing opens a 1 MiB run
+  }
+  EXPECT_THROW(alloc.allocate(MiB), OutOfMemory);
+  EXPECT_EQ(reclaimer.moves, 0);
+}
+
+// Three small segments, two holding one movable 512 KiB block each: releasing both (their blocks moved into
+// the third) makes room under the budget for a 2.5 MiB segment, which no single release would.
+struct ThreeSegments {
+  OwnerTag a, b, fixed;
+  explicit ThreeSegments(MovingReclaimer& r) {
+    const OwnerTag a_front = r.make(MiB);
+    const OwnerTag a_mid = r.make(512 * KiB);
+    a = r.make(512 * KiB);
+    const OwnerTag b_front = r.make(MiB);
+    const OwnerTag b_mid = r.make(512 * KiB);
+    b = r.make(512 * KiB);
+    fixed = r.make(512 * KiB);
+    for (OwnerTag t : {a_front, a_mid, b_front, b_mid}) r.drop(t);
+  }
+};
+
+TEST(Compaction, EmptiesSeveralSegmentsWhenTheRequestNeedsANewOne) {
+  auto host = make_host_resource();
+  CachingAllocator alloc(*host, budget_of(6 * MiB));
+  MovingReclaimer reclaimer(alloc);
+  ThreeSegments layout(reclaimer);
+  const std::uintptr_t fixed_at = addr(reclaimer.objects[layout.fixed].ptr);
+  alloc.set_owner(reclaimer.objects[layout.fixed].ptr, 0);
+  ASSERT_EQ(alloc.stats().segments.current, 3u);
+
+  void* p = alloc.allocate(MiB * 5 / 2);
+
+  EXPECT_EQ(reclaimer.moves, 2);
+  for (OwnerTag t : {layout.a, layout.b}) {  // both now in the third segment, after the fixed block
+    const std::uintptr_t at = addr(reclaimer.objects[t].ptr);
+    EXPECT_TRUE(at > fixed_at && at < fixed_at + 2 * MiB) << "object " << t;
+    EXPECT_TRUE(reclaimer.intact(t));
+  }
+  const AllocatorStats s = alloc.stats();
+  EXPECT_EQ(s.segments.current, 2u);
+  EXPECT_LE(s.reserved_bytes.peak, 6 * MiB);
+  EXPECT_EQ(s.moved_bytes, MiB);
+  alloc.free(p);
+}
+
+TEST(Compaction, AFailedMoveLeavesEveryBlockOwnedOnceAndTheRestInPlace) {
+  auto host = make_host_resource();
+  CachingAllocator alloc(*host, budget_of(6 * MiB));
+  MovingReclaimer reclaimer(alloc);
+  ThreeSegments layout(reclaimer);
+  alloc.set_owner(reclaimer.objects[layout.fixed].ptr, 0);
+  reclaimer.fail_at_move = 2;
+  const std::uint64_t allocated_before = alloc.stats().allocated_bytes.current;
+
+  EXPECT_THROW(alloc.allocate(MiB * 5 / 2), DeviceError);
+
+  // The first block moved (its old block freed), the second did not (its destination given back).
+  EXPECT_EQ(alloc.stats().allocated_bytes.current, allocated_before);
+  EXPECT_EQ(alloc.stats().active_blocks.current, reclaimer.objects.size());
+  for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag)) << "object " << tag;
+  // Usable afterwards: with moves working again the request is served.
+  reclaimer.fail_at_move = -1;
+  void* p = alloc.allocate(MiB * 5 / 2);
+  alloc.free(p);
+}
+
+}  // namespace
+}  // namespace dtr::test

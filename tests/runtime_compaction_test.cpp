@@ -1,0 +1,68 @@
+// Compaction through the runtime: under a device budget, when nothing is left to evict and the free bytes are
+// split, the allocator moves resident storages no op pins (the runtime copies them and points them at their
+// new blocks); the program's values stay bitwise what they were, and without compaction it runs out of memory.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "test_resources.h"
+
+namespace dtr::test {
+namespace {
+
+constexpr std::size_t kKiB = 1024;
+constexpr std::int64_t kFloats = 512;  // 2 KiB
+
+// Two 8 KiB small segments are the whole device budget.
+Config small_segments(std::optional<std::uint64_t> budget, bool compaction) {
+  Config config = deterministic_config(budget, BudgetMode::device, "dtr-eq");
+  config.allocator.small_request_limit = 8 * kKiB;
+  config.allocator.small_segment_bytes = 8 * kKiB;
+  config.allocator.compaction = compaction;
+  return config;
+}
+
+std::vector<float> ramp(float start) {
+  std::vector<float> v(static_cast<std::size_t>(kFloats));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i) * 0.25f;
+  return v;
+}
+
+struct Outcome {
+  std::uint64_t relocations = 0;
+  std::vector<std::vector<float>> values;  // the six constants left, then the sums made after the move
+};
+
+// Fills both segments with eight 2 KiB constants, drops one in each (two 2 KiB holes, one per segment), asks
+// for a 4 KiB constant (then drops it), and adds constants that may have moved.
+Outcome run_fragmented(std::optional<std::uint64_t> budget, bool compaction) {
+  Runtime rt(small_segments(budget, compaction));
+  std::vector<Tensor> c;
+  for (int i = 0; i < 8; ++i) c.push_back(rt.constant(TensorMeta{{kFloats}}, ramp(static_cast<float>(i))));
+  c[1] = Tensor();
+  c[6] = Tensor();
+  Tensor wide = rt.constant(TensorMeta{{2 * kFloats}});
+  Outcome out;
+  out.relocations = rt.stats().relocations;
+  wide = Tensor();  // room for the sums
+  for (int i : {0, 2, 3, 4, 5, 7}) out.values.push_back(c[static_cast<std::size_t>(i)].to_host());
+  c[1] = rt.call1(ops::add(), {c[0], c[7]});
+  out.values.push_back(c[1].to_host());
+  out.values.push_back(rt.call1(ops::add(), {c[2], c[5]}).to_host());
+  return out;
+}
+
+TEST(RuntimeCompaction, MovedConstantsKeepTheirValuesBitForBit) {
+  const Outcome reference = run_fragmented(std::nullopt, true);
+  EXPECT_EQ(reference.relocations, 0u);
+  const Outcome compacted = run_fragmented(16 * kKiB, true);
+  EXPECT_EQ(compacted.relocations, 1u);  // one 2 KiB constant beside a hole, into the other hole
+  EXPECT_EQ(compacted.values, reference.values);
+}
+
+TEST(RuntimeCompaction, WithoutItTheSameProgramRunsOutOfMemory) {
+  EXPECT_THROW(run_fragmented(16 * kKiB, false), OutOfMemory);
+}
+
+}  // namespace
+}  // namespace dtr::test
