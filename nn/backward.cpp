@@ -49,9 +49,10 @@ void accumulate_into_leaf(detail::VariableImpl& leaf, const Tensor& grad) {
     return;
   }
   if (!leaf.grad.defined()) {
-    // A copy of its own (x · 1 = x, bit for bit), since other consumers may hold `grad`, and an accumulation
-    // into the leaf's must not change theirs. Made a constant directly: no zero-filled buffer to replace.
-    Tensor sum = runtime.call1(ops::scale(), {grad}, {{"factor", 1.0}});
+    // Held by nobody else, the gradient becomes the leaf's as it is (PyTorch's AccumulateGrad steals it too).
+    // Otherwise a copy of its own (x · 1 = x, bit for bit), since an accumulation into the leaf's must not
+    // change what other holders see. Made a constant directly: no zero-filled buffer to replace.
+    Tensor sum = grad.sole_reference() ? grad : runtime.call1(ops::scale(), {grad}, {{"factor", 1.0}});
     runtime.make_constant(sum);
     leaf.grad = std::move(sum);
     return;

@@ -40,6 +40,10 @@ bool Tensor::is_view() const {
   return defined() && (handle_->view != 0 || handle_->offset != 0 || !(handle_->meta == handle_->storage->meta));
 }
 
+bool Tensor::sole_reference() const {
+  return defined() && handle_.use_count() == 1 && handle_->storage->handles == 1 && !is_view();
+}
+
 bool Tensor::is_constant() const { return defined() && handle_->storage->producer == nullptr; }
 
 bool Tensor::resident() const { return defined() && handle_->storage->in_memory; }

@@ -154,6 +154,7 @@ class Replayer {
     }
     const std::vector<Tensor> outputs = runtime_.call(
         replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"aliases", std::move(aliases)}, {"time", in.time_ns}});
+    args_.clear();  // held until the next op, the inputs would outlive their RELEASE (and all they need)
     for (std::size_t i = 0; i < outputs.size(); ++i) bind(in.results[i].name, outputs[i]);
   }
 
@@ -206,6 +207,7 @@ class Replayer {
     std::vector<std::int64_t> aliases(bytes.size(), -1);
     const std::vector<Tensor> outputs = runtime_.call(
         replay_op(), args_, Attrs{{"bytes", std::move(bytes)}, {"aliases", std::move(aliases)}, {"time", in.time_ns}});
+    args_.clear();
     for (std::size_t i = 0; i < in.mutated.size(); ++i) bind(in.args[in.mutated[i]], outputs[i]);
   }
 

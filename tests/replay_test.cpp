@@ -379,6 +379,35 @@ TEST(Replay, AValueMadeAConstantInTheRunIsOneInTheReplay) {
   EXPECT_EQ(sim::summarize(parse(of_view)).floor_bytes, 6010u);
 }
 
+// A value released after the last op that read it goes at its RELEASE, as in the run, not at the next op: a
+// batch and the chain of dead values that needs it (x, then y = f(x) and z = g(y), both released) are gone
+// before the next batch is made, so the replay peaks where the summary says and fits its own peak.
+TEST(Replay, AReleaseFreesAtOnceNotAtTheNextOp) {
+  const sim::Trace trace = parse(R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}
+{"INSTRUCTION":"CONSTANT","NAME":"x"}
+{"INSTRUCTION":"MEMORY","MEMORY":"8000","NAME":"x"}
+{"ARGS":["x"],"INSTRUCTION":"CALL","NAME":"f","RESULT":["y"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","MEMORY":"100","NAME":"y"}
+{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"y"}
+{"ARGS":["y"],"INSTRUCTION":"CALL","NAME":"g","RESULT":["z"],"TIME":"10"}
+{"INSTRUCTION":"MEMORY","MEMORY":"100","NAME":"z"}
+{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"z"}
+{"INSTRUCTION":"RELEASE","NAME":"y"}
+{"INSTRUCTION":"RELEASE","NAME":"z"}
+{"INSTRUCTION":"RELEASE","NAME":"x"}
+{"INSTRUCTION":"CONSTANT","NAME":"x2"}
+{"INSTRUCTION":"MEMORY","MEMORY":"8000","NAME":"x2"}
+)");
+  EXPECT_EQ(sim::summarize(trace).peak_bytes, 8200u);
+  sim::ReplayOptions at_peak;
+  at_peak.keep_constants = false;
+  at_peak.budget_bytes = 8200;
+  at_peak.budget_mode = BudgetMode::bytes;
+  const sim::ReplayResult r = sim::replay(trace, at_peak);
+  EXPECT_TRUE(r.feasible) << r.failure;
+  EXPECT_EQ(r.peak_resident_bytes, 8200u);
+}
+
 TEST(Replay, NamesThatAreNotLiveAreTraceErrorsWithTheirLine) {
   const std::string text = R"({"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}
 {"INSTRUCTION":"CONSTANT","NAME":"c"}

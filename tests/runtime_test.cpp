@@ -27,6 +27,28 @@ TEST(Runtime, ComputesOps) {
   EXPECT_EQ(s.rematerializations, 0u);
 }
 
+TEST(Runtime, SoleReferenceIsOneTensorOnAWholeStorageNobodyElseViews) {
+  Runtime rt(deterministic_config());
+  EXPECT_FALSE(Tensor().sole_reference());
+  Tensor a = constant(rt, {4}, 1.0f);
+  EXPECT_TRUE(a.sole_reference());
+  {
+    const Tensor copy = a;  // copies alias one handle
+    EXPECT_FALSE(a.sole_reference());
+    EXPECT_FALSE(copy.sole_reference());
+  }
+  EXPECT_TRUE(a.sole_reference());
+  {
+    const Tensor part = rt.view(a, {2}, 2);  // another handle on the storage
+    EXPECT_FALSE(a.sole_reference());
+    EXPECT_FALSE(part.sole_reference());
+  }
+  EXPECT_TRUE(a.sole_reference());
+  Tensor b = rt.call1(ops::relu(), {a});  // a closure reading it is not a reference to it
+  EXPECT_TRUE(a.sole_reference());
+  EXPECT_TRUE(b.sole_reference());
+}
+
 TEST(Runtime, FootprintCountsTheLineageAndComesBackWhenTheProgramsTensorsDie) {
   Config config = deterministic_config(std::nullopt, BudgetMode::bytes, "dtr-eq");
   Runtime rt(config);

@@ -44,6 +44,10 @@ class Tensor {
   bool resident() const;
   // The bytes of the storage it is (a view: the storage it is part of).
   std::size_t storage_bytes() const;
+  // Whether this is the only reference to its values: no copy of this Tensor (copies alias one handle), no
+  // other tensor or view on its storage, and not a view itself. What lets a caller take a value over instead
+  // of copying it, as autograd does with a leaf's first gradient (PyTorch's AccumulateGrad steals one too).
+  bool sole_reference() const;
 
  private:
   friend class Runtime;

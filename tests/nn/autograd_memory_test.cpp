@@ -124,6 +124,28 @@ TEST(AutogradMemory, RetainGraphKeepsSavedTensorsAndAccumulates) {
   EXPECT_THROW(loss.backward(), InvalidArgument);  // freed by the second
 }
 
+// A leaf's first gradient that nothing else holds becomes its .grad as it is (no copy); one a caller holds
+// (here the gradient passed to backward) is copied, so accumulating into .grad never changes the caller's.
+TEST(AutogradMemory, ALeafTakesOverItsFirstGradientOnlyWhenNothingElseHoldsIt) {
+  Config config;
+  int copies = 0;
+  config.kernel_observer = [&](const KernelRun& run) { copies += run.name == "scale" ? 1 : 0; };
+  Runtime rt(config);
+  const Variable x = constant(rt, {3}, std::vector<float>{1, 2, 3}, true);
+  const Variable w = constant(rt, {3}, std::vector<float>{4, 5, 6});
+  sum(mul(x, w)).backward();
+  EXPECT_EQ(copies, 0);
+  EXPECT_EQ(x.grad().to_host(), (std::vector<float>{4, 5, 6}));
+
+  const Variable y = constant(rt, {3}, std::vector<float>{1, 2, 3}, true);
+  const Tensor g = rt.constant(TensorMeta{{3}}, std::vector<float>{0.5F, 1.5F, 2.5F});
+  y.backward(g);
+  EXPECT_EQ(copies, 1);
+  y.backward(g);  // accumulates into y's gradient
+  EXPECT_EQ(y.grad().to_host(), (std::vector<float>{1, 3, 5}));
+  EXPECT_EQ(g.to_host(), (std::vector<float>{0.5F, 1.5F, 2.5F}));
+}
+
 // Backward and the graph's destruction are iterative: 10,000 layers grow no C stack.
 TEST(AutogradMemory, TenThousandLayerBackwardNeedsNoDeepStack) {
   Runtime rt;
