@@ -16,6 +16,15 @@ using detail::to_pointer;
 
 const char* to_string(Pool pool) { return pool == Pool::small ? "small" : "large"; }
 
+const char* to_string(Compaction compaction) {
+  switch (compaction) {
+    case Compaction::off: return "off";
+    case Compaction::last_resort: return "last-resort";
+    case Compaction::first: return "first";
+  }
+  return "?";
+}
+
 CachingAllocator::CachingAllocator(MemoryResource& upstream, CachingAllocatorOptions options)
     : upstream_(upstream), options_(options), state_(std::make_unique<State>(upstream_, options_)) {
   const auto& o = options_;
@@ -81,7 +90,10 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
   r.rounded = representable ? round_up(bytes, options_.rounding) : bytes;
   r.pool = r.rounded <= options_.small_request_limit ? Pool::small : Pool::large;
 
-  bool compacted = false;  // once per request: moving blocks back and forth must not loop
+  // Compaction at most once before the Reclaimer (Compaction::first) and once after it (the last resort): moving
+  // blocks back and forth must not loop.
+  bool compacted_first = options_.compaction != Compaction::first;
+  bool compacted = options_.compaction == Compaction::off;
   for (;;) {
     Reclaimer* reclaimer = nullptr;
     ReclaimRequest request;
@@ -94,15 +106,23 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
       if (Block* block = s.try_allocate(r)) return to_pointer(block->address);
       reclaimer = s.reclaimer;
       if (reclaimer == nullptr) throw s.out_of_memory(r, State::Cause::no_reclaimer, name());
-      s.stats.num_reclaim_calls += 1;
-      freed_before = s.blocks_freed;
-      request = ReclaimRequest{bytes, r.rounded, r.pool, s.budget.value_or(0), s.stats.reserved_bytes.current};
+      if (compacted_first) {
+        s.stats.num_reclaim_calls += 1;
+        freed_before = s.blocks_freed;
+        request = ReclaimRequest{bytes, r.rounded, r.pool, s.budget.value_or(0), s.stats.reserved_bytes.current};
+      }
+    }
+    if (!compacted_first) {
+      // Fragmentation before eviction: moving no more bytes than the request is cheaper than a recomputation.
+      compacted_first = true;
+      s.compact(r, *reclaimer, r.rounded);
+      continue;
     }
     reclaimer->reclaim(request);
     {
       std::lock_guard lock(s.mutex);
       if (s.blocks_freed != freed_before) continue;
-      if (!options_.compaction || compacted) throw s.out_of_memory(r, State::Cause::no_progress, name());
+      if (compacted) throw s.out_of_memory(r, State::Cause::no_progress, name());
     }
     compacted = true;
     if (!s.compact(r, *reclaimer)) {

@@ -41,7 +41,7 @@ OutOfMemory CachingAllocator::State::out_of_memory(const Request& r, Cause cause
       message += cause == Cause::no_reclaimer
                      ? " No Reclaimer is registered, so nothing could be evicted."
                      : " The Reclaimer could free nothing more: everything left is in use (pinned or constant).";
-      if (cause == Cause::no_progress && options.compaction) {
+      if (cause == Cause::no_progress && options.compaction != Compaction::off) {
         message += " Moving the blocks it allows to move (compaction) could not make room either.";
       }
       if (free_in_segments >= r.rounded) {

@@ -421,7 +421,7 @@ struct CachingAllocator::State {
   // Moves movable blocks out of the way of `r` (CachingAllocatorOptions::compaction) through `reclaimer`.
   // Unlike the other members, called without `mutex` held: it takes it itself, and releases it while the
   // reclaimer copies. Whether anything moved.
-  bool compact(const Request& r, Reclaimer& reclaimer);
+  bool compact(const Request& r, Reclaimer& reclaimer, std::uint64_t max_moved = std::numeric_limits<std::uint64_t>::max());
   // Where compact() could open room for `r`, cheapest (fewest bytes to move) first: runs of free and movable
   // blocks in the request's pool that cover it, and, under a budget, segments of movable blocks whose release
   // (one alone, or several together) would let the request's segment fit.

@@ -164,12 +164,13 @@ bool CachingAllocator::State::take_destinations(const Clearing& clearing, std::v
   return true;
 }
 
-bool CachingAllocator::State::compact(const Request& r, Reclaimer& reclaimer) {
+bool CachingAllocator::State::compact(const Request& r, Reclaimer& reclaimer, std::uint64_t max_moved) {
   std::vector<Move> moves;
   {
     std::lock_guard lock(mutex);
     bool planned = false;
     for (const Clearing& clearing : clearings(r, reclaimer)) {
+      if (clearing.moved > max_moved) break;
       if ((planned = take_destinations(clearing, moves))) break;
     }
     if (!planned) return false;

@@ -47,11 +47,13 @@ bool parse_expandable_segments(std::string_view text, std::string_view variable)
             "segments), 0 or false (classic segments)");
 }
 
-bool parse_compaction(std::string_view text, std::string_view variable) {
-  if (text == "1" || text == "true") return true;
-  if (text == "0" || text == "false") return false;
-  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not a switch; expected 1 or true (move "
-            "resident blocks when nothing more can be evicted), 0 or false (never move them)");
+Compaction parse_compaction(std::string_view text, std::string_view variable) {
+  if (text == "first") return Compaction::first;
+  if (text == "last-resort") return Compaction::last_resort;
+  if (text == "off") return Compaction::off;
+  DTR_THROW(ConfigError, variable, "=\"", shown_value(text), "\" is not a compaction mode; expected first (move "
+            "blocks before evicting when that moves at most the request's bytes, and when nothing more can be "
+            "evicted), last-resort (only when nothing more can be evicted) or off");
 }
 
 EvictionSearch parse_search(std::string_view text, std::string_view variable) {

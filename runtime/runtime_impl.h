@@ -227,7 +227,7 @@ struct Runtime::Impl final : Reclaimer {
   // Whether buffers carry their storage as the allocator's owner tag: for the heuristics' windows, and for
   // compaction under a device budget (an untagged block never moves).
   bool tags_owners() const {
-    return allocator && (windows || (config.allocator.compaction && config.memory_budget &&
+    return allocator && (windows || (config.allocator.compaction != Compaction::off && config.memory_budget &&
                                       config.budget_mode == BudgetMode::device));
   }
   // The one way to eviction, for both budget modes: evicts what the heuristic picks to make room (the window

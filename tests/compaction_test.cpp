@@ -49,7 +49,15 @@ class MovingReclaimer final : public Reclaimer {
     return true;
   }
 
-  std::size_t reclaim(const ReclaimRequest&) override { return 0; }
+  // Frees the objects marked evictable, one per call, oldest first.
+  std::size_t reclaim(const ReclaimRequest&) override {
+    reclaims += 1;
+    if (evictable.empty()) return 0;
+    const OwnerTag victim = evictable.front();
+    evictable.erase(evictable.begin());
+    drop(victim);
+    return 1;
+  }
   bool movable(OwnerTag owner) const override {
     EXPECT_NE(owner, 0u);
     return allow_moves;
@@ -66,8 +74,10 @@ class MovingReclaimer final : public Reclaimer {
   }
 
   std::map<OwnerTag, Object> objects;
+  std::vector<OwnerTag> evictable;
   bool allow_moves = true;
   int moves = 0;
+  int reclaims = 0;
   int fail_at_move = -1;
 
  private:
@@ -77,7 +87,7 @@ class MovingReclaimer final : public Reclaimer {
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-CachingAllocatorOptions budget_of(std::uint64_t bytes, bool compaction = true) {
+CachingAllocatorOptions budget_of(std::uint64_t bytes, Compaction compaction = Compaction::last_resort) {
   CachingAllocatorOptions o;
   o.budget_bytes = bytes;
   o.compaction = compaction;
@@ -131,6 +141,63 @@ TEST(Compaction, MovesTheFewestBytesThatOpenARunForTheRequest) {
   alloc.free(p);
 }
 
+// With Compaction::first a move of at most the request's bytes comes before any eviction; as a last resort,
+// the Reclaimer evicts first and nothing moves while it can.
+TEST(Compaction, FirstMovesBeforeEvictingLastResortEvictsFirst) {
+  for (const Compaction mode : {Compaction::first, Compaction::last_resort}) {
+    SCOPED_TRACE(to_string(mode));
+    auto host = make_host_resource();
+    CachingAllocator alloc(*host, budget_of(4 * MiB, mode));
+    MovingReclaimer reclaimer(alloc);
+    TwoHoles layout(reclaimer);
+    reclaimer.evictable = {layout.a2, layout.a3, layout.b0, layout.b1};
+    void* p = alloc.allocate(MiB);
+    if (mode == Compaction::first) {
+      EXPECT_EQ(reclaimer.moves, 1);
+      EXPECT_EQ(reclaimer.reclaims, 0);
+      EXPECT_EQ(reclaimer.objects.size(), 6u);
+    } else {
+      EXPECT_EQ(reclaimer.moves, 0);
+      EXPECT_GE(reclaimer.reclaims, 1);
+      EXPECT_LT(reclaimer.objects.size(), 6u);
+    }
+    for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag)) << "object " << tag;
+    alloc.free(p);
+  }
+}
+
+// Before the Reclaimer, a clearing that would move more than the request is left to eviction; once nothing
+// more can be evicted, the last resort moves what it must.
+TEST(Compaction, FirstMovesNoMoreThanTheRequest) {
+  auto host = make_host_resource();
+  CachingAllocator alloc(*host, budget_of(4 * MiB, Compaction::first));
+  MovingReclaimer reclaimer(alloc);
+  // [b1 300K][b2 300K][64K hole][b3 300K][fixed] and [fixed][320K hole][fixed][320K hole]: every run that
+  // covers 512 KiB moves two 300 KiB blocks (600 KiB), which the two 320 KiB holes could take.
+  const OwnerTag b1 = reclaimer.make(300 * KiB);
+  reclaimer.make(300 * KiB);
+  const OwnerTag hole = reclaimer.make(64 * KiB);
+  reclaimer.make(300 * KiB);
+  const OwnerTag f1 = reclaimer.make(542 * KiB);
+  const OwnerTag f1b = reclaimer.make(542 * KiB);
+  const OwnerTag f2 = reclaimer.make(704 * KiB);
+  const OwnerTag t1 = reclaimer.make(320 * KiB);
+  const OwnerTag f3 = reclaimer.make(704 * KiB);
+  const OwnerTag t2 = reclaimer.make(320 * KiB);
+  ASSERT_EQ(alloc.stats().reserved_bytes.current, 4 * MiB);
+  for (OwnerTag t : {hole, t1, t2}) reclaimer.drop(t);
+  for (OwnerTag t : {f1, f1b, f2, f3}) alloc.set_owner(reclaimer.objects[t].ptr, 0);
+  reclaimer.evictable = {b1};
+
+  void* p = alloc.allocate(512 * KiB);
+
+  // b1 evicted first (the first reclaim), then the Reclaimer had nothing (the second): b2 moved into a hole.
+  EXPECT_EQ(reclaimer.reclaims, 2);
+  EXPECT_EQ(reclaimer.moves, 1);
+  for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag)) << "object " << tag;
+  alloc.free(p);
+}
+
 TEST(Compaction, BlocksTheReclaimerDoesNotAllowNeverMove) {
   auto host = make_host_resource();
   CachingAllocator alloc(*host, budget_of(4 * MiB));
@@ -150,7 +217,7 @@ TEST(Compaction, BlocksTheReclaimerDoesNotAllowNeverMove) {
 
 TEST(Compaction, SwitchedOffTheRequestFailsAsBefore) {
   auto host = make_host_resource();
-  CachingAllocator alloc(*host, budget_of(4 * MiB, /*compaction=*/false));
+  CachingAllocator alloc(*host, budget_of(4 * MiB, Compaction::off));
   MovingReclaimer reclaimer(alloc);
   TwoHoles layout(reclaimer);
   try {

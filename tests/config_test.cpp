@@ -22,7 +22,7 @@ TEST(Config, DefaultsWithoutEnvironment) {
       expandable("DTR_EXPANDABLE_SEGMENTS", nullptr), compaction("DTR_COMPACTION", nullptr);
   const Config c = Config::from_env(1 << 30);
   EXPECT_FALSE(c.allocator.expandable_segments);
-  EXPECT_TRUE(c.allocator.compaction);
+  EXPECT_EQ(c.allocator.compaction, Compaction::first);
   EXPECT_EQ(c.size_floor, 0.0);
   EXPECT_EQ(c.timed_runs, std::uint32_t{3});
   EXPECT_EQ(c.memory_budget, std::nullopt);
@@ -45,10 +45,10 @@ TEST(Config, ReadsEveryVariable) {
       stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl"),
       inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan"), floor("DTR_SIZE_FLOOR", "0.01"),
       timed("DTR_TIMED_RUNS", "7"), order("DTR_RECOMPUTE_ORDER", "inputs"), expandable("DTR_EXPANDABLE_SEGMENTS", "1"),
-      compaction("DTR_COMPACTION", "0");
+      compaction("DTR_COMPACTION", "last-resort");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
   EXPECT_TRUE(c.allocator.expandable_segments);
-  EXPECT_FALSE(c.allocator.compaction);
+  EXPECT_EQ(c.allocator.compaction, Compaction::last_resort);
   EXPECT_EQ(c.size_floor, 0.01);
   EXPECT_EQ(c.timed_runs, std::uint32_t{7});
   EXPECT_EQ(c.memory_budget, std::uint64_t{1} << 30);
@@ -73,7 +73,7 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
       {"DTR_TIMED_RUNS", "2.5"}, {"DTR_TIMED_RUNS", "1000001"}, {"DTR_TIMED_RUNS", "99999999999"},
       {"DTR_TIMED_RUNS", "ALL"}, {"DTR_RECOMPUTE_ORDER", "deepest"}, {"DTR_RECOMPUTE_ORDER", ""},
       {"DTR_EXPANDABLE_SEGMENTS", "yes"}, {"DTR_EXPANDABLE_SEGMENTS", "True"}, {"DTR_EXPANDABLE_SEGMENTS", ""},
-      {"DTR_COMPACTION", "on"}, {"DTR_COMPACTION", ""}};
+      {"DTR_COMPACTION", "on"}, {"DTR_COMPACTION", "1"}, {"DTR_COMPACTION", ""}};
   for (const auto& [name, value] : cases) {
     EnvGuard env(name, value);
     try {
@@ -96,9 +96,9 @@ TEST(Config, MalformedValuesNameTheVariableAndTheForms) {
   EXPECT_TRUE(parse_expandable_segments("true"));
   EXPECT_FALSE(parse_expandable_segments("0"));
   EXPECT_FALSE(parse_expandable_segments("false"));
-  EXPECT_TRUE(parse_compaction("1"));
-  EXPECT_TRUE(parse_compaction("true"));
-  EXPECT_FALSE(parse_compaction("false"));
+  for (const Compaction mode : {Compaction::off, Compaction::last_resort, Compaction::first}) {
+    EXPECT_EQ(parse_compaction(to_string(mode)), mode);
+  }
   EXPECT_EQ(parse_size_floor("0"), 0.0);
   EXPECT_EQ(parse_size_floor("2.5"), 2.5);
   EXPECT_EQ(parse_timed_runs("all"), std::nullopt);

@@ -14,7 +14,7 @@ constexpr std::size_t kKiB = 1024;
 constexpr std::int64_t kFloats = 512;  // 2 KiB
 
 // Two 8 KiB small segments are the whole device budget.
-Config small_segments(std::optional<std::uint64_t> budget, bool compaction) {
+Config small_segments(std::optional<std::uint64_t> budget, Compaction compaction) {
   Config config = deterministic_config(budget, BudgetMode::device, "dtr-eq");
   config.allocator.small_request_limit = 8 * kKiB;
   config.allocator.small_segment_bytes = 8 * kKiB;
@@ -35,7 +35,7 @@ struct Outcome {
 
 // Fills both segments with eight 2 KiB constants, drops one in each (two 2 KiB holes, one per segment), asks
 // for a 4 KiB constant (then drops it), and adds constants that may have moved.
-Outcome run_fragmented(std::optional<std::uint64_t> budget, bool compaction) {
+Outcome run_fragmented(std::optional<std::uint64_t> budget, Compaction compaction) {
   Runtime rt(small_segments(budget, compaction));
   std::vector<Tensor> c;
   for (int i = 0; i < 8; ++i) c.push_back(rt.constant(TensorMeta{{kFloats}}, ramp(static_cast<float>(i))));
@@ -53,15 +53,15 @@ Outcome run_fragmented(std::optional<std::uint64_t> budget, bool compaction) {
 }
 
 TEST(RuntimeCompaction, MovedConstantsKeepTheirValuesBitForBit) {
-  const Outcome reference = run_fragmented(std::nullopt, true);
+  const Outcome reference = run_fragmented(std::nullopt, Compaction::first);
   EXPECT_EQ(reference.relocations, 0u);
-  const Outcome compacted = run_fragmented(16 * kKiB, true);
+  const Outcome compacted = run_fragmented(16 * kKiB, Compaction::first);
   EXPECT_EQ(compacted.relocations, 1u);  // one 2 KiB constant beside a hole, into the other hole
   EXPECT_EQ(compacted.values, reference.values);
 }
 
 TEST(RuntimeCompaction, WithoutItTheSameProgramRunsOutOfMemory) {
-  EXPECT_THROW(run_fragmented(16 * kKiB, false), OutOfMemory);
+  EXPECT_THROW(run_fragmented(16 * kKiB, Compaction::off), OutOfMemory);
 }
 
 }  // namespace

@@ -14,11 +14,14 @@ namespace {
 constexpr std::size_t kKiB = 1024;
 constexpr std::int64_t kFloatsPerKiB = 256;
 
-// One 8 KiB small segment is the whole device budget; 1 KiB tensors fill it exactly.
-Config window_config(std::optional<std::uint64_t> budget, const std::string& heuristic) {
+// One 8 KiB small segment is the whole device budget; 1 KiB tensors fill it exactly. Compaction only as the
+// last resort: the eviction choices are under test (compaction first would move a block instead).
+Config window_config(std::optional<std::uint64_t> budget, const std::string& heuristic,
+                     Compaction compaction = Compaction::last_resort) {
   Config config = deterministic_config(budget, BudgetMode::device, heuristic);
   config.allocator.small_request_limit = 8 * kKiB;
   config.allocator.small_segment_bytes = 8 * kKiB;
+  config.allocator.compaction = compaction;
   return config;
 }
 
@@ -31,8 +34,9 @@ struct Outcome {
 // temporaries), frees the d's (two 1 KiB holes), then asks for 2 KiB: concat2(a5, a5), which pins a5.
 // Least recently used first, a1 goes, then a2 (a1's hole alone is too small): two evictions. The cheapest
 // window is a2 with d1's hole (or a3/a4 with one): one eviction.
-Outcome run_fragmented(std::optional<std::uint64_t> budget, const std::string& heuristic) {
-  Runtime rt(window_config(budget, heuristic));
+Outcome run_fragmented(std::optional<std::uint64_t> budget, const std::string& heuristic,
+                       Compaction compaction = Compaction::last_resort) {
+  Runtime rt(window_config(budget, heuristic, compaction));
   const std::vector<float> ones(static_cast<std::size_t>(kFloatsPerKiB), 0.5f);
   Tensor x = rt.constant(TensorMeta{{kFloatsPerKiB}}, ones);
   Tensor a1 = rt.call1(ops::add(), {x, x});
@@ -57,6 +61,10 @@ TEST(RuntimeWindow, OneContiguousWindowServesWhatOneAtATimeNeedsTwoEvictionsFor)
   EXPECT_EQ(reference.evictions, 0u);
   const Outcome lru = run_fragmented(8 * kKiB, "lru");
   EXPECT_EQ(lru.evictions, 2u);
+  // Compaction first moves a 1 KiB block into a hole instead (a move of at most the 2 KiB asked for).
+  const Outcome moved = run_fragmented(8 * kKiB, "lru", Compaction::first);
+  EXPECT_EQ(moved.evictions, 0u);
+  EXPECT_EQ(moved.values, reference.values);
   for (const char* heuristic : {"lru+window", "window", "dtr-eq+window"}) {
     const Outcome windowed = run_fragmented(8 * kKiB, heuristic);
     EXPECT_EQ(windowed.evictions, 1u) << heuristic;

@@ -19,7 +19,8 @@
 // without the allocator's lock held, then (1)-(2) again, for as long as it makes progress; (4) compaction,
 // once per request (CachingAllocatorOptions::compaction): blocks the Reclaimer says may move are moved out of
 // the way, into free blocks elsewhere, so that the request's block or its new segment fits; (5)
-// dtr::OutOfMemory.
+// dtr::OutOfMemory. With Compaction::first, (3) is preceded by a compaction that moves at most the request's
+// bytes, once per request.
 //
 // Thread safety: every member function is thread-safe. The Reclaimer runs on the allocating thread with no
 // allocator lock held, so it may call free(); it must be thread-safe itself if several threads allocate.
@@ -79,6 +80,14 @@ class Reclaimer {
   }
 };
 
+// When the caching allocator moves blocks out of a request's way (CachingAllocatorOptions::compaction).
+enum class Compaction {
+  off,          // never
+  last_resort,  // only once the Reclaimer frees nothing more
+  first,        // also before asking the Reclaimer, where moving at most the request's bytes makes room
+};
+const char* to_string(Compaction compaction);
+
 struct CachingAllocatorOptions {
   std::optional<std::uint64_t> budget_bytes;  // nullopt: no budget
   std::size_t rounding = 512;                 // every block size is a multiple of this (a power of two)
@@ -99,11 +108,11 @@ struct CachingAllocatorOptions {
   // What expandable ranges map at a time: 0, the upstream's page_bytes() (4 KiB on the host, 2 MiB for the
   // simulated GPU), or a multiple of it and of the rounding.
   std::size_t page_bytes = 0;
-  // Compaction (DTR_COMPACTION: 1 or 0; on by default): when the Reclaimer can free nothing more, move the
-  // fewest bytes of movable blocks (Reclaimer::movable) that open a free run for the request in its pool, or
-  // empty a segment whose release makes room for the request's new segment. Moves go into free blocks of the
-  // same pool outside that run or segment, never into new segments. Classic segments only.
-  bool compaction = true;
+  // Compaction (DTR_COMPACTION): move the fewest bytes of movable blocks (Reclaimer::movable) that open a free
+  // run for the request in its pool, or empty segments whose release makes room for the request's new segment.
+  // Moves go into free blocks of the same pool outside that run or those segments, never into new segments.
+  // Classic segments only. `first` tries it before the Reclaimer too (moving at most the request's bytes).
+  Compaction compaction = Compaction::first;
 };
 
 // A value with its high-water mark since construction or the last reset_peak_stats().

@@ -74,8 +74,9 @@ struct Config {
   // In code only: where buffers come from (BufferSource); with memory_resource, budget_mode must be bytes.
   BufferSource buffers = BufferSource::caching_allocator;
   // The runtime's caching allocator: rounding and segment sizes (in code only), expandable segments
-  // (DTR_EXPANDABLE_SEGMENTS: 1 or 0; off by default) and compaction (DTR_COMPACTION: 1 or 0; on by default:
-  // under a budget the runtime then lets the allocator move any resident storage no running op pins). Its
+  // (DTR_EXPANDABLE_SEGMENTS: 1 or 0; off by default) and compaction (DTR_COMPACTION: first, last-resort or off;
+  // first by default: under a budget the runtime lets the allocator move any resident storage no running op
+  // pins). Its
   // budget_bytes is ignored: memory_budget and budget_mode decide the budget.
   CachingAllocatorOptions allocator;
   // In code only: called after every kernel run, first runs and recomputations (include/dtr/kernel_observer.h);
@@ -94,8 +95,8 @@ EvictionSearch parse_search(std::string_view text, std::string_view variable = "
 RecomputeOrder parse_recompute_order(std::string_view text, std::string_view variable = "DTR_RECOMPUTE_ORDER");
 // 1 or true: on; 0 or false: off.
 bool parse_expandable_segments(std::string_view text, std::string_view variable = "DTR_EXPANDABLE_SEGMENTS");
-// 1 or true: on; 0 or false: off.
-bool parse_compaction(std::string_view text, std::string_view variable = "DTR_COMPACTION");
+// first, last-resort or off.
+Compaction parse_compaction(std::string_view text, std::string_view variable = "DTR_COMPACTION");
 double parse_size_floor(std::string_view text, std::string_view variable = "DTR_SIZE_FLOOR");
 // "all" gives nullopt; otherwise an integer from 1 to 1,000,000.
 std::optional<std::uint32_t> parse_timed_runs(std::string_view text, std::string_view variable = "DTR_TIMED_RUNS");
