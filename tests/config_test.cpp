@@ -22,7 +22,7 @@ TEST(Config, DefaultsWithoutEnvironment) {
       expandable("DTR_EXPANDABLE_SEGMENTS", nullptr), compaction("DTR_COMPACTION", nullptr);
   const Config c = Config::from_env(1 << 30);
   EXPECT_FALSE(c.allocator.expandable_segments);
-  EXPECT_EQ(c.allocator.compaction, Compaction::first);
+  EXPECT_EQ(c.allocator.compaction, Compaction::last_resort);
   EXPECT_EQ(c.size_floor, 0.0);
   EXPECT_EQ(c.timed_runs, std::uint32_t{3});
   EXPECT_EQ(c.memory_budget, std::nullopt);
@@ -45,10 +45,10 @@ TEST(Config, ReadsEveryVariable) {
       stats("DTR_STATS", "/tmp/stats.json"), trace("DTR_TRACE", "/tmp/trace.jsonl"),
       inplace("DTR_INPLACE", "pin-dependents"), search("DTR_SEARCH", "scan"), floor("DTR_SIZE_FLOOR", "0.01"),
       timed("DTR_TIMED_RUNS", "7"), order("DTR_RECOMPUTE_ORDER", "inputs"), expandable("DTR_EXPANDABLE_SEGMENTS", "1"),
-      compaction("DTR_COMPACTION", "last-resort");
+      compaction("DTR_COMPACTION", "first");
   const Config c = Config::from_env(std::uint64_t{4} << 30);
   EXPECT_TRUE(c.allocator.expandable_segments);
-  EXPECT_EQ(c.allocator.compaction, Compaction::last_resort);
+  EXPECT_EQ(c.allocator.compaction, Compaction::first);
   EXPECT_EQ(c.size_floor, 0.01);
   EXPECT_EQ(c.timed_runs, std::uint32_t{7});
   EXPECT_EQ(c.memory_budget, std::uint64_t{1} << 30);

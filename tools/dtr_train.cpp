@@ -248,6 +248,7 @@ int run_training(const Flags& f, const dtr::train::TrainOptions& o, const dtr::t
     out["peak_resident_bytes"] = stats.peak_resident_bytes;
     out["evictions"] = stats.evictions;
     out["rematerializations"] = stats.rematerializations;
+    out["relocations"] = stats.relocations;
     out["extra_compute"] = stats.base_compute > 0 ? stats.remat_compute / stats.base_compute : 0.0;
     std::printf("%s\n", out.dump().c_str());
   } else {

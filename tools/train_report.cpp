@@ -189,6 +189,7 @@ std::string compare_json(const std::vector<train::RowResult>& rows, const std::s
     r["peak_resident_bytes"] = row.stats.peak_resident_bytes;
     r["evictions"] = row.stats.evictions;
     r["rematerializations"] = row.stats.rematerializations;
+    r["relocations"] = row.stats.relocations;
     r["extra_compute"] = row.extra_compute(rows.front());
     r["search_share"] = row.search_share();
     r["recomputed_by_op"] = nlohmann::json::array();

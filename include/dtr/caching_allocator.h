@@ -111,8 +111,9 @@ struct CachingAllocatorOptions {
   // Compaction (DTR_COMPACTION): move the fewest bytes of movable blocks (Reclaimer::movable) that open a free
   // run for the request in its pool, or empty segments whose release makes room for the request's new segment.
   // Moves go into free blocks of the same pool outside that run or those segments, never into new segments.
-  // Classic segments only. `first` tries it before the Reclaimer too (moving at most the request's bytes).
-  Compaction compaction = Compaction::first;
+  // Classic segments only. `first` tries it before the Reclaimer too (moving at most the request's bytes): not
+  // the default, since it recomputed more on ResNet-32 at 30% of its peak (docs/results/compaction.md).
+  Compaction compaction = Compaction::last_resort;
 };
 
 // A value with its high-water mark since construction or the last reset_peak_stats().

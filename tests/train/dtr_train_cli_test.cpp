@@ -121,6 +121,7 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
     std::uint64_t runs = 0;
     for (const nlohmann::json& op : row["recomputed_by_op"]) runs += op["runs"].get<std::uint64_t>();
     EXPECT_EQ(runs, row["rematerializations"].get<std::uint64_t>()) << row.dump();
+    EXPECT_TRUE(row["relocations"].is_number_unsigned()) << row.dump();
     any = any || runs > 0;
   }
   EXPECT_TRUE(any) << "no row recomputed anything: the check above tests nothing\n" << profiled.output;
