@@ -94,6 +94,18 @@ CachingAllocatorOptions budget_of(std::uint64_t bytes, Compaction compaction = C
   return o;
 }
 
+// A caching allocator over host memory under `options`, with a MovingReclaimer registered.
+struct Host {
+  explicit Host(const CachingAllocatorOptions& options) : alloc(*host, options), reclaimer(alloc) {}
+  // Every object still holds its own bytes.
+  void expect_intact() const {
+    for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag)) << "object " << tag;
+  }
+  std::unique_ptr<MemoryResource> host = make_host_resource();
+  CachingAllocator alloc;
+  MovingReclaimer reclaimer;
+};
+
 // Two full 2 MiB small segments with a 512 KiB hole in each: no 1 MiB block is free, and the budget holds no
 // third segment.
 struct TwoHoles {
@@ -107,9 +119,9 @@ struct TwoHoles {
 };
 
 TEST(Compaction, MovesTheFewestBytesThatOpenARunForTheRequest) {
-  auto host = make_host_resource();
-  CachingAllocator alloc(*host, budget_of(4 * MiB));
-  MovingReclaimer reclaimer(alloc);
+  Host h(budget_of(4 * MiB));
+  CachingAllocator& alloc = h.alloc;
+  MovingReclaimer& reclaimer = h.reclaimer;
   TwoHoles layout(reclaimer);
   std::map<OwnerTag, void*> before;
   for (const auto& [tag, o] : reclaimer.objects) before[tag] = o.ptr;
@@ -146,9 +158,9 @@ TEST(Compaction, MovesTheFewestBytesThatOpenARunForTheRequest) {
 TEST(Compaction, FirstMovesBeforeEvictingLastResortEvictsFirst) {
   for (const Compaction mode : {Compaction::first, Compaction::last_resort}) {
     SCOPED_TRACE(to_string(mode));
-    auto host = make_host_resource();
-    CachingAllocator alloc(*host, budget_of(4 * MiB, mode));
-    MovingReclaimer reclaimer(alloc);
+    Host h(budget_of(4 * MiB, mode));
+    CachingAllocator& alloc = h.alloc;
+    MovingReclaimer& reclaimer = h.reclaimer;
     TwoHoles layout(reclaimer);
     reclaimer.evictable = {layout.a2, layout.a3, layout.b0, layout.b1};
     void* p = alloc.allocate(MiB);
@@ -161,7 +173,7 @@ TEST(Compaction, FirstMovesBeforeEvictingLastResortEvictsFirst) {
       EXPECT_GE(reclaimer.reclaims, 1);
       EXPECT_LT(reclaimer.objects.size(), 6u);
     }
-    for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag)) << "object " << tag;
+    h.expect_intact();
     alloc.free(p);
   }
 }
@@ -169,9 +181,9 @@ TEST(Compaction, FirstMovesBeforeEvictingLastResortEvictsFirst) {
 // Before the Reclaimer, a clearing that would move more than the request is left to eviction; once nothing
 // more can be evicted, the last resort moves what it must.
 TEST(Compaction, FirstMovesNoMoreThanTheRequest) {
-  auto host = make_host_resource();
-  CachingAllocator alloc(*host, budget_of(4 * MiB, Compaction::first));
-  MovingReclaimer reclaimer(alloc);
+  Host h(budget_of(4 * MiB, Compaction::first));
+  CachingAllocator& alloc = h.alloc;
+  MovingReclaimer& reclaimer = h.reclaimer;
   // [b1 300K][b2 300K][64K hole][b3 300K][fixed] and [fixed][320K hole][fixed][320K hole]: every run that
   // covers 512 KiB moves two 300 KiB blocks (600 KiB), which the two 320 KiB holes could take.
   const OwnerTag b1 = reclaimer.make(300 * KiB);
@@ -194,14 +206,14 @@ TEST(Compaction, FirstMovesNoMoreThanTheRequest) {
   // b1 evicted first (the first reclaim), then the Reclaimer had nothing (the second): b2 moved into a hole.
   EXPECT_EQ(reclaimer.reclaims, 2);
   EXPECT_EQ(reclaimer.moves, 1);
-  for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag)) << "object " << tag;
+  h.expect_intact();
   alloc.free(p);
 }
 
 TEST(Compaction, BlocksTheReclaimerDoesNotAllowNeverMove) {
-  auto host = make_host_resource();
-  CachingAllocator alloc(*host, budget_of(4 * MiB));
-  MovingReclaimer reclaimer(alloc);
+  Host h(budget_of(4 * MiB));
+  CachingAllocator& alloc = h.alloc;
+  MovingReclaimer& reclaimer = h.reclaimer;
   TwoHoles layout(reclaimer);
   reclaimer.allow_moves = false;
   try {
@@ -212,13 +224,13 @@ TEST(Compaction, BlocksTheReclaimerDoesNotAllowNeverMove) {
   }
   EXPECT_EQ(reclaimer.moves, 0);
   EXPECT_EQ(alloc.stats().num_compactions, 0u);
-  for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag));
+  h.expect_intact();
 }
 
 TEST(Compaction, SwitchedOffTheRequestFailsAsBefore) {
-  auto host = make_host_resource();
-  CachingAllocator alloc(*host, budget_of(4 * MiB, Compaction::off));
-  MovingReclaimer reclaimer(alloc);
+  Host h(budget_of(4 * MiB, Compaction::off));
+  CachingAllocator& alloc = h.alloc;
+  MovingReclaimer& reclaimer = h.reclaimer;
   TwoHoles layout(reclaimer);
   try {
     alloc.allocate(MiB);
@@ -230,9 +242,9 @@ TEST(Compaction, SwitchedOffTheRequestFailsAsBefore) {
 }
 
 TEST(Compaction, UntaggedBlocksStayWhereTheyAre) {
-  auto host = make_host_resource();
-  CachingAllocator alloc(*host, budget_of(4 * MiB));
-  MovingReclaimer reclaimer(alloc);
+  Host h(budget_of(4 * MiB));
+  CachingAllocator& alloc = h.alloc;
+  MovingReclaimer& reclaimer = h.reclaimer;
   TwoHoles layout(reclaimer);
   for (OwnerTag t : {layout.a0, layout.a2, layout.b1, layout.b3}) {
     alloc.set_owner(reclaimer.objects[t].ptr, 0);  // the blocks next to the holes: nothing opens a 1 MiB run
@@ -258,9 +270,9 @@ struct ThreeSegments {
 };
 
 TEST(Compaction, EmptiesSeveralSegmentsWhenTheRequestNeedsANewOne) {
-  auto host = make_host_resource();
-  CachingAllocator alloc(*host, budget_of(6 * MiB));
-  MovingReclaimer reclaimer(alloc);
+  Host h(budget_of(6 * MiB));
+  CachingAllocator& alloc = h.alloc;
+  MovingReclaimer& reclaimer = h.reclaimer;
   ThreeSegments layout(reclaimer);
   const std::uintptr_t fixed_at = addr(reclaimer.objects[layout.fixed].ptr);
   alloc.set_owner(reclaimer.objects[layout.fixed].ptr, 0);
@@ -282,9 +294,9 @@ TEST(Compaction, EmptiesSeveralSegmentsWhenTheRequestNeedsANewOne) {
 }
 
 TEST(Compaction, AFailedMoveLeavesEveryBlockOwnedOnceAndTheRestInPlace) {
-  auto host = make_host_resource();
-  CachingAllocator alloc(*host, budget_of(6 * MiB));
-  MovingReclaimer reclaimer(alloc);
+  Host h(budget_of(6 * MiB));
+  CachingAllocator& alloc = h.alloc;
+  MovingReclaimer& reclaimer = h.reclaimer;
   ThreeSegments layout(reclaimer);
   alloc.set_owner(reclaimer.objects[layout.fixed].ptr, 0);
   reclaimer.fail_at_move = 2;
@@ -295,7 +307,7 @@ TEST(Compaction, AFailedMoveLeavesEveryBlockOwnedOnceAndTheRestInPlace) {
   // The first block moved (its old block freed), the second did not (its destination given back).
   EXPECT_EQ(alloc.stats().allocated_bytes.current, allocated_before);
   EXPECT_EQ(alloc.stats().active_blocks.current, reclaimer.objects.size());
-  for (const auto& [tag, o] : reclaimer.objects) EXPECT_TRUE(reclaimer.intact(tag)) << "object " << tag;
+  h.expect_intact();
   // Usable afterwards: with moves working again the request is served.
   reclaimer.fail_at_move = -1;
   void* p = alloc.allocate(MiB * 5 / 2);
