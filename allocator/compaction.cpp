@@ -1,6 +1,6 @@
-// Compaction: when the Reclaimer can free nothing more and a request still does not fit, the blocks the
-// Reclaimer says may move are copied out of its way (docs/allocator.md, "Compaction"). Off the hot path: it
-// runs only where the request would otherwise fail.
+// Compaction: when a request does not fit, the blocks the Reclaimer says may move are copied out of its way
+// (docs/allocator.md, "Compaction"): once the Reclaimer frees nothing more, and with Compaction::first also
+// before asking it. Off the hot path: it runs only where a request needs the Reclaimer.
 #include <algorithm>
 #include <mutex>  // std::lock_guard
 

@@ -139,7 +139,7 @@ struct AllocatorStats {
   std::uint64_t num_device_frees = 0;        // segments released to the upstream (expandable: page runs unmapped)
   std::uint64_t num_reclaim_calls = 0;
   std::uint64_t num_ooms = 0;
-  std::uint64_t num_compactions = 0;  // requests served after blocks were moved for them
+  std::uint64_t num_compactions = 0;  // times blocks were moved to make room for a request
   std::uint64_t num_moved_blocks = 0;
   std::uint64_t moved_bytes = 0;      // the moved blocks' requested bytes: what was copied
 };

@@ -76,8 +76,7 @@ struct Config {
   // The runtime's caching allocator: rounding and segment sizes (in code only), expandable segments
   // (DTR_EXPANDABLE_SEGMENTS: 1 or 0; off by default) and compaction (DTR_COMPACTION: first, last-resort or off;
   // last-resort by default: under a budget the runtime lets the allocator move any resident storage no running
-  // op pins). Its
-  // budget_bytes is ignored: memory_budget and budget_mode decide the budget.
+  // op pins). Its budget_bytes is ignored: memory_budget and budget_mode decide the budget.
   CachingAllocatorOptions allocator;
   // In code only: called after every kernel run, first runs and recomputations (include/dtr/kernel_observer.h);
   // empty (the default): nothing is called.
