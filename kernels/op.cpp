@@ -89,6 +89,9 @@ const T& get_as(const Attrs::Value& value, const std::string& name) {
 }  // namespace
 
 Attrs::Attrs(std::initializer_list<std::pair<std::string, Value>> values) {
+  if (values.size() == 0) return;
+  values_ = std::make_shared<std::vector<Item>>();
+  values_->reserve(values.size());  // one block for the list, not one per growth
   for (const auto& [name, value] : values) set(name, value);
 }
 
