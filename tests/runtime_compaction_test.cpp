@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "test_helpers.h"
 #include "test_resources.h"
 
 namespace dtr::test {
@@ -22,12 +23,6 @@ Config small_segments(std::optional<std::uint64_t> budget, Compaction compaction
   return config;
 }
 
-std::vector<float> ramp(float start) {
-  std::vector<float> v(static_cast<std::size_t>(kFloats));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + static_cast<float>(i) * 0.25f;
-  return v;
-}
-
 struct Outcome {
   std::uint64_t relocations = 0;
   std::vector<std::vector<float>> values;  // the six constants left, then the sums made after the move
@@ -38,7 +33,7 @@ struct Outcome {
 Outcome run_fragmented(std::optional<std::uint64_t> budget, Compaction compaction) {
   Runtime rt(small_segments(budget, compaction));
   std::vector<Tensor> c;
-  for (int i = 0; i < 8; ++i) c.push_back(rt.constant(TensorMeta{{kFloats}}, ramp(static_cast<float>(i))));
+  for (int i = 0; i < 8; ++i) c.push_back(constant(rt, {kFloats}, static_cast<float>(i)));
   c[1] = Tensor();
   c[6] = Tensor();
   Tensor wide = rt.constant(TensorMeta{{2 * kFloats}});
