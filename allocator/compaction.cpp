@@ -61,37 +61,36 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
   const auto whole = [](const Emptiable& e) { return Clearing::Run{e.address, e.address, e.address + e.size}; };
   for (const auto& [address, segment] : segments) {
     if (segment->expandable) continue;
-    // A run inside the segment that covers the request, as short as it can be.
-    if (segment->pool == r.pool) {
-      Block* first = segment->head;
-      std::uint64_t span = 0;
-      std::uint64_t moved = 0;
-      for (Block* b = segment->head; b != nullptr; b = b->next) {
-        if (!movable(b)) {
-          first = b->next;
-          span = moved = 0;
-          continue;
-        }
-        span += b->size;
-        moved += b->allocated ? b->size : 0;
-        while (first != b && span - first->size >= r.rounded) {
-          span -= first->size;
-          moved -= first->allocated ? first->size : 0;
-          first = first->next;
-        }
-        if (span >= r.rounded && moved > 0) {
-          found.push_back(Clearing{{Clearing::Run{address, first->address, b->address + b->size}}, moved});
-        }
-      }
-    }
-    if (!budget || segment->empty()) continue;
+    // One walk per segment: in the request's pool, the runs that cover it, each as short as it can be; and
+    // whether the whole segment could be emptied.
+    const bool runs = segment->pool == r.pool;
     Emptiable e{address, segment->size, 0};
     bool all_movable = true;
-    for (Block* b = segment->head; b != nullptr && all_movable; b = b->next) {
-      all_movable = movable(b);
+    Block* first = segment->head;
+    std::uint64_t span = 0;
+    std::uint64_t moved = 0;
+    for (Block* b = segment->head; b != nullptr && (runs || all_movable); b = b->next) {
+      const bool can_go = movable(b);
+      all_movable = all_movable && can_go;
       e.moved += b->allocated ? b->size : 0;
+      if (!runs) continue;
+      if (!can_go) {
+        first = b->next;
+        span = moved = 0;
+        continue;
+      }
+      span += b->size;
+      moved += b->allocated ? b->size : 0;
+      while (first != b && span - first->size >= r.rounded) {
+        span -= first->size;
+        moved -= first->allocated ? first->size : 0;
+        first = first->next;
+      }
+      if (span >= r.rounded && moved > 0) {
+        found.push_back(Clearing{{Clearing::Run{address, first->address, b->address + b->size}}, moved});
+      }
     }
-    if (all_movable) emptiable.push_back(e);
+    if (budget && all_movable && !segment->empty()) emptiable.push_back(e);
   }
   if (budget) {
     const std::uint64_t room = headroom() + empty_segment_bytes;
