@@ -14,15 +14,6 @@ namespace {
 constexpr std::size_t kKiB = 1024;
 constexpr std::int64_t kFloats = 512;  // 2 KiB
 
-// Two 8 KiB small segments are the whole device budget.
-Config small_segments(std::optional<std::uint64_t> budget, Compaction compaction) {
-  Config config = deterministic_config(budget, BudgetMode::device, "dtr-eq");
-  config.allocator.small_request_limit = 8 * kKiB;
-  config.allocator.small_segment_bytes = 8 * kKiB;
-  config.allocator.compaction = compaction;
-  return config;
-}
-
 struct Outcome {
   std::uint64_t relocations = 0;
   std::vector<std::vector<float>> values;  // the six constants left, then the sums made after the move
@@ -31,7 +22,7 @@ struct Outcome {
 // Fills both segments with eight 2 KiB constants, drops one in each (two 2 KiB holes, one per segment), asks
 // for a 4 KiB constant (then drops it), and adds constants that may have moved.
 Outcome run_fragmented(std::optional<std::uint64_t> budget, Compaction compaction) {
-  Runtime rt(small_segments(budget, compaction));
+  Runtime rt(small_segment_config(budget, "dtr-eq", compaction));  // two 8 KiB segments: the whole budget
   std::vector<Tensor> c;
   for (int i = 0; i < 8; ++i) c.push_back(constant(rt, {kFloats}, static_cast<float>(i)));
   c[1] = Tensor();

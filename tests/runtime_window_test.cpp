@@ -14,17 +14,6 @@ namespace {
 constexpr std::size_t kKiB = 1024;
 constexpr std::int64_t kFloatsPerKiB = 256;
 
-// One 8 KiB small segment is the whole device budget; 1 KiB tensors fill it exactly. Compaction only as the
-// last resort: the eviction choices are under test (compaction first would move a block instead).
-Config window_config(std::optional<std::uint64_t> budget, const std::string& heuristic,
-                     Compaction compaction = Compaction::last_resort) {
-  Config config = deterministic_config(budget, BudgetMode::device, heuristic);
-  config.allocator.small_request_limit = 8 * kKiB;
-  config.allocator.small_segment_bytes = 8 * kKiB;
-  config.allocator.compaction = compaction;
-  return config;
-}
-
 struct Outcome {
   std::uint64_t evictions = 0;
   std::vector<std::vector<float>> values;  // a1 .. a5, then the concatenation
@@ -36,7 +25,9 @@ struct Outcome {
 // window is a2 with d1's hole (or a3/a4 with one): one eviction.
 Outcome run_fragmented(std::optional<std::uint64_t> budget, const std::string& heuristic,
                        Compaction compaction = Compaction::last_resort) {
-  Runtime rt(window_config(budget, heuristic, compaction));
+  // One 8 KiB small segment is the whole budget; 1 KiB tensors fill it exactly. Compaction only as the last
+  // resort by default: the eviction choices are under test (compaction first would move a block instead).
+  Runtime rt(small_segment_config(budget, heuristic, compaction));
   const std::vector<float> ones(static_cast<std::size_t>(kFloatsPerKiB), 0.5f);
   Tensor x = rt.constant(TensorMeta{{kFloatsPerKiB}}, ones);
   Tensor a1 = rt.call1(ops::add(), {x, x});

@@ -145,4 +145,16 @@ inline Config deterministic_config(std::optional<std::uint64_t> budget = std::nu
   return config;
 }
 
+// deterministic_config under a device budget whose small segments are `segment_bytes` and hold requests of
+// up to their whole size, so that a test lays out one segment block by block (small_segments, above, keeps
+// requests to a quarter of a segment, for random programs that spread over many).
+inline Config small_segment_config(std::optional<std::uint64_t> budget, const std::string& heuristic,
+                                   Compaction compaction, std::size_t segment_bytes = 8 * KiB) {
+  Config config = deterministic_config(budget, BudgetMode::device, heuristic);
+  config.allocator.small_request_limit = segment_bytes;
+  config.allocator.small_segment_bytes = segment_bytes;
+  config.allocator.compaction = compaction;
+  return config;
+}
+
 }  // namespace dtr::test
