@@ -9,6 +9,7 @@
 #include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
 #include "kernels/elementwise/elementwise_math.h"
+#include "kernels/elementwise/vector_math.h"
 #include "kernels/op_checks.h"
 
 namespace dtr::ops {
@@ -49,6 +50,19 @@ OpDef same_shape(const std::string& name, MakeFn make_fn) {
 template <typename Fn>
 auto without_attrs(Fn fn) {
   return [fn](const Attrs& /*attrs*/) { return fn; };
+}
+
+// A one-input op whose float32 kernel runs `lanes` (vector_math.h) over each block; other dtypes keep `def`'s
+// element-by-element kernel.
+OpDef float32_in_lanes(OpDef def, void (*lanes)(const float*, float*, std::int64_t)) {
+  def.cpu_kernel = [elementwise = std::move(def.cpu_kernel), lanes](const KernelArgs& args) {
+    if (args.output_meta[0].dtype != DType::float32) return elementwise(args);
+    const float* in = args.input<float>(0);
+    float* out = args.output<float>(0);
+    kernels::parallel_for_ranges(args.output_meta[0].numel(),
+                                 [&](std::int64_t begin, std::int64_t end) { lanes(in + begin, out + begin, end - begin); });
+  };
+  return def;
 }
 
 // elementwise_math.h's constants, written out for nvcc, are what <numbers> gives.
@@ -152,7 +166,8 @@ const OpDef& gelu_backward() {
 }
 
 const OpDef& tanh() {
-  return kernels::define_op([] { return same_shape<1>("tanh", without_attrs(kernels::Tanh{})); });
+  return kernels::define_op(
+      [] { return float32_in_lanes(same_shape<1>("tanh", without_attrs(kernels::Tanh{})), kernels::tanh_floats); });
 }
 
 const OpDef& tanh_backward() {
@@ -160,7 +175,9 @@ const OpDef& tanh_backward() {
 }
 
 const OpDef& sigmoid() {
-  return kernels::define_op([] { return same_shape<1>("sigmoid", without_attrs(kernels::Sigmoid{})); });
+  return kernels::define_op([] {
+    return float32_in_lanes(same_shape<1>("sigmoid", without_attrs(kernels::Sigmoid{})), kernels::sigmoid_floats);
+  });
 }
 
 const OpDef& sigmoid_backward() {

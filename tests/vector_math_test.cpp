@@ -1,0 +1,140 @@
+// kernels/elementwise/vector_math.h, the float32 sigmoid and tanh the CPU kernels run in lanes: against double
+// precision, on the values where IEEE has one answer (zeros, infinities, NaN, saturation), independent of
+// where an element sits in the array (what rematerialization's bitwise results rely on), in place, and as
+// the ops' float32 kernels (float64 keeps the scalar functors).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "dtr/ops.h"
+#include "dtr/runtime.h"
+#include "kernels/elementwise/elementwise_math.h"
+#include "kernels/elementwise/vector_math.h"
+#include "test_helpers.h"
+
+namespace dtr::test {
+namespace {
+
+using Floats = std::vector<float>;
+using Lanes = void (*)(const float*, float*, std::int64_t);
+
+double sigmoid_reference(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+Floats run_lanes(Lanes lanes, const Floats& in) {
+  Floats out(in.size());
+  lanes(in.data(), out.data(), static_cast<std::int64_t>(in.size()));
+  return out;
+}
+
+// Values over the ranges where both functions change, and past where they saturate.
+Floats sample_values() {
+  Floats values;
+  for (int i = -4000; i <= 4000; ++i) values.push_back(static_cast<float>(i) * 0.005F);  // [-20, 20]
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> wide(-120.0F, 120.0F);
+  for (int i = 0; i < 2001; ++i) values.push_back(wide(gen));
+  for (float tiny = 1e-30F; tiny < 1e-3F; tiny *= 10.0F) {
+    values.push_back(tiny);
+    values.push_back(-tiny);
+  }
+  return values;
+}
+
+// Within a few float32 ulps of the double result (libmvec's documented errors are 1-2 ulps), plus a floor
+// where sigmoid's result is subnormal.
+void expect_close(float got, double want, double x, const char* name) {
+  const double ulp = std::abs(want) * std::numeric_limits<float>::epsilon();
+  EXPECT_LE(std::abs(double{got} - want), 4 * ulp + 1e-44) << name << "(" << x << ") = " << got << ", want " << want;
+}
+
+TEST(VectorMath, SigmoidAndTanhAgreeWithDoublePrecision) {
+  const Floats values = sample_values();
+  const Floats sigmoid = run_lanes(kernels::sigmoid_floats, values);
+  const Floats tanh = run_lanes(kernels::tanh_floats, values);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const double x = values[i];
+    expect_close(sigmoid[i], sigmoid_reference(x), x, "sigmoid");
+    expect_close(tanh[i], std::tanh(x), x, "tanh");
+  }
+}
+
+TEST(VectorMath, ZerosInfinitiesAndNanGiveTheirExactValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Floats in = {0.0F, -0.0F, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 200.0F, -200.0F};
+  const Floats sigmoid = run_lanes(kernels::sigmoid_floats, in);
+  const Floats tanh = run_lanes(kernels::tanh_floats, in);
+  EXPECT_EQ(sigmoid[0], 0.5F);
+  EXPECT_EQ(sigmoid[1], 0.5F);
+  EXPECT_EQ(sigmoid[2], 1.0F);
+  EXPECT_EQ(sigmoid[3], 0.0F);
+  EXPECT_TRUE(std::isnan(sigmoid[4]));
+  EXPECT_EQ(sigmoid[5], 1.0F);
+  EXPECT_EQ(sigmoid[6], 0.0F);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(tanh[0]), std::bit_cast<std::uint32_t>(0.0F));
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(tanh[1]), std::bit_cast<std::uint32_t>(-0.0F));  // the sign stays
+  EXPECT_EQ(tanh[2], 1.0F);
+  EXPECT_EQ(tanh[3], -1.0F);
+  EXPECT_TRUE(std::isnan(tanh[4]));
+  EXPECT_EQ(tanh[5], 1.0F);
+  EXPECT_EQ(tanh[6], -1.0F);
+}
+
+// An element's bits must not depend on where a kernel's block starts or ends (a short tail computed another
+// way would differ from the same value inside a block).
+TEST(VectorMath, AnElementsBitsDoNotDependOnWhereItSits) {
+  Floats values;
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-9.0F, 9.0F);
+  for (int i = 0; i < 41; ++i) values.push_back(dist(gen));
+  for (const Lanes lanes : {Lanes{kernels::sigmoid_floats}, Lanes{kernels::tanh_floats}}) {
+    const Floats whole = run_lanes(lanes, values);
+    for (std::size_t start = 0; start < 9; ++start) {
+      for (std::size_t count = 0; start + count <= values.size(); ++count) {
+        Floats out(count);
+        lanes(values.data() + start, out.data(), static_cast<std::int64_t>(count));
+        for (std::size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(out[i]), std::bit_cast<std::uint32_t>(whole[start + i]))
+              << "element " << start + i << " computed from offset " << start << " in a run of " << count;
+        }
+      }
+    }
+  }
+}
+
+TEST(VectorMath, InPlaceGivesTheSameBits) {
+  const Floats values = sample_values();
+  for (const Lanes lanes : {Lanes{kernels::sigmoid_floats}, Lanes{kernels::tanh_floats}}) {
+    Floats in_place = values;
+    lanes(in_place.data(), in_place.data(), static_cast<std::int64_t>(in_place.size()));
+    EXPECT_TRUE(bitwise_equal(in_place, run_lanes(lanes, values)));
+  }
+}
+
+// The ops run these routines for float32 (over blocks, threads or not) and the scalar functors for float64.
+TEST(VectorMath, TheOpsFloat32KernelsAreTheseRoutinesAndFloat64KeepsTheFunctors) {
+  Runtime rt;
+  Floats values;
+  for (int i = 0; i < 70001; ++i) values.push_back(static_cast<float>(i % 997) * 0.02F - 10.0F);
+  const auto n = static_cast<std::int64_t>(values.size());
+  const Tensor x = rt.constant(TensorMeta{{n}, DType::float32}, std::span<const float>(values));
+  EXPECT_TRUE(bitwise_equal(rt.call1(ops::sigmoid(), {x}).to_host(), run_lanes(kernels::sigmoid_floats, values)));
+  EXPECT_TRUE(bitwise_equal(rt.call1(ops::tanh(), {x}).to_host(), run_lanes(kernels::tanh_floats, values)));
+
+  std::vector<double> doubles(values.begin(), values.begin() + 1000);
+  const Tensor xd = rt.constant(TensorMeta{{1000}, DType::float64}, std::span<const double>(doubles));
+  const std::vector<double> sigmoid = rt.call1(ops::sigmoid(), {xd}).to_host_as<double>();
+  const std::vector<double> tanh = rt.call1(ops::tanh(), {xd}).to_host_as<double>();
+  for (std::size_t i = 0; i < doubles.size(); ++i) {
+    EXPECT_EQ(sigmoid[i], kernels::Sigmoid{}(doubles[i]));
+    EXPECT_EQ(tanh[i], kernels::Tanh{}(doubles[i]));
+  }
+}
+
+}  // namespace
+}  // namespace dtr::test
