@@ -16,6 +16,7 @@ std::span<const OpDef* const> all_ops() {
       // elementwise
       &ops::add(), &ops::sub(), &ops::mul(), &ops::div(), &ops::relu(), &ops::relu_backward(), &ops::gelu(),
       &ops::gelu_backward(), &ops::tanh(), &ops::tanh_backward(), &ops::sigmoid(), &ops::sigmoid_backward(),
+      &ops::lstm_cell(), &ops::lstm_cell_backward(),
       &ops::scale(), &ops::sum(), &ops::mean(), &ops::sum_to(), &ops::broadcast_to(), &ops::uniform(),
       &ops::dropout(), &ops::sgd_momentum_buffer(), &ops::sgd_apply(), &ops::adam_moment1(), &ops::adam_moment2(),
       &ops::adam_apply(),

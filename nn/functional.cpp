@@ -43,6 +43,10 @@ Variable relu(const Variable& x) { return apply1(ops::relu(), {x}); }
 Variable gelu(const Variable& x) { return apply1(ops::gelu(), {x}); }
 Variable tanh(const Variable& x) { return apply1(ops::tanh(), {x}); }
 Variable sigmoid(const Variable& x) { return apply1(ops::sigmoid(), {x}); }
+std::vector<Variable> lstm_cell(const Variable& gates, const Variable& c) {
+  const Variable inputs[] = {gates, c};
+  return apply(ops::lstm_cell(), std::span<const Variable>(inputs));
+}
 
 Variable sum(const Variable& x, std::vector<std::int64_t> axes, bool keepdim) {
   return apply1(ops::sum(), {x}, axes_attrs(std::move(axes), keepdim));

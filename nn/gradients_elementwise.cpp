@@ -72,6 +72,12 @@ void add_elementwise_rules(GradientTable& table) {
   table.add(ops::gelu(), {bits(0)}, from_input(ops::gelu_backward()));
   table.add(ops::tanh(), {0, bits(0)}, from_output(ops::tanh_backward()));
   table.add(ops::sigmoid(), {0, bits(0)}, from_output(ops::sigmoid_backward()));
+  // The fused LSTM cell: its backward op remakes the activations from the saved gates and c, so nothing of
+  // the cell but its inputs is kept.
+  table.add(ops::lstm_cell(), {bits(0, 1)}, [](const GradientContext& c) {
+    return c.runtime.call(ops::lstm_cell_backward(),
+                          std::vector<Tensor>{output_grad(c, 0), output_grad(c, 1), c.inputs[0], c.inputs[1]});
+  });
   table.add(ops::scale(), {}, [](const GradientContext& c) {
     return Grads{call(c, ops::scale(), {output_grad(c, 0)}, {{"factor", c.attrs.get_real("factor")}})};
   });

@@ -1,5 +1,6 @@
 // A stack of LSTM layers (include/dtr/nn/layers.h), step by step as torch.nn.LSTM computes each cell:
-// gates = x_t W_ihᵀ + b_ih + h W_hhᵀ + b_hh, split as i, f, g, o; c = σ(f) c + σ(i) tanh(g); h = σ(o) tanh(c).
+// gates = x_t W_ihᵀ + b_ih + h W_hhᵀ + b_hh, split as i, f, g, o; c = σ(f) c + σ(i) tanh(g); h = σ(o) tanh(c);
+// everything after the gates is one fused op (ops::lstm_cell), as PyTorch fuses it.
 #include <cmath>
 #include <span>
 #include <string>
@@ -50,9 +51,9 @@ std::vector<Variable> LSTM::run_steps(std::span<const Variable> in, std::int64_t
     for (std::size_t k = 0; k < layers; ++k) {
       const Layer& layer = layers_[k];
       const Variable gates = add(linear(below, layer.weight_ih, layer.bias_ih), linear(h[k], layer.weight_hh, layer.bias_hh));
-      const std::vector<Variable> g = split(gates, {hidden_, hidden_, hidden_, hidden_}, 1);
-      c[k] = add(mul(sigmoid(g[1]), c[k]), mul(sigmoid(g[0]), tanh(g[2])));
-      h[k] = mul(sigmoid(g[3]), tanh(c[k]));
+      std::vector<Variable> cell = lstm_cell(gates, c[k]);
+      h[k] = std::move(cell[0]);
+      c[k] = std::move(cell[1]);
       below = h[k];
     }
     if (!last_step_only_) outputs.push_back(reshape(below, {below.shape()[0], 1, hidden_}));

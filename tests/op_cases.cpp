@@ -145,6 +145,12 @@ std::vector<GradCase> cases() {
       {ops::gelu(), unary},
       {ops::tanh(), unary},
       {ops::sigmoid(), unary},
+      {ops::lstm_cell(),
+       [](Rng& rng) {
+         const std::int64_t rows = dim(rng);
+         const std::int64_t hidden = dim(rng);
+         return Problem{{Shape{rows, 4 * hidden}, Shape{rows, hidden}}, {}};
+       }},
       {ops::scale(), [](Rng& rng) { return Problem{{random_shape(rng)}, {{"factor", -1.75}}}; }},
       {ops::matmul(), [](Rng& rng) { return product(rng, false); }},
       {ops::bmm(), [](Rng& rng) { return product(rng, true); }},

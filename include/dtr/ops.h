@@ -42,6 +42,13 @@ const OpDef& tanh_backward();
 // "sigmoid"; "sigmoid_backward"(grad, y) with y = sigmoid(x): grad y (1 - y).
 const OpDef& sigmoid();
 const OpDef& sigmoid_backward();
+// "lstm_cell"(gates [N, 4H], c [N, H]) -> h [N, H], c' [N, H]: torch.nn.LSTM's cell after its two linear
+// maps, the gates split as i, f, g, o: c' = σ(f) c + σ(i) tanh(g), h = σ(o) tanh(c'). One op where the
+// unfused cell is ten (so a budgeted LSTM has fewer, larger values to evict); the same bits as those ten.
+// "lstm_cell_backward"(grad_h, grad_c', gates, c) -> grad_gates [N, 4H], grad_c [N, H]: it recomputes the
+// activations from the gates rather than saving them.
+const OpDef& lstm_cell();
+const OpDef& lstm_cell_backward();
 // "scale": x * factor; attribute "factor" (real).
 const OpDef& scale();
 // "sum", "mean": over attribute "axis" (int) or "axes" (int list; negative counts from the end), every

@@ -1,5 +1,5 @@
 // Device code of the elementwise ops (binary arithmetic with broadcasting, activations and their backward
-// ops, scale, broadcast_to, sum/mean/sum_to, uniform, dropout, the optimizer steps). Every per-element
+// ops, the fused LSTM cell, scale, broadcast_to, sum/mean/sum_to, uniform, dropout, the optimizer steps). Every per-element
 // expression is the CPU kernels' own (kernels/elementwise_math.h, kernels/counter_random.h), and this file is
 // compiled with -fmad=false (kernels/CMakeLists.txt), as the CPU build has no FMA contraction: +, -, ·, / and
 // sqrt give the CPU's bits, erf/exp/tanh agree to CUDA's documented ulps. Reductions sum in double in the
@@ -104,6 +104,47 @@ __global__ void reduce_block_kernel(ReduceWalk w, std::int64_t count, std::int64
   }
 }
 
+// The activated gates of element e of c (row e / hidden, column e % hidden).
+template <typename T>
+struct CellGates {
+  T i, f, g, o;
+  __device__ CellGates(const T* gates, std::int64_t hidden, std::int64_t e) {
+    const T* row = gates + (e / hidden) * 4 * hidden + e % hidden;
+    i = Sigmoid{}(row[0]);
+    f = Sigmoid{}(row[hidden]);
+    g = Tanh{}(row[2 * hidden]);
+    o = Sigmoid{}(row[3 * hidden]);
+  }
+};
+
+template <typename T>
+__global__ void lstm_cell_kernel(std::int64_t count, std::int64_t hidden, const T* gates, const T* c, T* h,
+                                 T* c_next) {
+  for (std::int64_t e = first_index(); e < count; e += grid_stride()) {
+    const CellGates<T> a(gates, hidden, e);
+    const T state = lstm_cell_state(a.i, a.f, a.g, c[e]);
+    c_next[e] = state;
+    h[e] = a.o * Tanh{}(state);
+  }
+}
+
+template <typename T>
+__global__ void lstm_cell_backward_kernel(std::int64_t count, std::int64_t hidden, const T* grad_h,
+                                          const T* grad_state, const T* gates, const T* c, T* grad_gates,
+                                          T* grad_c) {
+  for (std::int64_t e = first_index(); e < count; e += grid_stride()) {
+    const CellGates<T> a(gates, hidden, e);
+    const T tanh_state = Tanh{}(lstm_cell_state(a.i, a.f, a.g, c[e]));
+    const LstmCellGrads<T> d = lstm_cell_grads(grad_h[e], grad_state[e], a.i, a.f, a.g, a.o, c[e], tanh_state);
+    T* row = grad_gates + (e / hidden) * 4 * hidden + e % hidden;
+    row[0] = d.i;
+    row[hidden] = d.f;
+    row[2 * hidden] = d.g;
+    row[3 * hidden] = d.o;
+    grad_c[e] = d.c;
+  }
+}
+
 template <typename T>
 __global__ void uniform_kernel(std::int64_t count, std::uint64_t key, T* y) {
   for (std::int64_t i = first_index(); i < count; i += grid_stride()) y[i] = unit_uniform<T>(key, i);
@@ -175,6 +216,24 @@ void launch_reduce_sum(const ReduceWalk& walk, double factor, const T* x, T* y) 
 }
 
 template <typename T>
+void launch_lstm_cell(std::int64_t rows, std::int64_t hidden, const T* gates, const T* c, T* h, T* c_next) {
+  const std::int64_t count = rows * hidden;
+  if (count <= 0) return;
+  lstm_cell_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(count, hidden, gates, c, h, c_next);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_lstm_cell_backward(std::int64_t rows, std::int64_t hidden, const T* grad_h, const T* grad_state,
+                               const T* gates, const T* c, T* grad_gates, T* grad_c) {
+  const std::int64_t count = rows * hidden;
+  if (count <= 0) return;
+  lstm_cell_backward_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(count, hidden, grad_h, grad_state,
+                                                                             gates, c, grad_gates, grad_c);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
 void launch_uniform(std::int64_t count, std::uint64_t key, T* y) {
   if (count <= 0) return;
   uniform_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(count, key, y);
@@ -200,6 +259,9 @@ void launch_dropout(std::int64_t count, std::uint64_t key, double p, T keep_scal
   template void launch_broadcast_copy<T>(const BroadcastWalk&, const T*, T*);                              \
   template void launch_reduce_sum<T>(const ReduceWalk&, double, const T*, T*);                            \
   template void launch_uniform<T>(std::int64_t, std::uint64_t, T*);                                        \
+  template void launch_lstm_cell<T>(std::int64_t, std::int64_t, const T*, const T*, T*, T*);               \
+  template void launch_lstm_cell_backward<T>(std::int64_t, std::int64_t, const T*, const T*, const T*,     \
+                                             const T*, T*, T*);                                            \
   template void launch_dropout<T>(std::int64_t, std::uint64_t, double, T, const T*, T*, T*);
 
 DTR_FOR_FLOATING(DTR_MAP, Relu)

@@ -48,6 +48,16 @@ struct ReduceWalk {
 template <typename T>
 void launch_reduce_sum(const ReduceWalk& walk, double factor, const T* x, T* y);
 
+// The fused LSTM cell (lstm_cell), one thread per element of c [rows, hidden]: h and c' from gates
+// [rows, 4 hidden] and c, the CPU kernel's expressions (elementwise_math.h).
+template <typename T>
+void launch_lstm_cell(std::int64_t rows, std::int64_t hidden, const T* gates, const T* c, T* h, T* c_next);
+
+// Its backward (lstm_cell_backward): grad_gates [rows, 4 hidden] and grad_c from grad_h, grad_c', gates and c.
+template <typename T>
+void launch_lstm_cell_backward(std::int64_t rows, std::int64_t hidden, const T* grad_h, const T* grad_state,
+                               const T* gates, const T* c, T* grad_gates, T* grad_c);
+
 // y[i] = unit_uniform<T>(key, i) (uniform).
 template <typename T>
 void launch_uniform(std::int64_t count, std::uint64_t key, T* y);

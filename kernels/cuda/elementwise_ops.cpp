@@ -1,5 +1,5 @@
 // CUDA kernels of the elementwise ops (binary arithmetic with broadcasting, activations and their backward
-// ops, scale, broadcast_to, sum/mean/sum_to, uniform, dropout, the optimizer steps): argument unpacking and
+// ops, the fused LSTM cell, scale, broadcast_to, sum/mean/sum_to, uniform, dropout, the optimizer steps): argument unpacking and
 // launches. The shapes were checked by each op's shape rule before a kernel runs; attributes are read by the
 // same functions the CPU kernels use (kernels/elementwise_attrs.h), into the same functors.
 #include <cstdint>
@@ -145,6 +145,22 @@ void dropout_cuda(const KernelArgs& args) {
   });
 }
 
+// lstm_cell(gates, c) -> h, c'; lstm_cell_backward(grad_h, grad_c', gates, c) -> grad_gates, grad_c.
+void lstm_cell_cuda(const KernelArgs& args) {
+  const Shape& c = args.input_meta[1].shape;
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    launch_lstm_cell(c[0], c[1], args.input<T>(0), args.input<T>(1), args.output<T>(0), args.output<T>(1));
+  });
+}
+
+void lstm_cell_backward_cuda(const KernelArgs& args) {
+  const Shape& c = args.input_meta[3].shape;
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    launch_lstm_cell_backward(c[0], c[1], args.input<T>(0), args.input<T>(1), args.input<T>(2), args.input<T>(3),
+                              args.output<T>(0), args.output<T>(1));
+  });
+}
+
 }  // namespace
 
 void add_elementwise_kernels(KernelTable& table) {
@@ -160,6 +176,8 @@ void add_elementwise_kernels(KernelTable& table) {
   table["tanh_backward"] = binary(TanhBackward{});
   table["sigmoid"] = unary(Sigmoid{});
   table["sigmoid_backward"] = binary(SigmoidBackward{});
+  table["lstm_cell"] = lstm_cell_cuda;
+  table["lstm_cell_backward"] = lstm_cell_backward_cuda;
   table["scale"] = scale_cuda;
   table["sum"] = reduction("sum", false);
   table["mean"] = reduction("mean", true);

@@ -94,6 +94,28 @@ struct SigmoidBackward {
   DTR_HOST_DEVICE T operator()(T grad, T y) const { return grad * y * (T(1) - y); }
 };
 
+// ---- the LSTM cell: gates [N, 4H] as i, f, g, o (torch.nn.LSTM's order) and c [N, H] ----
+
+// From the activated gates i = σ(i'), f = σ(f'), g = tanh(g'), o = σ(o'): the cell state c' = f c + i g, in the
+// order and types the unfused ops (mul, mul, add) evaluate it; the output is h = o tanh(c').
+template <typename T>
+DTR_HOST_DEVICE T lstm_cell_state(T i, T f, T g, T c) {
+  return f * c + i * g;
+}
+
+// The cell's gradients at one element, from the activated gates, c, tanh(c') and the gradients gh of h and gc
+// of c': with respect to the four pre-activation gates and to c.
+template <typename T>
+struct LstmCellGrads {
+  T i, f, g, o, c;
+};
+template <typename T>
+DTR_HOST_DEVICE LstmCellGrads<T> lstm_cell_grads(T gh, T gc, T i, T f, T g, T o, T c, T tanh_state) {
+  const T dc = gc + gh * o * (T(1) - tanh_state * tanh_state);
+  return {dc * g * i * (T(1) - i), dc * c * f * (T(1) - f), dc * i * (T(1) - g * g),
+          gh * tanh_state * o * (T(1) - o), dc * f};
+}
+
 struct Scale {
   double factor = 1.0;
   template <typename T>

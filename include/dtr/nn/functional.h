@@ -29,6 +29,9 @@ Variable relu(const Variable& x);
 Variable gelu(const Variable& x);
 Variable tanh(const Variable& x);
 Variable sigmoid(const Variable& x);
+// torch.nn.LSTM's cell after its linear maps (ops::lstm_cell): gates [N, 4H] as i, f, g, o and the state c
+// [N, H] -> {h, c'} with c' = σ(f) c + σ(i) tanh(g), h = σ(o) tanh(c'). Its backward saves only gates and c.
+std::vector<Variable> lstm_cell(const Variable& gates, const Variable& c);
 // Over `axes` (every element when empty).
 Variable sum(const Variable& x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
 Variable mean(const Variable& x, std::vector<std::int64_t> axes = {}, bool keepdim = false);
