@@ -1,5 +1,7 @@
 // Multi-head self-attention (include/dtr/nn/layers.h), computed as torch.nn.functional.multi_head_attention_forward
-// does for one input: one projection to q, k, v; the query scaled by 1/√head_dim before the product.
+// does for one input: one projection to q, k, v; the query scaled by 1/√head_dim before the product. Without
+// dropout on the weights (p = 0, or evaluation) everything between the two projections is one op,
+// ops::attention (the same bits); with it, the unfused ops, whose dropout draws its mask as every dropout does.
 #include <cmath>
 
 #include "dtr/check.h"
@@ -30,7 +32,10 @@ Variable MultiheadSelfAttention::forward(const Variable& x) {
   const std::int64_t n = x.shape()[0];
   const std::int64_t t = x.shape()[1];
   const std::int64_t head_dim = dim_ / heads_;
-  const std::vector<Variable> qkv = split(linear(x, in_proj_weight_, in_proj_bias_), {dim_, dim_, dim_}, 2);
+  const Variable projected = linear(x, in_proj_weight_, in_proj_bias_);
+  // Without dropout on the weights the rest is one op, whose backward keeps only its input.
+  if (dropout_ == 0.0 || !is_training()) return out_proj_->forward(attention(projected, heads_));
+  const std::vector<Variable> qkv = split(projected, {dim_, dim_, dim_}, 2);
   // [N, T, D] -> [N·heads, T, head_dim]
   const auto heads_first = [&](const Variable& v) {
     return reshape(permute(reshape(v, {n, t, heads_, head_dim}), {0, 2, 1, 3}), {n * heads_, t, head_dim});

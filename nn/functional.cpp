@@ -71,6 +71,10 @@ Variable bmm(const Variable& a, const Variable& b, bool transpose_a, bool transp
                 {{"transpose_a", std::int64_t{transpose_a}}, {"transpose_b", std::int64_t{transpose_b}}});
 }
 
+Variable attention(const Variable& qkv, std::int64_t heads) {
+  return apply1(ops::attention(), {qkv}, {{"heads", heads}});
+}
+
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   if (bias.defined()) return apply1(ops::linear(), {x, weight, bias});
   return apply1(ops::linear(), {x, weight});

@@ -47,6 +47,10 @@ Attrs with_shape(const Attrs& attrs, const char* name, const Shape& shape) {
 void add_dense_rules(GradientTable& table) {
   table.add(ops::matmul(), {bits(0, 1)}, [](const GradientContext& c) { return product_grads(c, ops::matmul()); });
   table.add(ops::bmm(), {bits(0, 1)}, [](const GradientContext& c) { return product_grads(c, ops::bmm()); });
+  // Fused attention: its backward op remakes the weights from qkv, the only value it keeps.
+  table.add(ops::attention(), {bits(0)}, [](const GradientContext& c) {
+    return Grads{call(c, ops::attention_backward(), {output_grad(c, 0), c.inputs[0]}, c.attrs)};
+  });
   // y = x wᵀ + bias over rows of x: dx = g w, dw = gᵀ x, dbias = the column sums of g.
   table.add(ops::linear(), {bits(0, 1)}, [](const GradientContext& c) {
     Runtime& rt = c.runtime;

@@ -164,6 +164,11 @@ std::vector<GradCase> cases() {
          if (rng() % 2 == 0) p.inputs.push_back(Shape{out});
          return p;
        }},
+      {ops::attention(),
+       [](Rng& rng) {
+         const std::int64_t heads = dim(rng, 1, 3);
+         return Problem{{Shape{dim(rng), dim(rng), 3 * heads * dim(rng)}}, {{"heads", heads}}};
+       }},
       {ops::sum(), reduction},
       {ops::mean(), reduction},
       {ops::sum_to(),

@@ -101,6 +101,14 @@ const OpDef& matmul();
 const OpDef& bmm();
 // "linear": x [..., in], weight [out, in] and an optional bias [out] -> x weightᵀ + bias, [..., out].
 const OpDef& linear();
+// "attention": multi-head self-attention after the input projection, as one op: qkv [N, T, 3E] (q, k and v
+// side by side, as torch.nn.MultiheadAttention's in_proj gives them) -> [N, T, E] with heads merged. Attribute
+// "heads" (int dividing E); per head of width D = E / heads: softmax((q / √D) kᵀ) v, the same bits as the
+// unfused ops (reshape, permute, scale, bmm, softmax, bmm, permute). "attention_backward"(grad [N, T, E],
+// qkv) -> grad_qkv [N, T, 3E], same attribute: it remakes the attention weights from qkv rather than saving
+// them ([N · heads, T, T] per layer, the largest saved activation of a short-sequence Transformer).
+const OpDef& attention();
+const OpDef& attention_backward();
 // "conv2d": input [N, C, H, W], weight [O, C/groups, KH, KW] and an optional bias [O] -> [N, O, OH, OW] with
 // OH = (H + 2 pad_h - dil_h (KH - 1) - 1) / stride_h + 1 (and OW alike). Attributes (int lists of 2, height
 // then width): "stride" (default [1, 1]), "padding" (zeros, default [0, 0]), "dilation" (default [1, 1]);

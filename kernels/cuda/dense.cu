@@ -1,5 +1,5 @@
-// Device code of the dense ops (matmul, bmm, linear (cuBLAS); conv2d (cuDNN); pooling): the bias fill the
-// GEMMs and convolutions start from, and the pooling kernels. Pooling reproduces kernels/pool.cpp: the same
+// Device code of the dense ops (matmul, bmm, linear (cuBLAS); conv2d (cuDNN); pooling; attention): the bias
+// fill the GEMMs and convolutions start from, the pooling kernels, and the attention ops' head copies. Pooling reproduces kernels/pool.cpp: the same
 // windows, tie rule and summation order, so each output is the CPU kernel's bits. The backward kernels
 // gather (one thread per input cell, its windows in output index order) instead of scattering with atomics.
 #include <cstdint>
@@ -10,6 +10,24 @@
 
 namespace dtr::kernels::cuda {
 namespace {
+
+// One thread per element of the [n · heads, t, d] side; `gather` picks the direction.
+template <typename T>
+__global__ void heads_kernel(HeadsLayout l, T factor, bool gather, const T* from, T* to) {
+  const std::int64_t count = l.n * l.heads * l.t * l.d;
+  for (std::int64_t x = first_index(); x < count; x += grid_stride()) {
+    const std::int64_t j = x % l.d;
+    const std::int64_t i = (x / l.d) % l.t;
+    const std::int64_t head = (x / (l.d * l.t)) % l.heads;
+    const std::int64_t b = x / (l.d * l.t * l.heads);
+    const std::int64_t y = (b * l.t + i) * l.row_width + l.part * l.e + head * l.d + j;
+    if (gather) {
+      to[x] = from[y] * factor;
+    } else {
+      to[y] = from[x] * factor;
+    }
+  }
+}
 
 template <typename T>
 __global__ void fill_bias_kernel(const T* bias, std::int64_t count, std::int64_t channels, std::int64_t inner,
@@ -178,7 +196,28 @@ void avg_pool2d_backward(const PoolShape& s, const T* grad, T* dx) {
   DTR_CUDA_CHECK_LAUNCH();
 }
 
+template <typename T>
+void heads(const HeadsLayout& l, double factor, bool gather, const T* from, T* to) {
+  const std::int64_t count = l.n * l.heads * l.t * l.d;
+  if (count <= 0) return;
+  heads_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(l, static_cast<T>(factor), gather, from, to);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
+
+void launch_heads_gather(const HeadsLayout& l, double factor, const float* from, float* to) {
+  heads(l, factor, true, from, to);
+}
+void launch_heads_gather(const HeadsLayout& l, double factor, const double* from, double* to) {
+  heads(l, factor, true, from, to);
+}
+void launch_heads_scatter(const HeadsLayout& l, double factor, const float* from, float* to) {
+  heads(l, factor, false, from, to);
+}
+void launch_heads_scatter(const HeadsLayout& l, double factor, const double* from, double* to) {
+  heads(l, factor, false, from, to);
+}
 
 void launch_fill_bias(const float* bias, std::int64_t count, std::int64_t channels, std::int64_t inner, float* y) {
   fill_bias(bias, count, channels, inner, y);

@@ -1,10 +1,11 @@
-// CUDA kernels of the dense ops (matmul, bmm, linear (cuBLAS); conv2d (cuDNN); pooling): argument unpacking and
-// launches. The shapes were checked by each op's shape rule before a kernel runs; here they are only read.
+// CUDA kernels of the dense ops (matmul, bmm, linear (cuBLAS); conv2d (cuDNN); pooling; attention (cuBLAS and
+// the softmax kernels)): argument unpacking and launches. The shapes were checked by each op's shape rule before a kernel runs; here they are only read.
 //
 // Reproducibility: cuBLAS runs with atomics off (cuda_handles.cpp) and the FP32/FP64 pedantic compute types
 // (no TF32, no reduced-precision shortcuts); cuDNN runs with FMA math (no TF32) and only its deterministic
 // algorithms. Both give the same bits for the same sizes on the same GPU model.
 #include <climits>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -19,6 +20,7 @@
 #include "dense.h"
 #include "kernels/dense/window_geometry.h"
 #include "kernels/op_checks.h"
+#include "normalization.h"
 #include "workspace.h"
 
 namespace dtr::kernels::cuda {
@@ -304,12 +306,107 @@ void avg_pool2d_backward_cuda(const KernelArgs& args) {
   });
 }
 
+// ---- attention -------------------------------------------------------------------------------------------
+
+// The CPU kernel's steps for every head at once, in workspace: q (scaled), k and v as [N · heads, T, D], the
+// weights S = q kᵀ and P = softmax(S) as [N · heads, T, T] (cuBLAS's batched products, the softmax kernels).
+struct AttentionPlan {
+  HeadsLayout qkv;  // the q block of qkv [N, T, 3E]; part 1 is k, part 2 v
+  std::int64_t batch = 0, head_elements = 0, weight_elements = 0;
+  double scale = 1.0;
+};
+
+AttentionPlan attention_plan(const Shape& qkv, const Attrs& attrs) {
+  AttentionPlan plan;
+  const std::int64_t e = qkv[2] / 3;
+  const std::int64_t heads = attrs.get_int("heads");
+  plan.qkv = HeadsLayout{qkv[0], qkv[1], e, heads, e / heads, 3 * e, 0};
+  plan.batch = qkv[0] * heads;
+  plan.head_elements = plan.batch * qkv[1] * plan.qkv.d;
+  plan.weight_elements = plan.batch * qkv[1] * qkv[1];
+  plan.scale = plan.qkv.d > 0 ? 1.0 / std::sqrt(static_cast<double>(plan.qkv.d)) : 1.0;
+  return plan;
+}
+
+// q (scaled), k, v and P into `scratch` (S is written to `weights` first).
+template <typename T>
+void attention_weights(const AttentionPlan& plan, const T* qkv, T* q, T* k, T* v, T* weights, T* p) {
+  HeadsLayout l = plan.qkv;
+  const std::int64_t t = l.t;
+  launch_heads_gather(l, plan.scale, qkv, q);
+  l.part = 1;
+  launch_heads_gather(l, 1.0, qkv, k);
+  l.part = 2;
+  launch_heads_gather(l, 1.0, qkv, v);
+  gemm(false, true, t, t, l.d, plan.batch, q, k, weights, false);
+  launch_softmax(plan.batch * t, t, 1, false, weights, p);
+}
+
+void attention_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const AttentionPlan plan = attention_plan(args.input_meta[0].shape, args.attrs);
+    const std::int64_t h = plan.head_elements;
+    const std::int64_t w = plan.weight_elements;
+    T* q = static_cast<T*>(workspace(args, "attention", static_cast<std::size_t>(4 * h + 2 * w) * sizeof(T)));
+    T* k = q + h;
+    T* v = k + h;
+    T* o = v + h;
+    T* s = o + h;
+    T* p = s + w;
+    attention_weights(plan, args.input<T>(0), q, k, v, s, p);
+    gemm(false, false, plan.qkv.t, plan.qkv.d, plan.qkv.t, plan.batch, p, v, o, false);
+    HeadsLayout out = plan.qkv;
+    out.row_width = out.e;
+    launch_heads_scatter(out, 1.0, o, args.output<T>(0));
+  });
+}
+
+// (grad [N, T, E], qkv) -> grad_qkv: P remade, then bmm's and softmax's gradients per head.
+void attention_backward_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const AttentionPlan plan = attention_plan(args.input_meta[1].shape, args.attrs);
+    const std::int64_t h = plan.head_elements;
+    const std::int64_t w = plan.weight_elements;
+    const std::int64_t t = plan.qkv.t;
+    const std::int64_t d = plan.qkv.d;
+    T* q = static_cast<T*>(
+        workspace(args, "attention_backward", static_cast<std::size_t>(7 * h + 4 * w) * sizeof(T)));
+    T* k = q + h;
+    T* v = k + h;
+    T* g = v + h;
+    T* dq = g + h;
+    T* dk = dq + h;
+    T* dv = dk + h;
+    T* s = dv + h;
+    T* p = s + w;
+    T* dp = p + w;
+    T* ds = dp + w;
+    attention_weights(plan, args.input<T>(1), q, k, v, s, p);
+    HeadsLayout grad = plan.qkv;
+    grad.row_width = grad.e;
+    launch_heads_gather(grad, 1.0, args.input<T>(0), g);
+    gemm(false, true, t, t, d, plan.batch, g, v, dp, false);
+    gemm(true, false, t, d, t, plan.batch, p, g, dv, false);
+    launch_softmax_backward(plan.batch * t, t, 1, false, dp, p, ds);
+    gemm(false, false, t, d, t, plan.batch, ds, k, dq, false);
+    gemm(true, false, t, d, t, plan.batch, ds, q, dk, false);
+    HeadsLayout out = plan.qkv;
+    launch_heads_scatter(out, plan.scale, dq, args.output<T>(0));
+    out.part = 1;
+    launch_heads_scatter(out, 1.0, dk, args.output<T>(0));
+    out.part = 2;
+    launch_heads_scatter(out, 1.0, dv, args.output<T>(0));
+  });
+}
+
 }  // namespace
 
 void add_dense_kernels(KernelTable& table) {
   table["matmul"] = matmul_cuda;
   table["bmm"] = bmm_cuda;
   table["linear"] = linear_cuda;
+  table["attention"] = attention_cuda;
+  table["attention_backward"] = attention_backward_cuda;
   table["conv2d"] = conv2d_cuda;
   table["conv2d_backward_input"] = conv2d_backward_input_cuda;
   table["conv2d_backward_weight"] = conv2d_backward_weight_cuda;

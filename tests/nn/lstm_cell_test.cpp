@@ -91,6 +91,21 @@ TEST_P(LstmCell, TheBackwardGivesTheUnfusedChainsGradients) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, LstmCell, ::testing::Values(DType::float32, DType::float64),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+// By hand: gates 0 make i = f = o = 1/2 and g = 0, so c' = c / 2 and h = tanh(c') / 2; a large forget gate
+// keeps c, a large negative input gate drops g.
+TEST(LstmCellValues, KnownCells) {
+  Runtime rt;
+  const Tensor gates = rt.constant(TensorMeta{{2, 4}}, std::vector<float>{0, 0, 0, 0, -30, 30, 5, 30});
+  const Tensor c = rt.constant(TensorMeta{{2, 1}}, std::vector<float>{1, -2});
+  const std::vector<Tensor> out = rt.call(ops::lstm_cell(), std::vector<Tensor>{gates, c});
+  const std::vector<float> h = out[0].to_host();
+  const std::vector<float> state = out[1].to_host();
+  EXPECT_FLOAT_EQ(state[0], 0.5F);
+  EXPECT_FLOAT_EQ(h[0], 0.5F * std::tanh(0.5F));
+  EXPECT_NEAR(state[1], -2.0, 1e-6);
+  EXPECT_NEAR(h[1], std::tanh(-2.0), 1e-6);
+}
+
 TEST(LstmCellErrors, ShapesThatAreNotGatesAndAStateAreShapeErrorsNamingTheOp) {
   Runtime rt;
   const Tensor gates = rt.constant(TensorMeta{{2, 9}});

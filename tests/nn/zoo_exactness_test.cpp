@@ -88,8 +88,8 @@ TEST_P(ZooExactness, EveryBudgetHeuristicAndCheckpointingGivesTheUnbudgetedBits)
       EXPECT_NE(param.strategy, kMustHold) << where << ": thrashing";
       std::printf("%s: thrashing\n", where.c_str());
       continue;
-    } catch (const OutOfMemory&) {
-      EXPECT_NE(param.strategy, kMustHold) << where << ": out of memory";
+    } catch (const OutOfMemory& e) {
+      EXPECT_NE(param.strategy, kMustHold) << where << ": " << e.what();
       std::printf("%s: out of memory\n", where.c_str());
       continue;
     }

@@ -21,7 +21,8 @@ struct ZooCase {
   // The budgets tried, as fractions of the unbudgeted peak.
   std::vector<double> budgets = {0.5, 0.25};
 };
-// Small instances of every zoo model, dropout on.
+// Small instances of every zoo model, dropout on (and the Transformer once more without it, where its
+// attention is the fused op).
 std::vector<std::string> zoo_case_names();
 ZooCase zoo_case(const std::string& name);
 
