@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -76,6 +77,26 @@ inline Tensor constant(Runtime& rt, Shape shape, float start) {
   std::vector<float> values(static_cast<std::size_t>(meta.numel()));
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = start + 0.25f * static_cast<float>(i);
   return rt.constant(meta, values);
+}
+
+// amplitude · sin(seed + step · i) for i < count: smooth, signed, distinct values for a kernel's inputs.
+inline std::vector<double> sine_values(std::size_t count, double seed, double amplitude, double step = 0.37) {
+  std::vector<double> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = amplitude * std::sin(seed + step * static_cast<double>(i));
+  return v;
+}
+
+// A float32 or float64 constant of `shape` holding `values` (rounded to float32 for float32).
+inline Tensor floating_constant(Runtime& rt, Shape shape, DType dtype, const std::vector<double>& values) {
+  if (dtype == DType::float64) return rt.constant(TensorMeta{std::move(shape), dtype}, values);
+  return rt.constant(TensorMeta{std::move(shape), dtype}, std::vector<float>(values.begin(), values.end()));
+}
+
+// A floating tensor's values as doubles, whatever its dtype.
+inline std::vector<double> floating_values(const Tensor& t) {
+  if (t.meta().dtype == DType::float64) return t.to_host_as<double>();
+  const std::vector<float> f = t.to_host();
+  return {f.begin(), f.end()};
 }
 
 inline std::uint64_t allocations(Runtime& rt) { return rt.allocator().stats().num_allocations; }

@@ -1,5 +1,6 @@
 // CUDA kernels of the dense ops (matmul, bmm, linear (cuBLAS); conv2d (cuDNN); pooling; attention (cuBLAS and
-// the softmax kernels)): argument unpacking and launches. The shapes were checked by each op's shape rule before a kernel runs; here they are only read.
+// the softmax kernels)): argument unpacking and launches. The shapes were checked by each op's shape rule
+// before a kernel runs; here they are only read.
 //
 // Reproducibility: cuBLAS runs with atomics off (cuda_handles.cpp) and the FP32/FP64 pedantic compute types
 // (no TF32, no reduced-precision shortcuts); cuDNN runs with FMA math (no TF32) and only its deterministic

@@ -59,8 +59,9 @@ OpDef float32_in_lanes(OpDef def, void (*lanes)(const float*, float*, std::int64
     if (args.output_meta[0].dtype != DType::float32) return elementwise(args);
     const float* in = args.input<float>(0);
     float* out = args.output<float>(0);
-    kernels::parallel_for_ranges(args.output_meta[0].numel(),
-                                 [&](std::int64_t begin, std::int64_t end) { lanes(in + begin, out + begin, end - begin); });
+    kernels::parallel_for_ranges(args.output_meta[0].numel(), [&](std::int64_t begin, std::int64_t end) {
+      lanes(in + begin, out + begin, end - begin);
+    });
   };
   return def;
 }

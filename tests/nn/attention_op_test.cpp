@@ -16,23 +16,6 @@
 namespace dtr::test {
 namespace {
 
-std::vector<double> wave(std::size_t n, double seed, double amplitude) {
-  std::vector<double> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = amplitude * std::sin(seed + 0.61 * static_cast<double>(i));
-  return v;
-}
-
-Tensor make(Runtime& rt, Shape shape, DType dtype, const std::vector<double>& values) {
-  if (dtype == DType::float64) return rt.constant(TensorMeta{std::move(shape), dtype}, values);
-  return rt.constant(TensorMeta{std::move(shape), dtype}, std::vector<float>(values.begin(), values.end()));
-}
-
-std::vector<double> values_of(const Tensor& t) {
-  if (t.meta().dtype == DType::float64) return t.to_host_as<double>();
-  const std::vector<float> f = t.to_host();
-  return {f.begin(), f.end()};
-}
-
 // The ops MultiheadSelfAttention ran before the fused op.
 nn::Variable unfused(const nn::Variable& projected, std::int64_t heads) {
   const std::int64_t n = projected.shape()[0];
@@ -54,12 +37,13 @@ class Attention : public ::testing::TestWithParam<DType> {};
 TEST_P(Attention, TheForwardGivesTheUnfusedOpsBits) {
   const DType dtype = GetParam();
   Runtime rt;
-  const nn::Variable qkv(rt, make(rt, {3, 7, 3 * 8}, dtype, wave(3 * 7 * 24, 0.4, 2.0)));
+  const nn::Variable qkv(rt,
+                         floating_constant(rt, {3, 7, 3 * 8}, dtype, sine_values(3 * 7 * 24, 0.4, 2.0, 0.61)));
   for (const std::int64_t heads : {1, 2, 4}) {
     const nn::Variable fused = nn::attention(qkv, heads);
     const nn::Variable reference = unfused(qkv, heads);
     EXPECT_EQ(fused.meta(), reference.meta());
-    EXPECT_EQ(values_of(fused.data()), values_of(reference.data())) << heads << " heads";
+    EXPECT_EQ(floating_values(fused.data()), floating_values(reference.data())) << heads << " heads";
   }
 }
 
@@ -67,11 +51,12 @@ TEST_P(Attention, TheBackwardGivesTheUnfusedChainsGradients) {
   const DType dtype = GetParam();
   const auto gradient = [&](bool fused) {
     Runtime rt;
-    const nn::Variable qkv(rt, make(rt, {2, 5, 3 * 6}, dtype, wave(2 * 5 * 18, 0.9, 1.5)), true);
-    const nn::Variable w(rt, make(rt, {2, 5, 6}, dtype, wave(60, 2.2, 1.0)));
+    const nn::Variable qkv(
+        rt, floating_constant(rt, {2, 5, 3 * 6}, dtype, sine_values(2 * 5 * 18, 0.9, 1.5, 0.61)), true);
+    const nn::Variable w(rt, floating_constant(rt, {2, 5, 6}, dtype, sine_values(60, 2.2, 1.0, 0.61)));
     const nn::Variable out = fused ? nn::attention(qkv, 3) : unfused(qkv, 3);
     nn::sum(nn::mul(out, w)).backward();
-    return values_of(qkv.grad());
+    return floating_values(qkv.grad());
   };
   const std::vector<double> fused = gradient(true);
   const std::vector<double> reference = gradient(false);

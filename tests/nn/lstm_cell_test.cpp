@@ -16,17 +16,6 @@
 namespace dtr::test {
 namespace {
 
-std::vector<double> wave(std::size_t n, double seed, double amplitude) {
-  std::vector<double> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = amplitude * std::sin(seed + 0.37 * static_cast<double>(i));
-  return v;
-}
-
-Tensor make(Runtime& rt, Shape shape, DType dtype, const std::vector<double>& values) {
-  if (dtype == DType::float64) return rt.constant(TensorMeta{std::move(shape), dtype}, values);
-  return rt.constant(TensorMeta{std::move(shape), dtype}, std::vector<float>(values.begin(), values.end()));
-}
-
 // h and c' by the ops the LSTM layer ran before the fused cell.
 std::vector<nn::Variable> unfused(const nn::Variable& gates, const nn::Variable& c, std::int64_t hidden) {
   const std::vector<nn::Variable> g = nn::split(gates, {hidden, hidden, hidden, hidden}, 1);
@@ -42,8 +31,9 @@ TEST_P(LstmCell, TheForwardGivesTheUnfusedOpsBits) {
   const std::int64_t rows = 3;
   const std::int64_t hidden = 301;
   Runtime rt;
-  const nn::Variable gates(rt, make(rt, {rows, 4 * hidden}, dtype, wave(rows * 4 * hidden, 0.1, 6.0)));
-  const nn::Variable c(rt, make(rt, {rows, hidden}, dtype, wave(rows * hidden, 0.7, 2.0)));
+  const nn::Variable gates(
+      rt, floating_constant(rt, {rows, 4 * hidden}, dtype, sine_values(rows * 4 * hidden, 0.1, 6.0)));
+  const nn::Variable c(rt, floating_constant(rt, {rows, hidden}, dtype, sine_values(rows * hidden, 0.7, 2.0)));
   const std::vector<nn::Variable> fused = nn::lstm_cell(gates, c);
   const std::vector<nn::Variable> reference = unfused(gates, c, hidden);
   ASSERT_EQ(fused.size(), 2U);
@@ -63,18 +53,15 @@ TEST_P(LstmCell, TheBackwardGivesTheUnfusedChainsGradients) {
   const std::int64_t hidden = 9;
   const auto gradients = [&](bool fused) {
     Runtime rt;
-    const nn::Variable gates(rt, make(rt, {rows, 4 * hidden}, dtype, wave(rows * 4 * hidden, 0.2, 3.0)), true);
-    const nn::Variable c(rt, make(rt, {rows, hidden}, dtype, wave(rows * hidden, 1.1, 1.5)), true);
-    const nn::Variable wh(rt, make(rt, {rows, hidden}, dtype, wave(rows * hidden, 2.3, 1.0)));
-    const nn::Variable wc(rt, make(rt, {rows, hidden}, dtype, wave(rows * hidden, 3.1, 1.0)));
+    const nn::Variable gates(
+        rt, floating_constant(rt, {rows, 4 * hidden}, dtype, sine_values(rows * 4 * hidden, 0.2, 3.0)), true);
+    const nn::Variable c(rt, floating_constant(rt, {rows, hidden}, dtype, sine_values(rows * hidden, 1.1, 1.5)),
+                         true);
+    const nn::Variable wh(rt, floating_constant(rt, {rows, hidden}, dtype, sine_values(rows * hidden, 2.3, 1.0)));
+    const nn::Variable wc(rt, floating_constant(rt, {rows, hidden}, dtype, sine_values(rows * hidden, 3.1, 1.0)));
     const std::vector<nn::Variable> out = fused ? nn::lstm_cell(gates, c) : unfused(gates, c, hidden);
     nn::add(nn::sum(nn::mul(out[0], wh)), nn::sum(nn::mul(out[1], wc))).backward();
-    const auto values = [&](const Tensor& t) {
-      if (dtype == DType::float64) return t.to_host_as<double>();
-      const std::vector<float> floats = t.to_host();
-      return std::vector<double>(floats.begin(), floats.end());
-    };
-    return std::vector<std::vector<double>>{values(gates.grad()), values(c.grad())};
+    return std::vector<std::vector<double>>{floating_values(gates.grad()), floating_values(c.grad())};
   };
   const auto fused = gradients(true);
   const auto reference = gradients(false);
