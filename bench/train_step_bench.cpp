@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -59,6 +60,17 @@ std::shared_ptr<dtr::nn::Sequential> build(dtr::Runtime& rt, const ModelChoice& 
   DTR_THROW(dtr::InvalidArgument, "dtr-bench-train-step: no model '", m.name, "'");
 }
 
+// Where a step's time outside its kernels goes: its three phases, each with its wall time, the runtime's
+// measured kernel time and the ops the program called.
+struct Phase {
+  double seconds = 0;
+  double kernel_seconds = 0;
+  std::uint64_t ops = 0;
+};
+constexpr std::size_t kPhases = 3;
+constexpr const char* kPhaseNames[kPhases] = {"forward and loss", "backward", "optimizer"};
+using Phases = std::array<Phase, kPhases>;
+
 // One model's training step in a runtime: a fixed batch, cross-entropy, momentum SGD.
 class Trainer {
  public:
@@ -78,12 +90,21 @@ class Trainer {
   float step() {
     optimizer_->zero_grad(/*set_to_none=*/true);
     start_bytes_ = rt_.resident_bytes();
+    begin_phase();
     const dtr::nn::Variable loss = dtr::nn::cross_entropy(model_->forward(x_), y_);
+    end_phase(0);
     saved_bytes_ = rt_.resident_bytes() - start_bytes_;
+    begin_phase();
     loss.backward();
+    end_phase(1);
+    begin_phase();
     optimizer_->step();
-    return loss.to_host()[0];
+    const float value = loss.to_host()[0];
+    end_phase(2);
+    return value;
   }
+  // Of the last step.
+  const Phases& phases() const { return phases_; }
 
   dtr::Runtime& runtime() { return rt_; }
   // Of the last step: what was resident when it began (parameters, momentum, the batch), and what its forward
@@ -99,6 +120,20 @@ class Trainer {
   dtr::nn::Variable y_;
   std::uint64_t start_bytes_ = 0;
   std::uint64_t saved_bytes_ = 0;
+  Phases phases_{};
+  Clock::time_point phase_start_{};
+  double phase_kernels_ = 0;
+  std::uint64_t phase_ops_ = 0;
+
+  void begin_phase() {
+    phase_kernels_ = rt_.stats().base_compute;
+    phase_ops_ = rt_.stats().ops;
+    phase_start_ = Clock::now();
+  }
+  void end_phase(std::size_t i) {
+    const double seconds = seconds_since(phase_start_);
+    phases_[i] = Phase{seconds, (rt_.stats().base_compute - phase_kernels_) * 1e-9, rt_.stats().ops - phase_ops_};
+  }
 };
 
 // FNV-1a over a buffer: the replay's outputs against the recorded step's.
@@ -279,6 +314,9 @@ struct Result {
   std::uint64_t start_bytes = 0;  // resident when a step begins
   std::uint64_t saved_bytes = 0;  // added by its forward
   std::uint64_t peak_bytes = 0;   // the runtime's peak resident bytes
+  // Per phase: ops called, and the median over rounds of its time outside measured kernels (seconds).
+  std::array<std::uint64_t, kPhases> phase_ops{};
+  std::array<double, kPhases> phase_outside{};
 };
 
 Result measure(const ModelChoice& m, int rounds) {
@@ -309,6 +347,7 @@ Result measure(const ModelChoice& m, int rounds) {
   trainer.step();
   trainer.step();
   std::vector<double> runtime_times, direct_times, ratios, outside;
+  std::array<std::vector<double>, kPhases> phase_outside;
   for (int round = 0; round < rounds; ++round) {
     // The order alternates, so that a drift of the machine's speed within a round favours neither side.
     double direct = 0;
@@ -333,6 +372,11 @@ Result measure(const ModelChoice& m, int rounds) {
     direct_times.push_back(direct);
     ratios.push_back((through - direct) / through);
     outside.push_back((through - kernel_s) / through);
+    for (std::size_t i = 0; i < kPhases; ++i) {
+      const Phase& phase = trainer.phases()[i];
+      phase_outside[i].push_back(phase.seconds - phase.kernel_seconds);
+      r.phase_ops[i] = phase.ops;
+    }
     std::printf("  %s round %d: runtime %.1f ms (%ld page faults), direct %.1f ms (%ld), bookkeeping %+.2f%%, "
                 "outside kernels %.2f%%\n", m.name.c_str(), round + 1, through * 1e3, runtime_faults, direct * 1e3,
                 direct_faults, 100 * ratios.back(), 100 * outside.back());
@@ -345,6 +389,7 @@ Result measure(const ModelChoice& m, int rounds) {
   r.direct_s = dtr::bench::median(direct_times);
   r.bookkeeping = dtr::bench::median(ratios);
   r.outside_kernels = dtr::bench::median(outside);
+  for (std::size_t i = 0; i < kPhases; ++i) r.phase_outside[i] = dtr::bench::median(phase_outside[i]);
   return r;
 }
 
@@ -381,6 +426,15 @@ int main(int argc, char** argv) {
       std::printf("| %s | %lld | %zu | %s | %.1f ms | %.1f ms | %+.2f%% | %.2f%% |\n", r.model.c_str(),
                   static_cast<long long>(r.batch), r.kernels, r.differing == 0 ? "yes" : "NO", r.runtime_s * 1e3,
                   r.direct_s * 1e3, 100 * r.bookkeeping, 100 * r.outside_kernels);
+    }
+    std::printf("\n| model | phase | ops called | outside measured kernels (median) | per op |\n"
+                "|---|---|---:|---:|---:|\n");
+    for (const Result& r : results) {
+      for (std::size_t i = 0; i < kPhases; ++i) {
+        const double per_op = r.phase_ops[i] > 0 ? r.phase_outside[i] / static_cast<double>(r.phase_ops[i]) : 0;
+        std::printf("| %s | %s | %llu | %.2f ms | %.1f us |\n", r.model.c_str(), kPhaseNames[i],
+                    static_cast<unsigned long long>(r.phase_ops[i]), r.phase_outside[i] * 1e3, per_op * 1e6);
+      }
     }
     std::printf("\n| model | batch | resident at a step's start | added by the forward (saved) | peak resident | peak over start |\n"
                 "|---|---:|---:|---:|---:|---:|\n");

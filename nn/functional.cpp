@@ -72,7 +72,7 @@ Variable bmm(const Variable& a, const Variable& b, bool transpose_a, bool transp
 }
 
 Variable attention(const Variable& qkv, std::int64_t heads) {
-  return apply1(ops::attention(), {qkv}, {{"heads", heads}});
+  return apply(ops::attention(), std::span<const Variable>(&qkv, 1), {{"heads", heads}})[0];
 }
 
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {

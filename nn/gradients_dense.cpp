@@ -47,9 +47,12 @@ Attrs with_shape(const Attrs& attrs, const char* name, const Shape& shape) {
 void add_dense_rules(GradientTable& table) {
   table.add(ops::matmul(), {bits(0, 1)}, [](const GradientContext& c) { return product_grads(c, ops::matmul()); });
   table.add(ops::bmm(), {bits(0, 1)}, [](const GradientContext& c) { return product_grads(c, ops::bmm()); });
-  // Fused attention: its backward op remakes the weights from qkv, the only value it keeps.
-  table.add(ops::attention(), {bits(0)}, [](const GradientContext& c) {
-    return Grads{call(c, ops::attention_backward(), {output_grad(c, 0), c.inputs[0]}, c.attrs)};
+  // Fused attention: from qkv and the weights (its second output), and the weights' own gradient when a
+  // program used them.
+  table.add(ops::attention(), {bits(0), bits(1)}, [](const GradientContext& c) {
+    std::vector<Tensor> inputs{output_grad(c, 0), c.inputs[0], c.outputs[1]};
+    if (c.output_grads[1].defined()) inputs.push_back(c.output_grads[1]);
+    return Grads{c.runtime.call1(ops::attention_backward(), inputs, c.attrs)};
   });
   // y = x wᵀ + bias over rows of x: dx = g w, dw = gᵀ x, dbias = the column sums of g.
   table.add(ops::linear(), {bits(0, 1)}, [](const GradientContext& c) {

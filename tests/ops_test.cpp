@@ -454,7 +454,9 @@ std::vector<Example> examples() {
           {ops::attention(), {tensor({1, 2, 6}, {1, -2, 3, 0.5F, -1, 2, 0.25F, 4, 1, -3, 2, 0})},
            {{"heads", std::int64_t{2}}}},
           {ops::attention_backward(),
-           {tensor({1, 2, 2}, {1, 2, -1, 0.5F}), tensor({1, 2, 6}, {1, -2, 3, 0.5F, -1, 2, 0.25F, 4, 1, -3, 2, 0})},
+           {tensor({1, 2, 2}, {1, 2, -1, 0.5F}), tensor({1, 2, 6}, {1, -2, 3, 0.5F, -1, 2, 0.25F, 4, 1, -3, 2, 0}),
+            tensor({2, 2, 2}, {0.25F, 0.75F, 0.5F, 0.5F, 0.875F, 0.125F, 0.375F, 0.625F}),
+            tensor({2, 2, 2}, {1, -1, 0.5F, 2, 0, 1, -2, 0.25F})},
            {{"heads", std::int64_t{2}}}},
           {ops::sum(), {x}, {{"axis", std::int64_t{1}}}},
           {ops::mean(), {x}, {{"axes", std::vector<std::int64_t>{0}}}},
@@ -539,11 +541,12 @@ TEST(Ops, EveryOpRejectsTheWrongNumberOfInputs) {
   for (const Example& example : examples()) {
     std::vector<HostTensor> one_more = example.inputs;
     one_more.push_back(example.inputs[0]);
-    // linear takes 2 or 3 inputs: its message says which. concat takes any number from 1: one more fits.
-    const bool variadic = example.op.name == "linear";
+    // linear takes 2 or 3 inputs, attention_backward 3 or 4: their messages say which. concat takes any
+    // number from 1: one more fits.
+    const bool variadic = example.op.name == "linear" || example.op.name == "attention_backward";
     const bool unbounded = example.op.name == "concat";
     const std::string expected = "op '" + example.op.name + "' takes " +
-                                 (variadic    ? "an input"
+                                 (variadic    ? (example.op.name == "linear" ? "an input" : "grad, qkv")
                                   : unbounded ? "at least 1 input"
                                               : std::to_string(example.inputs.size()));
     const std::string got = variadic ? "" : ", got " + std::to_string(one_more.size());

@@ -102,11 +102,12 @@ const OpDef& bmm();
 // "linear": x [..., in], weight [out, in] and an optional bias [out] -> x weightᵀ + bias, [..., out].
 const OpDef& linear();
 // "attention": multi-head self-attention after the input projection, as one op: qkv [N, T, 3E] (q, k and v
-// side by side, as torch.nn.MultiheadAttention's in_proj gives them) -> [N, T, E] with heads merged. Attribute
-// "heads" (int dividing E); per head of width D = E / heads: softmax((q / √D) kᵀ) v, the same bits as the
-// unfused ops (reshape, permute, scale, bmm, softmax, bmm, permute). "attention_backward"(grad [N, T, E],
-// qkv) -> grad_qkv [N, T, 3E], same attribute: it remakes the attention weights from qkv rather than saving
-// them ([N · heads, T, T] per layer, the largest saved activation of a short-sequence Transformer).
+// side by side, as torch.nn.MultiheadAttention's in_proj gives them) -> the context [N, T, E], heads merged,
+// and the weights [N · heads, T, T]. Attribute "heads" (int dividing E); per head of width D = E / heads:
+// P = softmax((q / √D) kᵀ), context = P v, with the bits of the unfused ops (reshape, permute, scale, bmm,
+// softmax, bmm, permute). "attention_backward"(grad [N, T, E], qkv, P[, grad_P]) -> grad_qkv [N, T, 3E], same
+// attribute (grad_P: the weights' own gradient, for a program that used them).
+// Under a budget the runtime may evict P like any value and remake it with the op.
 const OpDef& attention();
 const OpDef& attention_backward();
 // "conv2d": input [N, C, H, W], weight [O, C/groups, KH, KW] and an optional bias [O] -> [N, O, OH, OW] with

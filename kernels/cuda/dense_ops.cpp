@@ -309,8 +309,8 @@ void avg_pool2d_backward_cuda(const KernelArgs& args) {
 
 // ---- attention -------------------------------------------------------------------------------------------
 
-// The CPU kernel's steps for every head at once, in workspace: q (scaled), k and v as [N · heads, T, D], the
-// weights S = q kᵀ and P = softmax(S) as [N · heads, T, T] (cuBLAS's batched products, the softmax kernels).
+// The CPU kernel's steps for every head at once: q (scaled), k and v copied out as [N · heads, T, D] into
+// workspace, cuBLAS's batched products, the softmax kernels over rows of the weights [N · heads, T, T].
 struct AttentionPlan {
   HeadsLayout qkv;  // the q block of qkv [N, T, 3E]; part 1 is k, part 2 v
   std::int64_t batch = 0, head_elements = 0, weight_elements = 0;
@@ -329,40 +329,39 @@ AttentionPlan attention_plan(const Shape& qkv, const Attrs& attrs) {
   return plan;
 }
 
-// q (scaled), k, v and P into `scratch` (S is written to `weights` first).
 template <typename T>
-void attention_weights(const AttentionPlan& plan, const T* qkv, T* q, T* k, T* v, T* weights, T* p) {
+void gather_qkv(const AttentionPlan& plan, const T* qkv, T* q, T* k, T* v) {
   HeadsLayout l = plan.qkv;
-  const std::int64_t t = l.t;
   launch_heads_gather(l, plan.scale, qkv, q);
   l.part = 1;
   launch_heads_gather(l, 1.0, qkv, k);
   l.part = 2;
   launch_heads_gather(l, 1.0, qkv, v);
-  gemm(false, true, t, t, l.d, plan.batch, q, k, weights, false);
-  launch_softmax(plan.batch * t, t, 1, false, weights, p);
 }
 
+// qkv -> context, weights.
 void attention_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
     const AttentionPlan plan = attention_plan(args.input_meta[0].shape, args.attrs);
     const std::int64_t h = plan.head_elements;
-    const std::int64_t w = plan.weight_elements;
-    T* q = static_cast<T*>(workspace(args, "attention", static_cast<std::size_t>(4 * h + 2 * w) * sizeof(T)));
+    const std::int64_t t = plan.qkv.t;
+    const std::int64_t d = plan.qkv.d;
+    T* q = static_cast<T*>(workspace(args, "attention", static_cast<std::size_t>(4 * h) * sizeof(T)));
     T* k = q + h;
     T* v = k + h;
     T* o = v + h;
-    T* s = o + h;
-    T* p = s + w;
-    attention_weights(plan, args.input<T>(0), q, k, v, s, p);
-    gemm(false, false, plan.qkv.t, plan.qkv.d, plan.qkv.t, plan.batch, p, v, o, false);
+    T* p = args.output<T>(1);  // the scores, then the weights in place
+    gather_qkv(plan, args.input<T>(0), q, k, v);
+    gemm(false, true, t, t, d, plan.batch, q, k, p, false);
+    launch_softmax(plan.batch * t, t, 1, false, p, p);
+    gemm(false, false, t, d, t, plan.batch, p, v, o, false);
     HeadsLayout out = plan.qkv;
     out.row_width = out.e;
     launch_heads_scatter(out, 1.0, o, args.output<T>(0));
   });
 }
 
-// (grad [N, T, E], qkv) -> grad_qkv: P remade, then bmm's and softmax's gradients per head.
+// (grad [N, T, E], qkv, weights[, grad_weights]) -> grad_qkv: bmm's and softmax's gradients per head.
 void attention_backward_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
     const AttentionPlan plan = attention_plan(args.input_meta[1].shape, args.attrs);
@@ -371,26 +370,29 @@ void attention_backward_cuda(const KernelArgs& args) {
     const std::int64_t t = plan.qkv.t;
     const std::int64_t d = plan.qkv.d;
     T* q = static_cast<T*>(
-        workspace(args, "attention_backward", static_cast<std::size_t>(7 * h + 4 * w) * sizeof(T)));
+        workspace(args, "attention_backward", static_cast<std::size_t>(7 * h + w) * sizeof(T)));
     T* k = q + h;
     T* v = k + h;
     T* g = v + h;
     T* dq = g + h;
     T* dk = dq + h;
     T* dv = dk + h;
-    T* s = dv + h;
-    T* p = s + w;
-    T* dp = p + w;
-    T* ds = dp + w;
-    attention_weights(plan, args.input<T>(1), q, k, v, s, p);
+    T* dp = dv + h;  // then dS, in place
+    const T* p = args.input<T>(2);
+    gather_qkv(plan, args.input<T>(1), q, k, v);
     HeadsLayout grad = plan.qkv;
     grad.row_width = grad.e;
     launch_heads_gather(grad, 1.0, args.input<T>(0), g);
-    gemm(false, true, t, t, d, plan.batch, g, v, dp, false);
+    const bool weights_grad = args.inputs.size() == 4;  // the weights' own gradient, added to dP
+    if (weights_grad) {
+      DTR_CUDA_CHECK(cudaMemcpyAsync(dp, args.input<T>(3), static_cast<std::size_t>(w) * sizeof(T),
+                                     cudaMemcpyDeviceToDevice, stream));
+    }
+    gemm(false, true, t, t, d, plan.batch, g, v, dp, weights_grad);
     gemm(true, false, t, d, t, plan.batch, p, g, dv, false);
-    launch_softmax_backward(plan.batch * t, t, 1, false, dp, p, ds);
-    gemm(false, false, t, d, t, plan.batch, ds, k, dq, false);
-    gemm(true, false, t, d, t, plan.batch, ds, q, dk, false);
+    launch_softmax_backward(plan.batch * t, t, 1, false, dp, p, dp);
+    gemm(false, false, t, d, t, plan.batch, dp, k, dq, false);
+    gemm(true, false, t, d, t, plan.batch, dp, q, dk, false);
     HeadsLayout out = plan.qkv;
     launch_heads_scatter(out, plan.scale, dq, args.output<T>(0));
     out.part = 1;

@@ -1,13 +1,16 @@
-// Multi-head self-attention as one op and its backward op (include/dtr/ops.h). Each head of each sample is the
-// unfused ops' arithmetic in their order: q scaled as `scale` does, S = q kᵀ and context = P v on
-// kernels::gemm with the sizes bmm gives it, each row of P = softmax(S) and of its gradient by
-// normalization_math.h's row functions; heads one after the other, as bmm runs its batch. So the forward has
-// the unfused ops' bits, and the backward remakes P with the forward's bits.
+// Multi-head self-attention as one op and its backward op (include/dtr/ops.h), run as the unfused ops ran:
+// q scaled as `scale` does; S = q kᵀ and context = P v on kernels::gemm with the sizes bmm gives it, one head
+// after another as bmm runs its batch; each row of P = softmax(S) and of its gradient by normalization_math.h's
+// row functions, rows over the threads as the softmax ops spread them. So both outputs have the unfused ops'
+// bits. The weights are an output, as the unfused softmax's was: the runtime keeps them for the backward, or
+// evicts them under a budget and remakes them with the op.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "dtr/ops.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
 #include "kernels/dense/gemm.h"
 #include "kernels/elementwise/elementwise_math.h"
@@ -34,49 +37,87 @@ Heads heads_of(const char* name, std::span<const TensorMeta> inputs, std::size_t
   return h;
 }
 
-// One head's matrices, contiguous [T, D] (q, k, v, context and their gradients) and [T, T] (S, P and theirs).
+// The heads of every sample side by side, as the unfused ops had them: [N · heads, T, D] matrices (q, k, v,
+// context and their gradients) and [N · heads, T, T] (the weights and theirs), in one scratch block: the
+// kernel's workspace when the runtime gives one (so the budget counts it and the caching allocator reuses
+// it), else a buffer of its own.
 template <typename T>
-struct HeadBuffers {
-  std::vector<T> q, k, v, o, s, p;
-  explicit HeadBuffers(const Heads& h)
-      : q(static_cast<std::size_t>(h.t * h.d)), k(q.size()), v(q.size()), o(q.size()),
-        s(static_cast<std::size_t>(h.t * h.t)), p(s.size()) {}
+class Scratch {
+ public:
+  Scratch(const KernelArgs& args, const Heads& h, std::int64_t head_matrices, std::int64_t weight_matrices)
+      : head_(h.n * h.heads * h.t * h.d), weights_(h.n * h.heads * h.t * h.t), head_matrices_(head_matrices) {
+    const auto count = static_cast<std::size_t>(head_matrices * head_ + weight_matrices * weights_);
+    if (count == 0) return;
+    if (args.workspace != nullptr) {
+      base_ = static_cast<T*>(args.workspace->get(count * sizeof(T)));
+    } else {
+      own_.resize(count);
+      base_ = own_.data();
+    }
+  }
+  // Head matrix block i; weight block j, after every head block.
+  T* heads(std::int64_t i) const { return base_ + i * head_; }
+  T* weights(std::int64_t j) const { return base_ + head_matrices_ * head_ + j * weights_; }
+
+ private:
+  std::int64_t head_ = 0;
+  std::int64_t weights_ = 0;
+  std::int64_t head_matrices_ = 0;
+  std::vector<T> own_;
+  T* base_ = nullptr;
 };
 
-// Column block `part` (0 q, 1 k, 2 v) of head `head` of sample `b`: rows of `row_width`, head columns at
-// part · E + head · D.
+// Block `part` (0 q, 1 k, 2 v) of rows `row_width` wide copied out as [N · heads, T, D] (times `factor` as the
+// `scale` op multiplies), or back.
 template <typename T>
-const T* head_block(const T* base, const Heads& h, std::int64_t b, std::int64_t head, std::int64_t part,
-                    std::int64_t row_width) {
-  return base + b * h.t * row_width + part * h.e + head * h.d;
+void gather_heads(const T* from, std::int64_t row_width, std::int64_t part, const Heads& h, double factor, T* to) {
+  const kernels::Scale scale{factor};
+  for (std::int64_t b = 0; b < h.n; ++b) {
+    for (std::int64_t head = 0; head < h.heads; ++head) {
+      T* out = to + (b * h.heads + head) * h.t * h.d;
+      for (std::int64_t i = 0; i < h.t; ++i) {
+        const T* row = from + (b * h.t + i) * row_width + part * h.e + head * h.d;
+        for (std::int64_t j = 0; j < h.d; ++j) out[i * h.d + j] = scale(row[j]);
+      }
+    }
+  }
 }
-
-template <typename T, typename Fn>
-void gather(const T* from, std::int64_t row_width, const Heads& h, T* to, Fn fn) {
-  for (std::int64_t i = 0; i < h.t; ++i) {
-    for (std::int64_t j = 0; j < h.d; ++j) to[i * h.d + j] = fn(from[i * row_width + j]);
+template <typename T>
+void scatter_heads(const T* from, const Heads& h, double factor, T* to, std::int64_t row_width, std::int64_t part) {
+  const kernels::Scale scale{factor};
+  for (std::int64_t b = 0; b < h.n; ++b) {
+    for (std::int64_t head = 0; head < h.heads; ++head) {
+      const T* in = from + (b * h.heads + head) * h.t * h.d;
+      for (std::int64_t i = 0; i < h.t; ++i) {
+        T* row = to + (b * h.t + i) * row_width + part * h.e + head * h.d;
+        for (std::int64_t j = 0; j < h.d; ++j) row[j] = scale(in[i * h.d + j]);
+      }
+    }
   }
 }
 
+// bmm's loop: one GEMM per head, one after another (each with the threads bmm's has).
 template <typename T>
-void scatter(const T* from, const Heads& h, T* to, std::int64_t row_width) {
-  for (std::int64_t i = 0; i < h.t; ++i) {
-    for (std::int64_t j = 0; j < h.d; ++j) to[i * row_width + j] = from[i * h.d + j];
+void each_head(const Heads& h, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
+               const T* b, T* c, bool accumulate = false) {
+  for (std::int64_t i = 0; i < h.n * h.heads; ++i) {
+    kernels::gemm(ta, tb, m, n, k, a + i * m * k, b + i * k * n, c + i * m * n, accumulate);
   }
 }
 
-// q (scaled), k, v of one head, and P = softmax(q kᵀ) row by row.
+// The softmax op's rows (over the threads, each row one thread's), in place.
+template <typename T, typename Row>
+void each_row(const Heads& h, Row row) {
+  const std::int64_t rows = h.n * h.heads * h.t;
+  kernels::parallel_for_items(rows, rows * h.t, [&](std::int64_t r) { row(r * h.t); });
+}
+
+// q (scaled), k and v of every head.
 template <typename T>
-void attention_weights(const T* qkv, const Heads& h, std::int64_t b, std::int64_t head, HeadBuffers<T>& buf) {
-  const std::int64_t width = 3 * h.e;
-  const kernels::Scale scale{h.scale};
-  gather(head_block(qkv, h, b, head, 0, width), width, h, buf.q.data(), [&](T x) { return scale(x); });
-  gather(head_block(qkv, h, b, head, 1, width), width, h, buf.k.data(), [](T x) { return x; });
-  gather(head_block(qkv, h, b, head, 2, width), width, h, buf.v.data(), [](T x) { return x; });
-  kernels::gemm(false, true, h.t, h.t, h.d, buf.q.data(), buf.k.data(), buf.s.data());
-  for (std::int64_t i = 0; i < h.t; ++i) {
-    kernels::softmax_row(buf.s.data() + i * h.t, buf.p.data() + i * h.t, h.t, 1, false);
-  }
+void gather_qkv(const T* qkv, const Heads& h, T* q, T* k, T* v) {
+  gather_heads(qkv, 3 * h.e, 0, h, h.scale, q);
+  gather_heads(qkv, 3 * h.e, 1, h, 1.0, k);
+  gather_heads(qkv, 3 * h.e, 2, h, 1.0, v);
 }
 
 OpDef attention_op() {
@@ -86,18 +127,22 @@ OpDef attention_op() {
     kernels::check_arity("attention", inputs, 1);
     kernels::check_floating("attention", inputs);
     const Heads h = heads_of("attention", inputs, 0, attrs);
-    return TensorMetas{TensorMeta{{h.n, h.t, h.e}, inputs[0].dtype}};
+    return TensorMetas{TensorMeta{{h.n, h.t, h.e}, inputs[0].dtype},
+                       TensorMeta{{h.n * h.heads, h.t, h.t}, inputs[0].dtype}};
   };
   def.cpu_kernel = kernels::floating_kernel([]<typename T>(T /*zero*/, const KernelArgs& args) {
     const Heads h = heads_of("attention", args.input_meta, 0, args.attrs);
-    HeadBuffers<T> buf(h);
-    for (std::int64_t b = 0; b < h.n; ++b) {
-      for (std::int64_t head = 0; head < h.heads; ++head) {
-        attention_weights(args.input<T>(0), h, b, head, buf);
-        kernels::gemm(false, false, h.t, h.d, h.t, buf.p.data(), buf.v.data(), buf.o.data());
-        scatter(buf.o.data(), h, args.output<T>(0) + b * h.t * h.e + head * h.d, h.e);
-      }
-    }
+    const Scratch<T> scratch(args, h, 4, 0);
+    T* q = scratch.heads(0);
+    T* k = scratch.heads(1);
+    T* v = scratch.heads(2);
+    T* o = scratch.heads(3);
+    T* p = args.output<T>(1);  // S first, then P in place
+    gather_qkv(args.input<T>(0), h, q, k, v);
+    each_head(h, false, true, h.t, h.t, h.d, q, k, p);
+    each_row<T>(h, [&](std::int64_t at) { kernels::softmax_row(p + at, p + at, h.t, 1, false); });
+    each_head(h, false, false, h.t, h.d, h.t, p, v, o);
+    scatter_heads(o, h, 1.0, args.output<T>(0), h.e, 0);
   });
   // The two products, 2 T² D each per head, and the softmax's few per weight.
   def.flops = [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
@@ -112,46 +157,52 @@ OpDef attention_backward_op() {
   OpDef def;
   def.name = "attention_backward";
   def.infer = [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
-    kernels::check_arity("attention_backward", inputs, 2);
+    DTR_CHECK_SHAPES(inputs.size() == 3 || inputs.size() == 4, "attention_backward", inputs,
+                     "takes grad, qkv, the weights and an optional gradient of the weights");
     kernels::check_floating("attention_backward", inputs);
     const Heads h = heads_of("attention_backward", inputs, 1, attrs);
-    DTR_CHECK_SHAPES(inputs[0].shape == (Shape{h.n, h.t, h.e}), "attention_backward", inputs,
-                     "needs grad [N, T, E] for qkv [N, T, 3E]");
+    const Shape weights{h.n * h.heads, h.t, h.t};
+    DTR_CHECK_SHAPES(inputs[0].shape == (Shape{h.n, h.t, h.e}) && inputs[2].shape == weights &&
+                         (inputs.size() == 3 || inputs[3].shape == weights),
+                     "attention_backward", inputs,
+                     "needs grad [N, T, E] and the weights [N · heads, T, T] (and their gradient) for qkv [N, T, 3E]");
     return TensorMetas{inputs[1]};
   };
   def.cpu_kernel = kernels::floating_kernel([]<typename T>(T /*zero*/, const KernelArgs& args) {
     const Heads h = heads_of("attention_backward", args.input_meta, 1, args.attrs);
-    HeadBuffers<T> buf(h);
-    std::vector<T> grad(buf.q.size()), dp(buf.s.size()), ds(buf.s.size()), dq(buf.q.size()), dk(buf.q.size()),
-        dv(buf.q.size());
-    const kernels::Scale scale{h.scale};
-    const std::int64_t width = 3 * h.e;
-    for (std::int64_t b = 0; b < h.n; ++b) {
-      for (std::int64_t head = 0; head < h.heads; ++head) {
-        attention_weights(args.input<T>(1), h, b, head, buf);
-        gather(args.input<T>(0) + b * h.t * h.e + head * h.d, h.e, h, grad.data(), [](T x) { return x; });
-        // context = P v: dP = grad vᵀ, dv = Pᵀ grad (bmm's gradients).
-        kernels::gemm(false, true, h.t, h.t, h.d, grad.data(), buf.v.data(), dp.data());
-        kernels::gemm(true, false, h.t, h.d, h.t, buf.p.data(), grad.data(), dv.data());
-        for (std::int64_t i = 0; i < h.t; ++i) {
-          kernels::softmax_backward_row(dp.data() + i * h.t, buf.p.data() + i * h.t, ds.data() + i * h.t, h.t, 1,
-                                        false);
-        }
-        // S = q kᵀ with q scaled: dq = scale · (dS k), dk = dSᵀ q.
-        kernels::gemm(false, false, h.t, h.d, h.t, ds.data(), buf.k.data(), dq.data());
-        kernels::gemm(true, false, h.t, h.d, h.t, ds.data(), buf.q.data(), dk.data());
-        for (T& x : dq) x = scale(x);
-        T* out = args.output<T>(0);
-        scatter(dq.data(), h, out + b * h.t * width + head * h.d, width);
-        scatter(dk.data(), h, out + b * h.t * width + h.e + head * h.d, width);
-        scatter(dv.data(), h, out + b * h.t * width + 2 * h.e + head * h.d, width);
-      }
-    }
+    const Scratch<T> scratch(args, h, 7, 1);
+    T* q = scratch.heads(0);
+    T* k = scratch.heads(1);
+    T* v = scratch.heads(2);
+    T* g = scratch.heads(3);
+    T* dq = scratch.heads(4);
+    T* dk = scratch.heads(5);
+    T* dv = scratch.heads(6);
+    T* dp = scratch.weights(0);  // then dS, in place
+    const T* p = args.input<T>(2);
+    gather_qkv(args.input<T>(1), h, q, k, v);
+    gather_heads(args.input<T>(0), h.e, 0, h, 1.0, g);
+    // context = P v: dP = grad vᵀ (plus the weights' own gradient, when given), dv = Pᵀ grad (bmm's
+    // gradients); then softmax's, row by row.
+    const bool weights_grad = args.inputs.size() == 4;
+    if (weights_grad) std::copy_n(args.input<T>(3), h.n * h.heads * h.t * h.t, dp);
+    each_head(h, false, true, h.t, h.t, h.d, g, v, dp, weights_grad);
+    each_head(h, true, false, h.t, h.d, h.t, p, g, dv);
+    each_row<T>(h, [&](std::int64_t at) {
+      kernels::softmax_backward_row(dp + at, p + at, dp + at, h.t, 1, false);
+    });
+    // S = q kᵀ with q scaled: dq = scale · (dS k), dk = dSᵀ q.
+    each_head(h, false, false, h.t, h.d, h.t, dp, k, dq);
+    each_head(h, true, false, h.t, h.d, h.t, dp, q, dk);
+    T* out = args.output<T>(0);
+    scatter_heads(dq, h, h.scale, out, 3 * h.e, 0);
+    scatter_heads(dk, h, 1.0, out, 3 * h.e, 1);
+    scatter_heads(dv, h, 1.0, out, 3 * h.e, 2);
   });
-  // The forward's products again and four more, 2 T² D each per head.
+  // Four products, 2 T² D each per head, and the softmax gradient's few per weight.
   def.flops = [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
     const Heads h = heads_of("attention_backward", inputs, 1, attrs);
-    const double per_head = 12.0 * static_cast<double>(h.t * h.t * h.d) + 8.0 * static_cast<double>(h.t * h.t);
+    const double per_head = 8.0 * static_cast<double>(h.t * h.t * h.d) + 4.0 * static_cast<double>(h.t * h.t);
     return kernels::at_least_one(static_cast<double>(h.n * h.heads) * per_head);
   };
   return def;

@@ -75,8 +75,9 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, Attention, ::testing::Values(DType::float32, DT
 TEST(AttentionValues, EqualScoresAverageTheValues) {
   Runtime rt;
   const Tensor qkv = rt.constant(TensorMeta{{1, 2, 3}}, std::vector<float>{1, 0, 2, 0, 0, 4});
-  const std::vector<float> out = rt.call1(ops::attention(), {qkv}, {{"heads", std::int64_t{1}}}).to_host();
-  EXPECT_EQ(out, (std::vector<float>{3, 3}));
+  const std::vector<Tensor> out = rt.call(ops::attention(), std::vector<Tensor>{qkv}, {{"heads", std::int64_t{1}}});
+  EXPECT_EQ(out[0].to_host(), (std::vector<float>{3, 3}));
+  EXPECT_EQ(out[1].to_host(), (std::vector<float>{0.5F, 0.5F, 0.5F, 0.5F}));  // the weights, [1, 2, 2]
 }
 
 TEST(AttentionErrors, ShapesAndHeadsThatDoNotFitNameTheOp) {
@@ -89,9 +90,12 @@ TEST(AttentionErrors, ShapesAndHeadsThatDoNotFitNameTheOp) {
                                 {"op 'attention'", "'heads' is 3", "divisor of E = 4"});
   expect_error<InvalidArgument>([&] { rt.call1(ops::attention(), {qkv}); }, {"heads"});
   const Tensor grad = rt.constant(TensorMeta{{2, 3, 5}});
+  const Tensor weights = rt.constant(TensorMeta{{4, 3, 3}});
   expect_error<ShapeError>(
-      [&] { rt.call1(ops::attention_backward(), {grad, qkv}, {{"heads", std::int64_t{2}}}); },
-      {"op 'attention_backward'", "needs grad [N, T, E] for qkv [N, T, 3E]"});
+      [&] { rt.call1(ops::attention_backward(), {grad, qkv, weights}, {{"heads", std::int64_t{2}}}); },
+      {"op 'attention_backward'", "needs grad [N, T, E] and the weights [N · heads, T, T]", "for qkv [N, T, 3E]"});
+  expect_error<ShapeError>([&] { rt.call1(ops::attention_backward(), {grad, qkv}, {{"heads", std::int64_t{2}}}); },
+                           {"op 'attention_backward'", "takes grad, qkv, the weights and an optional gradient"});
 }
 
 }  // namespace

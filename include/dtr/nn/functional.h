@@ -42,7 +42,7 @@ Variable dropout(const Variable& x, double p, bool training);
 Variable matmul(const Variable& a, const Variable& b, bool transpose_a = false, bool transpose_b = false);
 Variable bmm(const Variable& a, const Variable& b, bool transpose_a = false, bool transpose_b = false);
 // Multi-head self-attention after the input projection (ops::attention): qkv [N, T, 3E] -> [N, T, E],
-// softmax((q / √D) kᵀ) v per head of width D = E / heads. Its backward keeps only qkv.
+// softmax((q / √D) kᵀ) v per head of width D = E / heads. Its backward keeps qkv and the weights.
 Variable attention(const Variable& qkv, std::int64_t heads);
 // x [..., in] weight [out, in] (+ bias [out]) -> [..., out].
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});
