@@ -11,15 +11,16 @@
 namespace dtr::kernels::cuda {
 namespace {
 
-// One thread per element of the [n · heads, t, d] side; `gather` picks the direction.
+// One thread per element of the [count, t, d] side; `gather` picks the direction.
 template <typename T>
 __global__ void heads_kernel(HeadsLayout l, T factor, bool gather, const T* from, T* to) {
-  const std::int64_t count = l.n * l.heads * l.t * l.d;
+  const std::int64_t count = l.count * l.t * l.d;
   for (std::int64_t x = first_index(); x < count; x += grid_stride()) {
     const std::int64_t j = x % l.d;
     const std::int64_t i = (x / l.d) % l.t;
-    const std::int64_t head = (x / (l.d * l.t)) % l.heads;
-    const std::int64_t b = x / (l.d * l.t * l.heads);
+    const std::int64_t bh = l.first + x / (l.d * l.t);
+    const std::int64_t head = bh % l.heads;
+    const std::int64_t b = bh / l.heads;
     const std::int64_t y = (b * l.t + i) * l.row_width + l.part * l.e + head * l.d + j;
     if (gather) {
       to[x] = from[y] * factor;
@@ -198,7 +199,7 @@ void avg_pool2d_backward(const PoolShape& s, const T* grad, T* dx) {
 
 template <typename T>
 void heads(const HeadsLayout& l, double factor, bool gather, const T* from, T* to) {
-  const std::int64_t count = l.n * l.heads * l.t * l.d;
+  const std::int64_t count = l.count * l.t * l.d;
   if (count <= 0) return;
   heads_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(l, static_cast<T>(factor), gather, from, to);
   DTR_CUDA_CHECK_LAUNCH();

@@ -33,11 +33,12 @@ void launch_avg_pool2d_backward(const PoolShape& s, const float* grad, float* dx
 void launch_avg_pool2d_backward(const PoolShape& s, const double* grad, double* dx);
 
 // The heads of the attention ops: in a [n, t, row_width] tensor, head `head` of column block `part` is the
-// columns part · e + head · d ... + d of every row; as [n · heads, t, d] one head after another. gather copies
-// them out (to[((b · heads + head) · t + i) · d + j] = from[(b · t + i) · row_width + part · e + head · d + j]
-// · factor), scatter back (the same map the other way, times factor): factor as the `scale` op multiplies.
+// columns part · e + head · d ... + d of every row. Heads [first, first + count) of the [n · heads] order are
+// copied out as [count, t, d] by gather (to[(c · t + i) · d + j] = from[(b · t + i) · row_width + part · e +
+// head · d + j] · factor, with b · heads + head = first + c), and back by scatter (the same map the other way,
+// times factor): factor as the `scale` op multiplies.
 struct HeadsLayout {
-  std::int64_t n = 0, t = 0, e = 0, heads = 1, d = 0, row_width = 0, part = 0;
+  std::int64_t n = 0, t = 0, e = 0, heads = 1, d = 0, row_width = 0, part = 0, first = 0, count = 0;
 };
 void launch_heads_gather(const HeadsLayout& l, double factor, const float* from, float* to);
 void launch_heads_gather(const HeadsLayout& l, double factor, const double* from, double* to);

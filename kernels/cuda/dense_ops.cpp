@@ -309,11 +309,13 @@ void avg_pool2d_backward_cuda(const KernelArgs& args) {
 
 // ---- attention -------------------------------------------------------------------------------------------
 
-// The CPU kernel's steps for every head at once: q (scaled), k and v copied out as [N · heads, T, D] into
+// The CPU kernel's steps, in the same chunks of heads: q (scaled), k and v copied out as [count, T, D] into
 // workspace, cuBLAS's batched products, the softmax kernels over rows of the weights [N · heads, T, T].
+constexpr std::int64_t kChunkHeads = 1024;
+
 struct AttentionPlan {
   HeadsLayout qkv;  // the q block of qkv [N, T, 3E]; part 1 is k, part 2 v
-  std::int64_t batch = 0, head_elements = 0, weight_elements = 0;
+  std::int64_t total = 0, chunk = 0, head_elements = 0, weight_elements = 0;  // per chunk
   double scale = 1.0;
 };
 
@@ -321,22 +323,32 @@ AttentionPlan attention_plan(const Shape& qkv, const Attrs& attrs) {
   AttentionPlan plan;
   const std::int64_t e = qkv[2] / 3;
   const std::int64_t heads = attrs.get_int("heads");
-  plan.qkv = HeadsLayout{qkv[0], qkv[1], e, heads, e / heads, 3 * e, 0};
-  plan.batch = qkv[0] * heads;
-  plan.head_elements = plan.batch * qkv[1] * plan.qkv.d;
-  plan.weight_elements = plan.batch * qkv[1] * qkv[1];
+  plan.qkv = HeadsLayout{qkv[0], qkv[1], e, heads, e / heads, 3 * e, 0, 0, 0};
+  plan.total = qkv[0] * heads;
+  plan.chunk = plan.total < kChunkHeads ? plan.total : kChunkHeads;
+  plan.head_elements = plan.chunk * qkv[1] * plan.qkv.d;
+  plan.weight_elements = plan.chunk * qkv[1] * qkv[1];
   plan.scale = plan.qkv.d > 0 ? 1.0 / std::sqrt(static_cast<double>(plan.qkv.d)) : 1.0;
   return plan;
 }
 
-template <typename T>
-void gather_qkv(const AttentionPlan& plan, const T* qkv, T* q, T* k, T* v) {
+// Heads [first, first + count) of block `part` of rows `row_width` wide.
+HeadsLayout heads_of(const AttentionPlan& plan, std::int64_t row_width, std::int64_t part, std::int64_t first,
+                     std::int64_t count) {
   HeadsLayout l = plan.qkv;
-  launch_heads_gather(l, plan.scale, qkv, q);
-  l.part = 1;
-  launch_heads_gather(l, 1.0, qkv, k);
-  l.part = 2;
-  launch_heads_gather(l, 1.0, qkv, v);
+  l.row_width = row_width;
+  l.part = part;
+  l.first = first;
+  l.count = count;
+  return l;
+}
+
+template <typename T>
+void gather_qkv(const AttentionPlan& plan, const T* qkv, std::int64_t first, std::int64_t count, T* q, T* k, T* v) {
+  const std::int64_t width = 3 * plan.qkv.e;
+  launch_heads_gather(heads_of(plan, width, 0, first, count), plan.scale, qkv, q);
+  launch_heads_gather(heads_of(plan, width, 1, first, count), 1.0, qkv, k);
+  launch_heads_gather(heads_of(plan, width, 2, first, count), 1.0, qkv, v);
 }
 
 // qkv -> context, weights.
@@ -350,14 +362,15 @@ void attention_cuda(const KernelArgs& args) {
     T* k = q + h;
     T* v = k + h;
     T* o = v + h;
-    T* p = args.output<T>(1);  // the scores, then the weights in place
-    gather_qkv(plan, args.input<T>(0), q, k, v);
-    gemm(false, true, t, t, d, plan.batch, q, k, p, false);
-    launch_softmax(plan.batch * t, t, 1, false, p, p);
-    gemm(false, false, t, d, t, plan.batch, p, v, o, false);
-    HeadsLayout out = plan.qkv;
-    out.row_width = out.e;
-    launch_heads_scatter(out, 1.0, o, args.output<T>(0));
+    for (std::int64_t first = 0; first < plan.total; first += plan.chunk) {
+      const std::int64_t count = plan.total - first < plan.chunk ? plan.total - first : plan.chunk;
+      T* p = args.output<T>(1) + first * t * t;  // the scores, then the weights in place
+      gather_qkv(plan, args.input<T>(0), first, count, q, k, v);
+      gemm(false, true, t, t, d, count, q, k, p, false);
+      launch_softmax(count * t, t, 1, false, p, p);
+      gemm(false, false, t, d, t, count, p, v, o, false);
+      launch_heads_scatter(heads_of(plan, plan.qkv.e, 0, first, count), 1.0, o, args.output<T>(0));
+    }
   });
 }
 
@@ -369,6 +382,7 @@ void attention_backward_cuda(const KernelArgs& args) {
     const std::int64_t w = plan.weight_elements;
     const std::int64_t t = plan.qkv.t;
     const std::int64_t d = plan.qkv.d;
+    const std::int64_t width = 3 * plan.qkv.e;
     T* q = static_cast<T*>(
         workspace(args, "attention_backward", static_cast<std::size_t>(7 * h + w) * sizeof(T)));
     T* k = q + h;
@@ -378,27 +392,26 @@ void attention_backward_cuda(const KernelArgs& args) {
     T* dk = dq + h;
     T* dv = dk + h;
     T* dp = dv + h;  // then dS, in place
-    const T* p = args.input<T>(2);
-    gather_qkv(plan, args.input<T>(1), q, k, v);
-    HeadsLayout grad = plan.qkv;
-    grad.row_width = grad.e;
-    launch_heads_gather(grad, 1.0, args.input<T>(0), g);
     const bool weights_grad = args.inputs.size() == 4;  // the weights' own gradient, added to dP
-    if (weights_grad) {
-      DTR_CUDA_CHECK(cudaMemcpyAsync(dp, args.input<T>(3), static_cast<std::size_t>(w) * sizeof(T),
-                                     cudaMemcpyDeviceToDevice, stream));
+    for (std::int64_t first = 0; first < plan.total; first += plan.chunk) {
+      const std::int64_t count = plan.total - first < plan.chunk ? plan.total - first : plan.chunk;
+      const T* p = args.input<T>(2) + first * t * t;
+      gather_qkv(plan, args.input<T>(1), first, count, q, k, v);
+      launch_heads_gather(heads_of(plan, plan.qkv.e, 0, first, count), 1.0, args.input<T>(0), g);
+      if (weights_grad) {
+        DTR_CUDA_CHECK(cudaMemcpyAsync(dp, args.input<T>(3) + first * t * t,
+                                       static_cast<std::size_t>(count * t * t) * sizeof(T),
+                                       cudaMemcpyDeviceToDevice, stream));
+      }
+      gemm(false, true, t, t, d, count, g, v, dp, weights_grad);
+      gemm(true, false, t, d, t, count, p, g, dv, false);
+      launch_softmax_backward(count * t, t, 1, false, dp, p, dp);
+      gemm(false, false, t, d, t, count, dp, k, dq, false);
+      gemm(true, false, t, d, t, count, dp, q, dk, false);
+      launch_heads_scatter(heads_of(plan, width, 0, first, count), plan.scale, dq, args.output<T>(0));
+      launch_heads_scatter(heads_of(plan, width, 1, first, count), 1.0, dk, args.output<T>(0));
+      launch_heads_scatter(heads_of(plan, width, 2, first, count), 1.0, dv, args.output<T>(0));
     }
-    gemm(false, true, t, t, d, plan.batch, g, v, dp, weights_grad);
-    gemm(true, false, t, d, t, plan.batch, p, g, dv, false);
-    launch_softmax_backward(plan.batch * t, t, 1, false, dp, p, dp);
-    gemm(false, false, t, d, t, plan.batch, dp, k, dq, false);
-    gemm(true, false, t, d, t, plan.batch, dp, q, dk, false);
-    HeadsLayout out = plan.qkv;
-    launch_heads_scatter(out, plan.scale, dq, args.output<T>(0));
-    out.part = 1;
-    launch_heads_scatter(out, 1.0, dk, args.output<T>(0));
-    out.part = 2;
-    launch_heads_scatter(out, 1.0, dv, args.output<T>(0));
   });
 }
 

@@ -37,15 +37,21 @@ Heads heads_of(const char* name, std::span<const TensorMeta> inputs, std::size_t
   return h;
 }
 
-// The heads of every sample side by side, as the unfused ops had them: [N · heads, T, D] matrices (q, k, v,
-// context and their gradients) and [N · heads, T, T] (the weights and theirs), in one scratch block: the
-// kernel's workspace when the runtime gives one (so the budget counts it and the caching allocator reuses
-// it), else a buffer of its own.
+// Heads are taken in chunks of this many ([N · heads] counts every sample's): a chunk's scratch is a few
+// hundred KiB where all heads at once took the budget of a small model, and its softmax rows still fill the
+// threads. A chunk runs every head as the unfused ops ran it, so the chunking changes no bit.
+constexpr std::int64_t kChunkHeads = 64;
+
+// A chunk's heads side by side, as the unfused ops had them: [count, T, D] matrices (q, k, v, context and their
+// gradients) and [count, T, T] (the weights' gradient), in one block: the kernel's workspace when the
+// runtime gives one (so the budget counts it and the caching allocator reuses it), else a buffer of its own.
 template <typename T>
 class Scratch {
  public:
   Scratch(const KernelArgs& args, const Heads& h, std::int64_t head_matrices, std::int64_t weight_matrices)
-      : head_(h.n * h.heads * h.t * h.d), weights_(h.n * h.heads * h.t * h.t), head_matrices_(head_matrices) {
+      : head_(std::min(kChunkHeads, h.n * h.heads) * h.t * h.d),
+        weights_(std::min(kChunkHeads, h.n * h.heads) * h.t * h.t),
+        head_matrices_(head_matrices) {
     const auto count = static_cast<std::size_t>(head_matrices * head_ + weight_matrices * weights_);
     if (count == 0) return;
     if (args.workspace != nullptr) {
@@ -67,57 +73,66 @@ class Scratch {
   T* base_ = nullptr;
 };
 
-// Block `part` (0 q, 1 k, 2 v) of rows `row_width` wide copied out as [N · heads, T, D] (times `factor` as the
-// `scale` op multiplies), or back.
+// Heads [first, first + count) of the [N · heads] order: block `part` (0 q, 1 k, 2 v) of rows `row_width`
+// wide copied out as [count, T, D] (times `factor` as the `scale` op multiplies), or back.
 template <typename T>
-void gather_heads(const T* from, std::int64_t row_width, std::int64_t part, const Heads& h, double factor, T* to) {
+void gather_heads(const T* from, std::int64_t row_width, std::int64_t part, const Heads& h, std::int64_t first,
+                  std::int64_t count, double factor, T* to) {
   const kernels::Scale scale{factor};
-  for (std::int64_t b = 0; b < h.n; ++b) {
-    for (std::int64_t head = 0; head < h.heads; ++head) {
-      T* out = to + (b * h.heads + head) * h.t * h.d;
-      for (std::int64_t i = 0; i < h.t; ++i) {
-        const T* row = from + (b * h.t + i) * row_width + part * h.e + head * h.d;
-        for (std::int64_t j = 0; j < h.d; ++j) out[i * h.d + j] = scale(row[j]);
-      }
+  for (std::int64_t c = 0; c < count; ++c) {
+    const std::int64_t b = (first + c) / h.heads;
+    const std::int64_t head = (first + c) % h.heads;
+    T* out = to + c * h.t * h.d;
+    for (std::int64_t i = 0; i < h.t; ++i) {
+      const T* row = from + (b * h.t + i) * row_width + part * h.e + head * h.d;
+      for (std::int64_t j = 0; j < h.d; ++j) out[i * h.d + j] = scale(row[j]);
     }
   }
 }
 template <typename T>
-void scatter_heads(const T* from, const Heads& h, double factor, T* to, std::int64_t row_width, std::int64_t part) {
+void scatter_heads(const T* from, const Heads& h, std::int64_t first, std::int64_t count, double factor, T* to,
+                   std::int64_t row_width, std::int64_t part) {
   const kernels::Scale scale{factor};
-  for (std::int64_t b = 0; b < h.n; ++b) {
-    for (std::int64_t head = 0; head < h.heads; ++head) {
-      const T* in = from + (b * h.heads + head) * h.t * h.d;
-      for (std::int64_t i = 0; i < h.t; ++i) {
-        T* row = to + (b * h.t + i) * row_width + part * h.e + head * h.d;
-        for (std::int64_t j = 0; j < h.d; ++j) row[j] = scale(in[i * h.d + j]);
-      }
+  for (std::int64_t c = 0; c < count; ++c) {
+    const std::int64_t b = (first + c) / h.heads;
+    const std::int64_t head = (first + c) % h.heads;
+    const T* in = from + c * h.t * h.d;
+    for (std::int64_t i = 0; i < h.t; ++i) {
+      T* row = to + (b * h.t + i) * row_width + part * h.e + head * h.d;
+      for (std::int64_t j = 0; j < h.d; ++j) row[j] = scale(in[i * h.d + j]);
     }
   }
 }
 
-// bmm's loop: one GEMM per head, one after another (each with the threads bmm's has).
+// bmm's loop over `count` heads: one GEMM per head, one after another (each with the threads bmm's has).
 template <typename T>
-void each_head(const Heads& h, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
+void each_head(std::int64_t count, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a,
                const T* b, T* c, bool accumulate = false) {
-  for (std::int64_t i = 0; i < h.n * h.heads; ++i) {
+  for (std::int64_t i = 0; i < count; ++i) {
     kernels::gemm(ta, tb, m, n, k, a + i * m * k, b + i * k * n, c + i * m * n, accumulate);
   }
 }
 
-// The softmax op's rows (over the threads, each row one thread's), in place.
-template <typename T, typename Row>
-void each_row(const Heads& h, Row row) {
-  const std::int64_t rows = h.n * h.heads * h.t;
+// The softmax op's rows of `count` heads (over the threads, each row one thread's).
+template <typename Row>
+void each_row(const Heads& h, std::int64_t count, Row row) {
+  const std::int64_t rows = count * h.t;
   kernels::parallel_for_items(rows, rows * h.t, [&](std::int64_t r) { row(r * h.t); });
 }
 
-// q (scaled), k and v of every head.
+// Calls fn(first, count) over the chunks of heads.
+template <typename Fn>
+void each_chunk(const Heads& h, Fn fn) {
+  const std::int64_t total = h.n * h.heads;
+  for (std::int64_t first = 0; first < total; first += kChunkHeads) fn(first, std::min(kChunkHeads, total - first));
+}
+
+// q (scaled), k and v of a chunk's heads.
 template <typename T>
-void gather_qkv(const T* qkv, const Heads& h, T* q, T* k, T* v) {
-  gather_heads(qkv, 3 * h.e, 0, h, h.scale, q);
-  gather_heads(qkv, 3 * h.e, 1, h, 1.0, k);
-  gather_heads(qkv, 3 * h.e, 2, h, 1.0, v);
+void gather_qkv(const T* qkv, const Heads& h, std::int64_t first, std::int64_t count, T* q, T* k, T* v) {
+  gather_heads(qkv, 3 * h.e, 0, h, first, count, h.scale, q);
+  gather_heads(qkv, 3 * h.e, 1, h, first, count, 1.0, k);
+  gather_heads(qkv, 3 * h.e, 2, h, first, count, 1.0, v);
 }
 
 OpDef attention_op() {
@@ -137,12 +152,14 @@ OpDef attention_op() {
     T* k = scratch.heads(1);
     T* v = scratch.heads(2);
     T* o = scratch.heads(3);
-    T* p = args.output<T>(1);  // S first, then P in place
-    gather_qkv(args.input<T>(0), h, q, k, v);
-    each_head(h, false, true, h.t, h.t, h.d, q, k, p);
-    each_row<T>(h, [&](std::int64_t at) { kernels::softmax_row(p + at, p + at, h.t, 1, false); });
-    each_head(h, false, false, h.t, h.d, h.t, p, v, o);
-    scatter_heads(o, h, 1.0, args.output<T>(0), h.e, 0);
+    each_chunk(h, [&](std::int64_t first, std::int64_t count) {
+      T* p = args.output<T>(1) + first * h.t * h.t;  // the scores, then the weights in place
+      gather_qkv(args.input<T>(0), h, first, count, q, k, v);
+      each_head(count, false, true, h.t, h.t, h.d, q, k, p);
+      each_row(h, count, [&](std::int64_t at) { kernels::softmax_row(p + at, p + at, h.t, 1, false); });
+      each_head(count, false, false, h.t, h.d, h.t, p, v, o);
+      scatter_heads(o, h, first, count, 1.0, args.output<T>(0), h.e, 0);
+    });
   });
   // The two products, 2 T² D each per head, and the softmax's few per weight.
   def.flops = [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
@@ -179,25 +196,27 @@ OpDef attention_backward_op() {
     T* dk = scratch.heads(5);
     T* dv = scratch.heads(6);
     T* dp = scratch.weights(0);  // then dS, in place
-    const T* p = args.input<T>(2);
-    gather_qkv(args.input<T>(1), h, q, k, v);
-    gather_heads(args.input<T>(0), h.e, 0, h, 1.0, g);
-    // context = P v: dP = grad vᵀ (plus the weights' own gradient, when given), dv = Pᵀ grad (bmm's
-    // gradients); then softmax's, row by row.
-    const bool weights_grad = args.inputs.size() == 4;
-    if (weights_grad) std::copy_n(args.input<T>(3), h.n * h.heads * h.t * h.t, dp);
-    each_head(h, false, true, h.t, h.t, h.d, g, v, dp, weights_grad);
-    each_head(h, true, false, h.t, h.d, h.t, p, g, dv);
-    each_row<T>(h, [&](std::int64_t at) {
-      kernels::softmax_backward_row(dp + at, p + at, dp + at, h.t, 1, false);
-    });
-    // S = q kᵀ with q scaled: dq = scale · (dS k), dk = dSᵀ q.
-    each_head(h, false, false, h.t, h.d, h.t, dp, k, dq);
-    each_head(h, true, false, h.t, h.d, h.t, dp, q, dk);
     T* out = args.output<T>(0);
-    scatter_heads(dq, h, h.scale, out, 3 * h.e, 0);
-    scatter_heads(dk, h, 1.0, out, 3 * h.e, 1);
-    scatter_heads(dv, h, 1.0, out, 3 * h.e, 2);
+    const bool weights_grad = args.inputs.size() == 4;
+    each_chunk(h, [&](std::int64_t first, std::int64_t count) {
+      const T* p = args.input<T>(2) + first * h.t * h.t;
+      gather_qkv(args.input<T>(1), h, first, count, q, k, v);
+      gather_heads(args.input<T>(0), h.e, 0, h, first, count, 1.0, g);
+      // context = P v: dP = grad vᵀ (plus the weights' own gradient, when given), dv = Pᵀ grad (bmm's
+      // gradients); then softmax's, row by row.
+      if (weights_grad) std::copy_n(args.input<T>(3) + first * h.t * h.t, count * h.t * h.t, dp);
+      each_head(count, false, true, h.t, h.t, h.d, g, v, dp, weights_grad);
+      each_head(count, true, false, h.t, h.d, h.t, p, g, dv);
+      each_row(h, count, [&](std::int64_t at) {
+        kernels::softmax_backward_row(dp + at, p + at, dp + at, h.t, 1, false);
+      });
+      // S = q kᵀ with q scaled: dq = scale · (dS k), dk = dSᵀ q.
+      each_head(count, false, false, h.t, h.d, h.t, dp, k, dq);
+      each_head(count, true, false, h.t, h.d, h.t, dp, q, dk);
+      scatter_heads(dq, h, first, count, h.scale, out, 3 * h.e, 0);
+      scatter_heads(dk, h, first, count, 1.0, out, 3 * h.e, 1);
+      scatter_heads(dv, h, first, count, 1.0, out, 3 * h.e, 2);
+    });
   });
   // Four products, 2 T² D each per head, and the softmax gradient's few per weight.
   def.flops = [](std::span<const TensorMeta> inputs, const Attrs& attrs) {
