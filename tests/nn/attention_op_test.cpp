@@ -37,8 +37,9 @@ class Attention : public ::testing::TestWithParam<DType> {};
 TEST_P(Attention, TheForwardGivesTheUnfusedOpsBits) {
   const DType dtype = GetParam();
   Runtime rt;
+  // 35 samples: 35, 70 and 140 heads, one chunk of the CPU kernel's 64 and more than one, with a short tail.
   const nn::Variable qkv(rt,
-                         floating_constant(rt, {3, 7, 3 * 8}, dtype, sine_values(3 * 7 * 24, 0.4, 2.0, 0.61)));
+                         floating_constant(rt, {35, 7, 3 * 8}, dtype, sine_values(35 * 7 * 24, 0.4, 2.0, 0.61)));
   for (const std::int64_t heads : {1, 2, 4}) {
     const nn::Variable fused = nn::attention(qkv, heads);
     const nn::Variable reference = unfused(qkv, heads);
@@ -51,9 +52,10 @@ TEST_P(Attention, TheBackwardGivesTheUnfusedChainsGradients) {
   const DType dtype = GetParam();
   const auto gradient = [&](bool fused) {
     Runtime rt;
+    // 23 samples of 3 heads: 69 heads, two chunks.
     const nn::Variable qkv(
-        rt, floating_constant(rt, {2, 5, 3 * 6}, dtype, sine_values(2 * 5 * 18, 0.9, 1.5, 0.61)), true);
-    const nn::Variable w(rt, floating_constant(rt, {2, 5, 6}, dtype, sine_values(60, 2.2, 1.0, 0.61)));
+        rt, floating_constant(rt, {23, 5, 3 * 6}, dtype, sine_values(23 * 5 * 18, 0.9, 1.5, 0.61)), true);
+    const nn::Variable w(rt, floating_constant(rt, {23, 5, 6}, dtype, sine_values(23 * 5 * 6, 2.2, 1.0, 0.61)));
     const nn::Variable out = fused ? nn::attention(qkv, 3) : unfused(qkv, 3);
     nn::sum(nn::mul(out, w)).backward();
     return floating_values(qkv.grad());
