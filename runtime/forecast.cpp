@@ -59,6 +59,10 @@ void Forecaster::made(Storage& s, std::uint64_t op_hash) {
   s.born = clock_;
   const auto found = last_uses_.find(h);
   if (found != last_uses_.end()) s.forecast = found->second;
+  s.inputs_read_again = !s.producer->inputs.empty();
+  for (const std::shared_ptr<Storage>& input : s.producer->inputs) {
+    if (!input->constant() && !forecast_ahead(*input)) s.inputs_read_again = false;
+  }
 }
 
 void Forecaster::made_constant(Storage& s) {
@@ -99,6 +103,8 @@ std::optional<std::uint64_t> Forecaster::next_use(Storage& s) const {
   return s.born + (*s.forecast)[s.forecast_cursor];
 }
 
-bool Forecaster::unread_but_forecast(Storage& s) const { return s.uses.empty() && forecast_ahead(s); }
+bool Forecaster::unread_but_forecast(Storage& s) const {
+  return s.uses.empty() && !s.inputs_read_again && forecast_ahead(s);
+}
 
 }  // namespace dtr::detail

@@ -73,6 +73,9 @@ struct Storage final : heuristics::StorageView {
   std::vector<std::uint32_t> uses;
   std::shared_ptr<const std::vector<std::uint32_t>> forecast;
   std::uint32_t forecast_cursor = 0;
+  // Whether, when the program made it, every input it was made from but the constants had a forecast use
+  // still ahead: the program keeps them, so remaking it later costs its producer alone, as now.
+  bool inputs_read_again = false;
 
 
   // heuristics::StorageView
