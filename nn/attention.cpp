@@ -33,7 +33,7 @@ Variable MultiheadSelfAttention::forward(const Variable& x) {
   const std::int64_t t = x.shape()[1];
   const std::int64_t head_dim = dim_ / heads_;
   const Variable projected = linear(x, in_proj_weight_, in_proj_bias_);
-  // Without dropout on the weights the rest is one op, whose backward keeps only its input.
+  // Without dropout on the weights the rest is one op, whose backward keeps its input and the weights.
   if (dropout_ == 0.0 || !is_training()) return out_proj_->forward(attention(projected, heads_));
   const std::vector<Variable> qkv = split(projected, {dim_, dim_, dim_}, 2);
   // [N, T, D] -> [N·heads, T, head_dim]
