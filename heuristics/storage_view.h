@@ -40,9 +40,10 @@ class StorageView {
   // nothing is forecast. Only for a heuristic whose reads_forecasts() is true (else the runtime keeps no
   // forecasts and this is 1).
   virtual double forecast_distance() { return 1.0; }
-  // Whether the program made it and has not read it yet, while its forecast says the program will: a value
-  // made to be read (a gradient the backward engine reads next), which evicting would only make again. Only
-  // for a heuristic whose reads_forecasts() is true (else false).
+  // Whether the program made it and has not read it yet, while its forecast says the program will, and some
+  // input it was made from (constants aside) had no forecast use ahead then: a value made to be read (a
+  // gradient the backward engine reads next) whose remaking later would run back through inputs the program
+  // drops. Only for a heuristic whose reads_forecasts() is true (else false).
   virtual bool forecast_unread() { return false; }
   // The program tick (program ops so far, as the forecast counts them) of its next forecast use, while one is
   // ahead; nullopt where its staleness stands in (forecast_distance() is this minus the program clock, or

@@ -43,7 +43,8 @@ class Forecaster {
   // The program clock of `s`'s next forecast use (distance() is this minus clock() then); nullopt where none
   // is ahead.
   std::optional<std::uint64_t> next_use(Storage& s) const;
-  // Whether the program has not used `s` since its birth while a forecast use of it is still ahead.
+  // Whether the program has not used `s` since its birth while a forecast use of it is still ahead, and an
+  // input it was made from (constants aside) had no forecast use ahead when it was made.
   bool unread_but_forecast(Storage& s) const;
 
  private:
