@@ -1,4 +1,4 @@
-// What the built-in ops' shape rules and cost counts share. Every message names the op and the shapes it was
+// What the built-in ops' shape rules, cost counts and CPU kernels share. Every message names the op and the shapes it was
 // given, so a ShapeError raised deep inside a model says which call was wrong.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dtr/check.h"
 #include "dtr/op.h"
@@ -54,6 +55,17 @@ auto floating_kernel(Kernel kernel) {
   return [kernel](const KernelArgs& args) {
     dispatch_floating(args.input_meta[0].dtype, [&](auto zero) { kernel(zero, args); });
   };
+}
+
+// `count` elements of scratch for a CPU kernel: its workspace when the runtime gives one (so the budget counts
+// it, and the caching allocator reuses it), else `fallback`, resized; nullptr for none. Valid until the kernel
+// returns.
+template <typename T>
+T* kernel_scratch(const KernelArgs& args, std::size_t count, std::vector<T>& fallback) {
+  if (count == 0) return nullptr;
+  if (args.workspace != nullptr) return static_cast<T*>(args.workspace->get(count * sizeof(T)));
+  fallback.resize(count);
+  return fallback.data();
 }
 
 // The cost of an op that touches each element of its first input once. At least 1: the runtime ranks tensors

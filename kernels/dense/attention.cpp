@@ -43,24 +43,16 @@ Heads heads_of(const char* name, std::span<const TensorMeta> inputs, std::size_t
 constexpr std::int64_t kChunkHeads = 64;
 
 // A chunk's heads side by side, as the unfused ops had them: [count, T, D] matrices (q, k, v, context and their
-// gradients) and [count, T, T] (the weights' gradient), in one block: the kernel's workspace when the
-// runtime gives one (so the budget counts it and the caching allocator reuses it), else a buffer of its own.
+// gradients) and [count, T, T] (the weights' gradient), in one block of kernels::kernel_scratch.
 template <typename T>
 class Scratch {
  public:
   Scratch(const KernelArgs& args, const Heads& h, std::int64_t head_matrices, std::int64_t weight_matrices)
       : head_(std::min(kChunkHeads, h.n * h.heads) * h.t * h.d),
         weights_(std::min(kChunkHeads, h.n * h.heads) * h.t * h.t),
-        head_matrices_(head_matrices) {
-    const auto count = static_cast<std::size_t>(head_matrices * head_ + weight_matrices * weights_);
-    if (count == 0) return;
-    if (args.workspace != nullptr) {
-      base_ = static_cast<T*>(args.workspace->get(count * sizeof(T)));
-    } else {
-      own_.resize(count);
-      base_ = own_.data();
-    }
-  }
+        head_matrices_(head_matrices),
+        base_(kernels::kernel_scratch(
+            args, static_cast<std::size_t>(head_matrices * head_ + weight_matrices * weights_), own_)) {}
   // Head matrix block i; weight block j, after every head block.
   T* heads(std::int64_t i) const { return base_ + i * head_; }
   T* weights(std::int64_t j) const { return base_ + head_matrices_ * head_ + j * weights_; }
@@ -69,37 +61,26 @@ class Scratch {
   std::int64_t head_ = 0;
   std::int64_t weights_ = 0;
   std::int64_t head_matrices_ = 0;
-  std::vector<T> own_;
+  std::vector<T> own_;  // declared before base_, which the constructor points into it
   T* base_ = nullptr;
 };
 
-// Heads [first, first + count) of the [N · heads] order: block `part` (0 q, 1 k, 2 v) of rows `row_width`
-// wide copied out as [count, T, D] (times `factor` as the `scale` op multiplies), or back.
+// Heads [first, first + count) of the [N · heads] order, in block `part` (0 q, 1 k, 2 v) of rows `row_width`
+// wide, and the same heads as [count, T, D]: copied out of the rows (`gather`), or back into them, each element
+// times `factor` as the `scale` op multiplies.
 template <typename T>
-void gather_heads(const T* from, std::int64_t row_width, std::int64_t part, const Heads& h, std::int64_t first,
-                  std::int64_t count, double factor, T* to) {
+void copy_heads(bool gather, const Heads& h, std::int64_t first, std::int64_t count, std::int64_t row_width,
+                std::int64_t part, double factor, const T* from, T* to) {
   const kernels::Scale scale{factor};
   for (std::int64_t c = 0; c < count; ++c) {
     const std::int64_t b = (first + c) / h.heads;
     const std::int64_t head = (first + c) % h.heads;
-    T* out = to + c * h.t * h.d;
     for (std::int64_t i = 0; i < h.t; ++i) {
-      const T* row = from + (b * h.t + i) * row_width + part * h.e + head * h.d;
-      for (std::int64_t j = 0; j < h.d; ++j) out[i * h.d + j] = scale(row[j]);
-    }
-  }
-}
-template <typename T>
-void scatter_heads(const T* from, const Heads& h, std::int64_t first, std::int64_t count, double factor, T* to,
-                   std::int64_t row_width, std::int64_t part) {
-  const kernels::Scale scale{factor};
-  for (std::int64_t c = 0; c < count; ++c) {
-    const std::int64_t b = (first + c) / h.heads;
-    const std::int64_t head = (first + c) % h.heads;
-    const T* in = from + c * h.t * h.d;
-    for (std::int64_t i = 0; i < h.t; ++i) {
-      T* row = to + (b * h.t + i) * row_width + part * h.e + head * h.d;
-      for (std::int64_t j = 0; j < h.d; ++j) row[j] = scale(in[i * h.d + j]);
+      const std::int64_t in_rows = (b * h.t + i) * row_width + part * h.e + head * h.d;
+      const std::int64_t in_heads = (c * h.t + i) * h.d;
+      const std::int64_t read = gather ? in_rows : in_heads;
+      const std::int64_t write = gather ? in_heads : in_rows;
+      for (std::int64_t j = 0; j < h.d; ++j) to[write + j] = scale(from[read + j]);
     }
   }
 }
@@ -130,9 +111,9 @@ void each_chunk(const Heads& h, Fn fn) {
 // q (scaled), k and v of a chunk's heads.
 template <typename T>
 void gather_qkv(const T* qkv, const Heads& h, std::int64_t first, std::int64_t count, T* q, T* k, T* v) {
-  gather_heads(qkv, 3 * h.e, 0, h, first, count, h.scale, q);
-  gather_heads(qkv, 3 * h.e, 1, h, first, count, 1.0, k);
-  gather_heads(qkv, 3 * h.e, 2, h, first, count, 1.0, v);
+  copy_heads(true, h, first, count, 3 * h.e, 0, h.scale, qkv, q);
+  copy_heads(true, h, first, count, 3 * h.e, 1, 1.0, qkv, k);
+  copy_heads(true, h, first, count, 3 * h.e, 2, 1.0, qkv, v);
 }
 
 OpDef attention_op() {
@@ -158,7 +139,7 @@ OpDef attention_op() {
       each_head(count, false, true, h.t, h.t, h.d, q, k, p);
       each_row(h, count, [&](std::int64_t at) { kernels::softmax_row(p + at, p + at, h.t, 1, false); });
       each_head(count, false, false, h.t, h.d, h.t, p, v, o);
-      scatter_heads(o, h, first, count, 1.0, args.output<T>(0), h.e, 0);
+      copy_heads(false, h, first, count, h.e, 0, 1.0, o, args.output<T>(0));
     });
   });
   // The two products, 2 T² D each per head, and the softmax's few per weight.
@@ -201,7 +182,7 @@ OpDef attention_backward_op() {
     each_chunk(h, [&](std::int64_t first, std::int64_t count) {
       const T* p = args.input<T>(2) + first * h.t * h.t;
       gather_qkv(args.input<T>(1), h, first, count, q, k, v);
-      gather_heads(args.input<T>(0), h.e, 0, h, first, count, 1.0, g);
+      copy_heads(true, h, first, count, h.e, 0, 1.0, args.input<T>(0), g);
       // context = P v: dP = grad vᵀ (plus the weights' own gradient, when given), dv = Pᵀ grad (bmm's
       // gradients); then softmax's, row by row.
       if (weights_grad) std::copy_n(args.input<T>(3) + first * h.t * h.t, count * h.t * h.t, dp);
@@ -213,9 +194,9 @@ OpDef attention_backward_op() {
       // S = q kᵀ with q scaled: dq = scale · (dS k), dk = dSᵀ q.
       each_head(count, false, false, h.t, h.d, h.t, dp, k, dq);
       each_head(count, true, false, h.t, h.d, h.t, dp, q, dk);
-      scatter_heads(dq, h, first, count, h.scale, out, 3 * h.e, 0);
-      scatter_heads(dk, h, first, count, 1.0, out, 3 * h.e, 1);
-      scatter_heads(dv, h, first, count, 1.0, out, 3 * h.e, 2);
+      copy_heads(false, h, first, count, 3 * h.e, 0, h.scale, dq, out);
+      copy_heads(false, h, first, count, 3 * h.e, 1, 1.0, dk, out);
+      copy_heads(false, h, first, count, 3 * h.e, 2, 1.0, dv, out);
     });
   });
   // Four products, 2 T² D each per head, and the softmax gradient's few per weight.

@@ -103,16 +103,12 @@ void col2im(const kernels::ConvGeometry& g, std::span<const ColumnRun> runs, con
   }
 }
 
-// The column matrix's storage, `count` elements: the kernel's workspace when the runtime gives one (so the
-// budget counts it, and the caching allocator reuses it), else `fallback`; nullptr for a pointwise conv.
+// The column matrix's storage (kernels::kernel_scratch: the kernel's workspace, else `fallback`); nullptr for a
+// pointwise conv.
 template <typename T>
 T* column_scratch(const KernelArgs& args, const kernels::ConvGeometry& g, std::vector<T>& fallback) {
   if (g.pointwise()) return nullptr;
-  const auto count = static_cast<std::size_t>(g.patch() * g.positions());
-  if (count == 0) return nullptr;
-  if (args.workspace != nullptr) return static_cast<T*>(args.workspace->get(count * sizeof(T)));
-  fallback.resize(count);
-  return fallback.data();
+  return kernels::kernel_scratch(args, static_cast<std::size_t>(g.patch() * g.positions()), fallback);
 }
 
 // True when the call ran through oneDNN (float32 and a geometry onednn_conv_applies to): nothing more to do.
