@@ -55,14 +55,7 @@ std::vector<std::vector<double>> results_on(Device device, const GradCase& c, co
   std::vector<Tensor> inputs;
   for (std::size_t i = 0; i < values.size(); ++i) inputs.push_back(make_input(rt, p, i, values[i], dtype));
   std::vector<std::vector<double>> results;
-  for (const Tensor& out : rt.call(c.op, inputs, p.attrs)) {
-    if (dtype == DType::float64) {
-      results.push_back(out.to_host_as<double>());
-    } else {
-      const std::vector<float> f = out.to_host();
-      results.emplace_back(f.begin(), f.end());
-    }
-  }
+  for (const Tensor& out : rt.call(c.op, inputs, p.attrs)) results.push_back(floating_values(out));
   return results;
 }
 

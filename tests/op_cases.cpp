@@ -6,6 +6,8 @@
 #include <memory>
 #include <set>
 
+#include "test_helpers.h"
+
 namespace dtr::test {
 namespace {
 
@@ -130,8 +132,7 @@ std::int64_t dim(Rng& rng, std::int64_t low, std::int64_t high) {
 Tensor make_input(Runtime& rt, const Problem& p, std::size_t i, const std::vector<double>& values, DType dtype) {
   const auto integer = p.integer_inputs.find(i);
   if (integer != p.integer_inputs.end()) return rt.constant(TensorMeta{p.inputs[i], DType::int64}, integer->second);
-  if (dtype == DType::float64) return rt.constant(TensorMeta{p.inputs[i], dtype}, values);
-  return rt.constant(TensorMeta{p.inputs[i], dtype}, std::vector<float>(values.begin(), values.end()));
+  return floating_constant(rt, p.inputs[i], dtype, values);
 }
 
 std::vector<GradCase> cases() {
@@ -337,14 +338,9 @@ std::vector<std::vector<double>> outputs_and_gradients(Runtime& rt, const GradCa
                        : rt.constant(meta, std::vector<float>(static_cast<std::size_t>(out.numel()), 1.0F)));
   }
   std::vector<std::vector<double>> results;
-  auto read = [&](const Tensor& t) {
-    if (dtype == DType::float64) return t.to_host_as<double>();
-    const std::vector<float> f = t.to_host();
-    return std::vector<double>(f.begin(), f.end());
-  };
-  for (const Tensor& out : outputs) results.push_back(read(out));
+  for (const Tensor& out : outputs) results.push_back(floating_values(out));
   for (const Tensor& g : vjp(rt, c.op, inputs, outputs, ones, p.attrs)) {
-    results.push_back(g.defined() ? read(g) : std::vector<double>{});  // int64 inputs: no gradient
+    results.push_back(g.defined() ? floating_values(g) : std::vector<double>{});  // int64 inputs: no gradient
   }
   return results;
 }
