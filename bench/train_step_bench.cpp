@@ -175,6 +175,7 @@ class RecordedStep {
       Buffer& b = buffer(run.output_storages[i]);
       b.first_write = static_cast<std::int64_t>(index);
       b.bytes = meta.nbytes();
+      b.address = reinterpret_cast<std::uintptr_t>(run.args.outputs[i]);
       b.last_use = index;
       k.out_meta.push_back(meta);
       k.outputs.push_back(index_of(run.output_storages[i]));
@@ -183,8 +184,11 @@ class RecordedStep {
     kernels_.push_back(std::move(k));
   }
 
-  // After the recording: when each buffer is allocated and freed in the replay.
-  void plan() {
+  // After the recording: when each buffer is allocated and freed in the replay, and, with `same_addresses`,
+  // where: each buffer the step wrote goes where the runtime's allocator put it (its offset within an arena
+  // that spans each run of overlapping buffers, on the same offset within a page), so the kernels meet the
+  // caches as they met them in the runtime; else each comes from a pool of freed buffers of its size.
+  void plan(bool same_addresses) {
     allocate_before_.assign(kernels_.size(), {});
     free_after_.assign(kernels_.size(), {});
     for (std::size_t id = 0; id < buffers_.size(); ++id) {
@@ -193,13 +197,18 @@ class RecordedStep {
       allocate_before_[static_cast<std::size_t>(b.first_write)].push_back(id);
       free_after_[b.last_use].push_back(id);
     }
+    if (same_addresses) place_as_recorded();
   }
 
   std::size_t kernels() const { return kernels_.size(); }
+  // Of the last replay: the sum of its kernels' times.
+  double kernel_seconds() const { return kernel_seconds_; }
 
   // The step's kernels on buffers of their own. With `verify`, each output is compared with the recorded bits;
-  // returns how many differed.
+  // returns how many differed. Each kernel is timed as the runtime times it (kernel_seconds()), so that both
+  // sides' time outside their kernels can be compared.
   std::size_t replay(bool verify) {
+    kernel_seconds_ = 0;
     if (constants_.empty()) {
       for (const Buffer& b : buffers_) {
         constants_.push_back(b.first_write < 0 ? allocate(b.bytes) : nullptr);
@@ -212,7 +221,9 @@ class RecordedStep {
     std::vector<void*> out;
     for (std::size_t k = 0; k < kernels_.size(); ++k) {
       const Kernel& kernel = kernels_[k];
-      for (std::size_t id : allocate_before_[k]) live_[id] = allocate(buffers_[id].bytes);
+      for (std::size_t id : allocate_before_[k]) {
+        live_[id] = placed_.empty() ? allocate(buffers_[id].bytes) : placed_[id];
+      }
       in.clear();
       out.clear();
       for (std::size_t i = 0; i < kernel.inputs.size(); ++i) {
@@ -220,15 +231,17 @@ class RecordedStep {
       }
       for (std::size_t id : kernel.outputs) out.push_back(live_[id]);
       workspace_.next = 0;
+      const auto start = Clock::now();
       kernel.op->cpu_kernel(dtr::KernelArgs{kernel.in_meta, in, kernel.out_meta, out, kernel.attrs, kernel.seed,
                                             &workspace_});
+      kernel_seconds_ += seconds_since(start);
       if (verify) {
         for (std::size_t i = 0; i < out.size(); ++i) {
           differing += hash_bytes(out[i], kernel.out_meta[i].nbytes()) != kernel.out_hashes[i] ? 1 : 0;
         }
       }
       for (std::size_t id : free_after_[k]) {
-        release(live_[id], buffers_[id].bytes);
+        if (placed_.empty()) release(live_[id], buffers_[id].bytes);
         live_[id] = nullptr;
       }
     }
@@ -240,6 +253,7 @@ class RecordedStep {
     for (auto& [bytes, list] : free_) {
       for (void* p : list) ::operator delete(p, std::align_val_t{64});
     }
+    for (void* p : arenas_) ::operator delete(p, std::align_val_t{kPage});
   }
 
  private:
@@ -259,7 +273,9 @@ class RecordedStep {
     std::int64_t first_write = -1;  // the kernel that first writes it; -1: a constant
     std::size_t last_use = 0;
     std::vector<std::byte> initial;  // a constant's value
+    std::uintptr_t address = 0;      // where the recorded step wrote it (a buffer the step made)
   };
+  static constexpr std::size_t kPage = 4096;
   // Scratch memory for a kernel: the i-th request of a kernel gets the i-th buffer, grown as needed.
   struct ReplayWorkspace final : dtr::Workspace {
     void* get(std::size_t bytes) override {
@@ -291,6 +307,33 @@ class RecordedStep {
   }
   void release(void* p, std::size_t bytes) { free_[bytes].push_back(p); }
 
+  // The recorded addresses of the step's own buffers, sorted, cut into runs that overlap or touch; one arena a
+  // run. Buffers that shared memory at different times in the runtime share it in the replay.
+  void place_as_recorded() {
+    std::vector<std::size_t> order;
+    for (std::size_t id = 0; id < buffers_.size(); ++id) {
+      if (buffers_[id].first_write >= 0) order.push_back(id);
+    }
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return buffers_[a].address < buffers_[b].address;
+    });
+    placed_.assign(buffers_.size(), nullptr);
+    for (std::size_t first = 0; first < order.size();) {
+      const std::uintptr_t start = buffers_[order[first]].address / kPage * kPage;
+      std::uintptr_t end = 0;
+      std::size_t last = first;
+      for (; last < order.size() && (last == first || buffers_[order[last]].address <= end); ++last) {
+        const Buffer& b = buffers_[order[last]];
+        end = std::max<std::uintptr_t>(end, b.address + std::max<std::size_t>(b.bytes, 1));
+      }
+      auto* arena = static_cast<std::byte*>(::operator new((end - start + kPage - 1) / kPage * kPage,
+                                                           std::align_val_t{kPage}));
+      arenas_.push_back(arena);
+      for (std::size_t i = first; i < last; ++i) placed_[order[i]] = arena + (buffers_[order[i]].address - start);
+      first = last;
+    }
+  }
+
   std::vector<Kernel> kernels_;
   std::vector<Buffer> buffers_;
   std::unordered_map<std::uint64_t, std::size_t> ids_;
@@ -299,7 +342,10 @@ class RecordedStep {
   std::vector<void*> constants_;
   std::vector<void*> live_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::vector<void*> placed_;  // per buffer with same_addresses; empty: the size pools
+  std::vector<void*> arenas_;
   ReplayWorkspace workspace_;
+  double kernel_seconds_ = 0;
 };
 
 struct Result {
@@ -311,6 +357,9 @@ struct Result {
   double direct_s = 0;        // median step time of the direct replay
   double bookkeeping = 0;     // median over rounds of (runtime - direct) / runtime
   double outside_kernels = 0; // median over rounds of (step - the runtime's measured kernel time) / step
+  // Median over rounds of (runtime's time outside its kernels - the direct replay's) / runtime step: the
+  // bookkeeping without the kernels' own run-to-run spread.
+  double outside_difference = 0;
   std::uint64_t start_bytes = 0;  // resident when a step begins
   std::uint64_t saved_bytes = 0;  // added by its forward
   std::uint64_t peak_bytes = 0;   // the runtime's peak resident bytes
@@ -319,7 +368,7 @@ struct Result {
   std::array<double, kPhases> phase_outside{};
 };
 
-Result measure(const ModelChoice& m, int rounds) {
+Result measure(const ModelChoice& m, int rounds, bool same_addresses) {
   Result r{m.name, m.batch};
   // The recording runtime has the observer; the timed one has none, as users run it.
   RecordedStep recorded;
@@ -335,7 +384,7 @@ Result measure(const ModelChoice& m, int rounds) {
     recording = true;
     once.step();
   }
-  recorded.plan();
+  recorded.plan(same_addresses);
   r.kernels = recorded.kernels();
   r.differing = recorded.replay(/*verify=*/true);
 
@@ -346,17 +395,19 @@ Result measure(const ModelChoice& m, int rounds) {
   Trainer trainer(m, timed_config);
   trainer.step();
   trainer.step();
-  std::vector<double> runtime_times, direct_times, ratios, outside;
+  std::vector<double> runtime_times, direct_times, ratios, outside, outside_difference;
   std::array<std::vector<double>, kPhases> phase_outside;
   for (int round = 0; round < rounds; ++round) {
     // The order alternates, so that a drift of the machine's speed within a round favours neither side.
     double direct = 0;
+    double direct_outside = 0;
     long direct_faults = 0;
     const auto run_direct = [&] {
       const long before = minor_faults();
       const auto start = Clock::now();
       recorded.replay(false);
       direct = seconds_since(start);
+      direct_outside = direct - recorded.kernel_seconds();
       direct_faults = minor_faults() - before;
     };
     if (round % 2 == 1) run_direct();
@@ -372,14 +423,15 @@ Result measure(const ModelChoice& m, int rounds) {
     direct_times.push_back(direct);
     ratios.push_back((through - direct) / through);
     outside.push_back((through - kernel_s) / through);
+    outside_difference.push_back((through - kernel_s - direct_outside) / through);
     for (std::size_t i = 0; i < kPhases; ++i) {
       const Phase& phase = trainer.phases()[i];
       phase_outside[i].push_back(phase.seconds - phase.kernel_seconds);
       r.phase_ops[i] = phase.ops;
     }
     std::printf("  %s round %d: runtime %.1f ms (%ld page faults), direct %.1f ms (%ld), bookkeeping %+.2f%%, "
-                "outside kernels %.2f%%\n", m.name.c_str(), round + 1, through * 1e3, runtime_faults, direct * 1e3,
-                direct_faults, 100 * ratios.back(), 100 * outside.back());
+                "outside kernels %.2f%% (direct's %.2f%%)\n", m.name.c_str(), round + 1, through * 1e3, runtime_faults,
+                direct * 1e3, direct_faults, 100 * ratios.back(), 100 * outside.back(), 100 * direct_outside / direct);
     std::fflush(stdout);
   }
   r.start_bytes = trainer.start_bytes();
@@ -389,6 +441,7 @@ Result measure(const ModelChoice& m, int rounds) {
   r.direct_s = dtr::bench::median(direct_times);
   r.bookkeeping = dtr::bench::median(ratios);
   r.outside_kernels = dtr::bench::median(outside);
+  r.outside_difference = dtr::bench::median(outside_difference);
   for (std::size_t i = 0; i < kPhases; ++i) r.phase_outside[i] = dtr::bench::median(phase_outside[i]);
   return r;
 }
@@ -406,6 +459,12 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--depth", depth, "the model's depth (0: ResNet-32, a 4-layer Transformer, ...)")->capture_default_str();
   app.add_option("--rounds", rounds, "paired rounds (runtime step, then direct step)")->capture_default_str()->check(CLI::PositiveNumber);
+  std::string placement = "recorded";
+  app.add_option("--direct-buffers", placement,
+                 "where the direct replay puts the buffers the step writes: where the runtime put them (recorded), "
+                 "or in pools of freed buffers of each size (pools)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"recorded", "pools"}));
   int profile_steps = 0;
   app.add_option("--profile-steps", profile_steps,
                  "only run this many steps through the runtime (under perf, say), no direct replay, no table");
@@ -419,13 +478,14 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::vector<Result> results;
-    for (const std::string& name : models) results.push_back(measure({name, batch, depth}, rounds));
+    for (const std::string& name : models) results.push_back(measure({name, batch, depth}, rounds, placement == "recorded"));
     std::printf("\n| model | batch | kernels | replay bitwise | runtime step (median) | direct step (median) | "
-                "bookkeeping (median of rounds) | step outside measured kernels |\n|---|---:|---:|---|---:|---:|---:|---:|\n");
+                "bookkeeping (median of rounds) | step outside measured kernels | outside kernels, runtime minus direct |\n"
+                "|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
     for (const Result& r : results) {
-      std::printf("| %s | %lld | %zu | %s | %.1f ms | %.1f ms | %+.2f%% | %.2f%% |\n", r.model.c_str(),
+      std::printf("| %s | %lld | %zu | %s | %.1f ms | %.1f ms | %+.2f%% | %.2f%% | %+.2f%% |\n", r.model.c_str(),
                   static_cast<long long>(r.batch), r.kernels, r.differing == 0 ? "yes" : "NO", r.runtime_s * 1e3,
-                  r.direct_s * 1e3, 100 * r.bookkeeping, 100 * r.outside_kernels);
+                  r.direct_s * 1e3, 100 * r.bookkeeping, 100 * r.outside_kernels, 100 * r.outside_difference);
     }
     std::printf("\n| model | phase | ops called | outside measured kernels (median) | per op |\n"
                 "|---|---|---:|---:|---:|\n");

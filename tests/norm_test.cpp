@@ -5,12 +5,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "dtr/gradients.h"
 #include "dtr/ops.h"
+#include "kernels/normalization/normalization_math.h"
 #include "norm_test_helpers.h"
 #include "test_helpers.h"
 #include "test_resources.h"
@@ -111,6 +114,42 @@ TEST(Softmax, RowsOfALargeTensorGetTheBitsTheyGetAlone) {
     for (std::size_t k = 0; k < one.size(); ++k) alone[k].insert(alone[k].end(), one[k].begin(), one[k].end());
   }
   for (std::size_t k = 0; k < together.size(); ++k) EXPECT_EQ(together[k], alone[k]) << "result " << k;
+}
+
+// The CPU kernels keep each row's exps in scratch and take each exp once; the CUDA kernels, with no scratch,
+// take it twice. Both forms must give the same bits: the op's CPU output against the two-exp row function.
+template <typename T>
+void expect_softmax_bits_of_the_two_exp_form() {
+  Runtime rt(deterministic_config());
+  const std::int64_t rows = 6, width = 41;
+  std::vector<T> xs(static_cast<std::size_t>(rows * width));
+  for (std::size_t e = 0; e < xs.size(); ++e) xs[e] = static_cast<T>(std::sin(0.37 * static_cast<double>(e)) * 30.0);
+  xs[3] = std::numeric_limits<T>::quiet_NaN();                  // a NaN row
+  xs[width + 5] = -std::numeric_limits<T>::infinity();           // exp(-inf - max) = 0
+  xs[2 * width + 7] = static_cast<T>(1e30);                      // one huge logit
+  const DType dtype = std::is_same_v<T, float> ? DType::float32 : DType::float64;
+  const Tensor x = rt.constant(TensorMeta{{rows, width}, dtype}, xs);
+  for (const bool log : {false, true}) {
+    const std::vector<T> got = rt.call1(log ? ops::log_softmax() : ops::softmax(), {x}).template to_host_as<T>();
+    std::vector<T> want(xs.size());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      kernels::softmax_row(xs.data() + r * width, want.data() + r * width, width, 1, log);
+    }
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(T))) << (log ? "log_softmax" : "softmax");
+  }
+  // Along a strided axis, in place, as the attention's weights are made.
+  std::vector<T> once = xs, twice = xs;
+  std::vector<double> exps(static_cast<std::size_t>(rows));
+  for (std::int64_t c = 0; c < width; ++c) {
+    kernels::softmax_row(once.data() + c, once.data() + c, rows, width, false, exps.data());
+    kernels::softmax_row(twice.data() + c, twice.data() + c, rows, width, false);
+  }
+  EXPECT_EQ(0, std::memcmp(once.data(), twice.data(), once.size() * sizeof(T)));
+}
+
+TEST(Softmax, TakingEachExpOnceGivesTheBitsOfTakingItTwice) {
+  expect_softmax_bits_of_the_two_exp_form<float>();
+  expect_softmax_bits_of_the_two_exp_form<double>();
 }
 
 TEST(Softmax, ShapeDtypeAndAttributeErrors) {

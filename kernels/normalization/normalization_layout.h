@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "dtr/check.h"
 #include "dtr/op.h"
@@ -15,6 +16,14 @@
 #include "kernels/normalization/running_stat.h"
 
 namespace dtr::kernels {
+
+// Room for `length` doubles, one buffer per thread, kept for the thread's life: a CPU softmax row keeps its
+// exps there (softmax_row's `exps`) rather than taking each exp twice.
+inline double* exp_scratch(std::int64_t length) {
+  thread_local std::vector<double> room;
+  if (room.size() < static_cast<std::size_t>(length)) room.resize(static_cast<std::size_t>(length));
+  return room.data();
+}
 
 // A tensor seen as [outer, length, inner] around the softmax axis: element (o, k, i) is at
 // (o * length + k) * inner + i.

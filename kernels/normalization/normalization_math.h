@@ -14,30 +14,40 @@ namespace dtr::kernels {
 
 // ---- softmax and cross-entropy: a row is x[k · stride], k in [0, length) ----
 
-// The row's max and Σ exp(x - max). The comparison keeps the running max unless it is less than x (as
-// std::max does), so a NaN is skipped by the max and shows in the sum.
+// The row's max and Σ exp(x - max); each exp(x - max) also into exps[k] when `exps` is not null. The
+// comparison keeps the running max unless it is less than x (as std::max does), so a NaN is skipped by the max
+// and shows in the sum.
 template <typename T>
-DTR_HOST_DEVICE void max_and_exp_sum(const T* x, std::int64_t length, std::int64_t stride, double& max, double& sum) {
+DTR_HOST_DEVICE void max_and_exp_sum(const T* x, std::int64_t length, std::int64_t stride, double& max, double& sum,
+                                     double* exps = nullptr) {
   max = -HUGE_VAL;  // -∞ (numeric_limits is not callable from device code)
   for (std::int64_t k = 0; k < length; ++k) {
     const double v = static_cast<double>(x[k * stride]);
     max = max < v ? v : max;
   }
   sum = 0.0;
-  for (std::int64_t k = 0; k < length; ++k) sum += std::exp(static_cast<double>(x[k * stride]) - max);
+  for (std::int64_t k = 0; k < length; ++k) {
+    const double e = std::exp(static_cast<double>(x[k * stride]) - max);
+    if (exps != nullptr) exps[k] = e;
+    sum += e;
+  }
 }
 
 // y = softmax(x), or log_softmax(x) when `log`, over one row; the max is subtracted first so large logits do
-// not overflow.
+// not overflow. `exps`, when not null, is room for `length` doubles: softmax then takes each exp once (the CPU
+// kernels; a CUDA thread has no such room and takes it twice, the same value).
 template <typename T>
-DTR_HOST_DEVICE void softmax_row(const T* x, T* y, std::int64_t length, std::int64_t stride, bool log) {
+DTR_HOST_DEVICE void softmax_row(const T* x, T* y, std::int64_t length, std::int64_t stride, bool log,
+                                 double* exps = nullptr) {
   double max = 0.0;
   double sum = 0.0;
-  max_and_exp_sum(x, length, stride, max, sum);
+  if (log) exps = nullptr;
+  max_and_exp_sum(x, length, stride, max, sum, exps);
   const double log_sum = std::log(sum);
   for (std::int64_t k = 0; k < length; ++k) {
     const double shifted = static_cast<double>(x[k * stride]) - max;
-    y[k * stride] = static_cast<T>(log ? shifted - log_sum : std::exp(shifted) / sum);
+    const double e = exps != nullptr ? exps[k] : std::exp(shifted);
+    y[k * stride] = static_cast<T>(log ? shifted - log_sum : e / sum);
   }
 }
 

@@ -41,7 +41,7 @@ OpDef softmax_op(const std::string& name, bool log) {
     const T* x = args.input<T>(0);
     T* y = args.output<T>(0);
     for_each_row(l, [&](std::int64_t base, std::int64_t stride) {
-      kernels::softmax_row(x + base, y + base, l.length, stride, log);
+      kernels::softmax_row(x + base, y + base, l.length, stride, log, kernels::exp_scratch(l.length));
     });
   });
   def.flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
