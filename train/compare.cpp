@@ -59,6 +59,7 @@ RowResult run_row(const CompareOptions& options, const Strategy& strategy, const
       const StepResult step = trainer->step();
       row.losses.push_back(step.loss);
       row.step_seconds.push_back(step.seconds);
+      if (s == 0 && options.steps > 1) row.after_first_step = trainer->runtime().stats();
       if (on_step) on_step(strategy, s, options.steps, step, trainer->runtime().stats());
     }
     row.completed = true;
@@ -90,11 +91,17 @@ double RowResult::median_step_seconds() const {
 }
 
 double RowResult::extra_compute(const RowResult& unbudgeted) const {
+  const bool steady = completed && after_first_step && unbudgeted.after_first_step;
+  const auto since_first = [steady](const RowResult& row, double RuntimeStats::*field) {
+    return row.stats.*field - (steady ? (*row.after_first_step).*field : 0.0);
+  };
+  const double own_base = since_first(*this, &RuntimeStats::base_compute);
+  const double remat = since_first(*this, &RuntimeStats::remat_compute);
   if (strategy.checkpoint_segments >= 0) {
-    const double base = unbudgeted.stats.base_compute;
-    return base > 0 ? std::max(0.0, (stats.base_compute + stats.remat_compute - base) / base) : 0;
+    const double base = since_first(unbudgeted, &RuntimeStats::base_compute);
+    return base > 0 ? std::max(0.0, (own_base + remat - base) / base) : 0;
   }
-  return stats.base_compute > 0 ? stats.remat_compute / stats.base_compute : 0;
+  return own_base > 0 ? remat / own_base : 0;
 }
 
 double RowResult::search_share() const {

@@ -30,6 +30,10 @@ struct RowResult {
   std::vector<float> losses;  // per step
   std::vector<double> step_seconds;
   RuntimeStats stats;
+  // The stats after the row's first step, when it completed more than one: what the steps after it computed
+  // is the difference. A first step pays for cold caches, fresh pages and oneDNN's first primitives, and in the
+  // first row of a process for more than the later rows' (measured costs see it).
+  std::optional<RuntimeStats> after_first_step;
   std::vector<OpRecomputations> recomputed_by_op;  // where its recomputation went (Runtime::recomputations_by_op)
   double test_accuracy = -1;  // -1: not measured
   std::uint64_t parameters_hash = 0;  // FNV-1a of the final parameters' and buffers' bits
@@ -37,7 +41,8 @@ struct RowResult {
   double median_step_seconds() const;
   // Recomputation over the unbudgeted row's compute, in the cost model's unit: a DTR row's rematerializations
   // (RuntimeStats: remat / base), a static checkpointing row's reruns of its segments (which are ops of their
-  // own, so its base compute past the unbudgeted row's). Search time over the steps' wall time.
+  // own, so its base compute past the unbudgeted row's). Over the steps after the first where both rows have
+  // them (after_first_step), else over all. Search time over the steps' wall time.
   double extra_compute(const RowResult& unbudgeted) const;
   double search_share() const;
 };
