@@ -159,15 +159,21 @@ struct CachingAllocator::State {
     if (in_range(r) && (range.segment != nullptr || reserve_range())) {
       block = carve_in_range(r);
       if (block == nullptr) return nullptr;
-    } else if (auto it = best_fit(r); it != free_blocks[detail::index_of(r.pool)].end()) {
-      Block* free_block = *it;
-      if (free_block->prev == nullptr && free_block->next == nullptr) {
-        empty_segment_bytes -= free_block->size;
-        empty_by_size.erase({free_block->size, free_block->segment->address});
-      }
-      block = take(it, r.rounded, should_split(r.pool, free_block->size - r.rounded));
+    } else if (auto it = best_fit(r, r.pool); it != free_blocks[detail::index_of(r.pool)].end()) {
+      block = take_free(it, r, r.pool);
     } else {
       Block* segment_block = reserve_segment(r);
+      // At the cap, a small request takes free room in a large segment rather than wait for a whole one to
+      // empty: else memory reserved by one pool is lost to the other (docs/allocator.md, "Pools at the cap").
+      // Not in an expandable range, whose free blocks may have no pages.
+      if (segment_block == nullptr && r.pool == Pool::small && !expandable) {
+        if (auto large = best_fit(r, Pool::large); large != free_blocks[detail::index_of(Pool::large)].end()) {
+          block = take_free(large, r, Pool::small);
+          enter_live(block, r.bytes);
+          update_free_stats();
+          return block;
+        }
+      }
       if (segment_block == nullptr) return nullptr;
       if (should_split(r.pool, segment_block->size - r.rounded)) {
         block = carve_front(segment_block, r.rounded);
@@ -237,10 +243,20 @@ struct CachingAllocator::State {
   }
 
   // The smallest free block of the request's pool that holds it (the lowest address among equals), or end().
-  FreeSet::iterator best_fit(const Request& r) {
+  FreeSet::iterator best_fit(const Request& r, Pool pool) {
     Block key;
     key.size = r.rounded;
-    return free_blocks[detail::index_of(r.pool)].lower_bound(&key);
+    return free_blocks[detail::index_of(pool)].lower_bound(&key);
+  }
+
+  // Takes the free block at `it` for `r`, split as a block of `split_as`'s pool would be.
+  Block* take_free(FreeSet::iterator it, const Request& r, Pool split_as) {
+    Block* free_block = *it;
+    if (free_block->prev == nullptr && free_block->next == nullptr) {
+      empty_segment_bytes -= free_block->size;
+      empty_by_size.erase({free_block->size, free_block->segment->address});
+    }
+    return take(it, r.rounded, should_split(split_as, free_block->size - r.rounded));
   }
 
   // Takes the first `bytes` of the free block at `it`, splitting the rest off if `split` (it keeps its place in

@@ -119,7 +119,7 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
 
 Block* CachingAllocator::State::take_outside(const Request& r, const Clearing& clearing) {
   FreeSet& set = free_blocks[detail::index_of(r.pool)];
-  for (auto it = best_fit(r); it != set.end(); ++it) {
+  for (auto it = best_fit(r, r.pool); it != set.end(); ++it) {
     Block* free_block = *it;
     const bool inside = clearing.overlaps(free_block->address, free_block->address + free_block->size);
     const bool whole_segment = free_block->prev == nullptr && free_block->next == nullptr;

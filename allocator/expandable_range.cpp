@@ -11,7 +11,7 @@
 namespace dtr {
 
 auto CachingAllocator::State::carve_in_range(const Request& r) -> Block* {
-  const auto it = best_fit(r);
+  const auto it = best_fit(r, r.pool);
   if (it == free_blocks[detail::index_of(Pool::large)].end()) return nullptr;  // the whole range is carved up
   Block* free_block = *it;
   const bool split = should_split(Pool::large, free_block->size - r.rounded);

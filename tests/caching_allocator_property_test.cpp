@@ -46,8 +46,11 @@ void check_invariants(const MemorySnapshot& snap, const Model& model, std::optio
         ASSERT_NE(it, model.live.end()) << "an allocated block the caller does not hold";
         ASSERT_EQ(block.requested_bytes, it->second);
         ASSERT_GE(block.size, round_up(it->second));
+        // A small request may take room in a large segment (at the cap); a large one never a small segment.
         const bool small = round_up(it->second) <= (std::size_t{1} << 20);
-        ASSERT_EQ(segment.pool, small ? Pool::small : Pool::large) << "block in the wrong pool";
+        if (!small) {
+          ASSERT_EQ(segment.pool, Pool::large) << "a large block in a small segment";
+        }
       } else {
         ASSERT_FALSE(previous_free) << "two adjacent free blocks were not merged";
         largest_free = std::max<std::uint64_t>(largest_free, block.size);
@@ -77,14 +80,15 @@ void check_invariants(const MemorySnapshot& snap, const Model& model, std::optio
 }
 
 // Whether the policy must serve a request of `bytes` in the state `snap`: a free block of its pool is large
-// enough, or a segment of exactly the request fits under the budget once every empty segment is released.
+// enough, or a segment of exactly the request fits under the budget once every empty segment is released, or
+// (a small request) a free block of a large segment is large enough.
 bool servable(const MemorySnapshot& snap, std::size_t bytes, std::optional<std::uint64_t> budget) {
   const std::size_t rounded = round_up(bytes);
   const Pool pool = rounded <= (std::size_t{1} << 20) ? Pool::small : Pool::large;
   std::uint64_t empty = 0;
   for (const SegmentInfo& segment : snap.segments) {
     if (segment.blocks.size() == 1 && !segment.blocks[0].allocated) empty += segment.size;
-    if (segment.pool != pool) continue;
+    if (segment.pool != pool && pool == Pool::large) continue;
     for (const BlockInfo& block : segment.blocks) {
       if (!block.allocated && block.size >= rounded) return true;
     }
