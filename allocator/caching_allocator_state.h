@@ -319,7 +319,7 @@ struct CachingAllocator::State {
     recycle(second);
   }
 
-  // ---- segments ----
+  // ---- segments (reserved and released in allocator/segments.cpp) ----
 
   std::size_t nominal_segment_size(const Request& r) const {
     if (r.pool == Pool::small) return options.small_segment_bytes;
@@ -329,108 +329,25 @@ struct CachingAllocator::State {
 
   // A new segment holding one free block (in no free set), or nullptr when neither the nominal segment nor one
   // of exactly the request fits under the budget (after releasing empty segments) and in the upstream.
-  Block* reserve_segment(const Request& r) {
-    const std::size_t nominal = nominal_segment_size(r);
-    auto fitting_size = [&]() -> std::size_t {
-      if (nominal <= headroom()) return nominal;
-      if (r.rounded <= headroom()) return r.rounded;
-      return 0;
-    };
-    std::size_t size = fitting_size();
-    if (size == 0) {
-      make_headroom(r.rounded);
-      if ((size = fitting_size()) == 0) return nullptr;
-    }
-    void* ptr = upstream_allocate(size);
-    if (ptr == nullptr) {
-      // The upstream itself is full (memory outside the budget's view): give the cache back, then try the
-      // smallest segment that serves.
-      release_all_empty_segments();
-      if (expandable) release_idle_pages(0);
-      ptr = upstream_allocate(size);
-      if (ptr == nullptr && size != r.rounded) ptr = upstream_allocate(size = r.rounded);
-      if (ptr == nullptr) return nullptr;
-    }
-    auto segment = std::make_unique<Segment>();
-    segment->address = reinterpret_cast<std::uintptr_t>(ptr);
-    segment->size = size;
-    segment->pool = r.pool;
-    Block* block = new_block();
-    block->address = segment->address;
-    block->size = size;
-    block->segment = segment.get();
-    segment->head = block;
-    segments.emplace(segment->address, std::move(segment));
-    raise(stats.reserved_bytes, size);
-    raise(stats.segments, 1);
-    stats.num_device_allocations += 1;
-    detail::logger().debug("{}: reserved a {} segment of {} for a request of {}", upstream.name(),
-                           to_string(r.pool), format_bytes(size), format_bytes(r.bytes));
-    return block;
-  }
+  Block* reserve_segment(const Request& r);
 
-  void* upstream_allocate(std::size_t size) {
-    try {
-      return upstream.allocate(size, MemoryResource::kDefaultAlignment);
-    } catch (const OutOfMemory&) {
-      return nullptr;
-    }
-  }
+  void* upstream_allocate(std::size_t size);
 
   // By size, then address.
-  std::vector<Segment*> empty_segments() const {
-    std::vector<Segment*> empty;
-    for (const auto& [size, address] : empty_by_size) empty.push_back(segments.at(address).get());
-    return empty;
-  }
+  std::vector<Segment*> empty_segments() const;
 
   // Gives back cached pages of the large range (sparing pages [keep_first, keep_end)), then empty segments,
   // until `bytes` fit under the budget, if together they can; else gives back nothing. Whether they fit.
-  bool make_headroom(std::uint64_t bytes, std::size_t keep_first = 0, std::size_t keep_end = 0) {
-    if (bytes <= headroom()) return true;
-    const std::uint64_t idle = std::uint64_t{range.idle.pages() - range.idle.covered(keep_first, keep_end)} * page_bytes;
-    if (bytes > headroom() + idle + empty_segment_bytes) return false;
-    if (idle > 0) release_idle_pages(*budget - bytes, keep_first, keep_end);  // bytes <= budget: checked above
-    release_empty_segments_until_headroom(bytes);
-    return bytes <= headroom();
-  }
+  bool make_headroom(std::uint64_t bytes, std::size_t keep_first = 0, std::size_t keep_end = 0);
 
   // Releases empty segments until `target` bytes fit under the budget: the smallest one that makes room on its
   // own if there is one (it keeps the most of the cache), else the largest first. Releases nothing when all
   // of them together could not make the room.
-  void release_empty_segments_until_headroom(std::uint64_t target) {
-    if (headroom() >= target) return;
-    const std::uint64_t missing = target - headroom();
-    if (empty_segment_bytes < missing) return;  // the common case under the cap: no scan
-    std::vector<Segment*> empty = empty_segments();
-    auto enough = std::lower_bound(empty.begin(), empty.end(), missing,
-                                   [](const Segment* seg, std::uint64_t m) { return seg->size < m; });
-    if (enough != empty.end()) {
-      release_segment(*enough);
-      return;
-    }
-    for (auto it = empty.rbegin(); it != empty.rend() && headroom() < target; ++it) release_segment(*it);
-  }
+  void release_empty_segments_until_headroom(std::uint64_t target);
 
-  void release_all_empty_segments() {
-    for (Segment* segment : empty_segments()) release_segment(segment);
-  }
+  void release_all_empty_segments();
 
-  void release_segment(Segment* segment) {
-    const std::uintptr_t address = segment->address;
-    const std::size_t size = segment->size;
-    empty_segment_bytes -= size;  // only empty segments are released
-    empty_by_size.erase({size, address});
-    upstream.deallocate(detail::to_pointer(address), size);
-    erase_free(segment->head);
-    recycle(segment->head);
-    segments.erase(address);
-    stats.reserved_bytes.current -= size;
-    stats.segments.current -= 1;
-    stats.num_device_frees += 1;
-    update_free_stats();
-    detail::logger().debug("{}: released a segment of {}", upstream.name(), format_bytes(size));
-  }
+  void release_segment(Segment* segment);
 
   // ---- compaction (allocator/compaction.cpp) ----
 

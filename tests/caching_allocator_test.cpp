@@ -170,6 +170,26 @@ TEST_F(CachingAllocatorTest, EmptySegmentsAreReleasedWhenTheBudgetNeedsRoom) {
   alloc->free(p);
 }
 
+// At the cap, a small request takes free room in a large segment that is not empty (none can be released),
+// and the block goes back to the large pool when freed.
+TEST_F(CachingAllocatorTest, AtTheCapASmallRequestTakesRoomInALargeSegment) {
+  auto alloc = make(20 * MiB);
+  void* large = alloc->allocate(3 * MiB);  // a 20 MiB large segment fills the budget; 17 MiB of it free
+  void* small = alloc->allocate(512 * 1024);
+  MemorySnapshot snap = alloc->snapshot();
+  ASSERT_EQ(snap.segments.size(), 1u);
+  EXPECT_EQ(snap.segments[0].pool, Pool::large);
+  EXPECT_EQ(addr(small), addr(large) + 3 * MiB) << "the best fit in the large segment, right after the 3 MiB";
+  EXPECT_EQ(alloc->stats().reserved_bytes.peak, 20 * MiB);
+  alloc->free(small);
+  snap = alloc->snapshot();
+  ASSERT_EQ(snap.segments[0].blocks.size(), 2u) << "the freed block merged back into the large pool's free room";
+  void* large_again = alloc->allocate(4 * MiB);  // a large request can use that room
+  EXPECT_EQ(addr(large_again), addr(large) + 3 * MiB);
+  alloc->free(large_again);
+  alloc->free(large);
+}
+
 TEST_F(CachingAllocatorTest, ReleasesTheSmallestEmptySegmentThatMakesRoom) {
   auto alloc = make(26 * MiB);
   void* a = alloc->allocate(3 * MiB);       // 20 MiB large segment
