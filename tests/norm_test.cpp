@@ -13,6 +13,7 @@
 
 #include "dtr/gradients.h"
 #include "dtr/ops.h"
+#include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
 #include "norm_test_helpers.h"
 #include "test_helpers.h"
@@ -150,6 +151,9 @@ void expect_softmax_bits_of_the_two_exp_form() {
 TEST(Softmax, TakingEachExpOnceGivesTheBitsOfTakingItTwice) {
   expect_softmax_bits_of_the_two_exp_form<float>();
   expect_softmax_bits_of_the_two_exp_form<double>();
+  // The scratch is bounded: a longer row takes each exp twice.
+  EXPECT_NE(kernels::exp_scratch(std::int64_t{1} << 16), nullptr);
+  EXPECT_EQ(kernels::exp_scratch((std::int64_t{1} << 16) + 1), nullptr);
 }
 
 TEST(Softmax, ShapeDtypeAndAttributeErrors) {
