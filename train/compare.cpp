@@ -117,6 +117,13 @@ std::vector<RowResult> run_compare(const CompareOptions& options, const TrainTes
   std::vector<RowResult> rows;
   rows.push_back(run_row(options, {"unbudgeted", std::nullopt, -1, {}}, data, on_step, options.evaluate, false));
   const std::uint64_t peak = peak_of(rows[0].stats, mode);
+  // The thrash limit's base for the budgeted rows: the unbudgeted row's compute over the same steps, known
+  // ahead as a replay knows its trace's, rather than the compute so far, which early in a first backward is a
+  // fraction of a step and stops rows whose whole run stays under the limit.
+  CompareOptions budgeted = options;
+  if (!budgeted.train.runtime.thrash_base_compute) {
+    budgeted.train.runtime.thrash_base_compute = rows[0].stats.base_compute;
+  }
   const std::int64_t segments = options.static_segments;
   const std::string static_name = segments == 0 ? "static, sqrt(N) segments" : "static, " + std::to_string(segments) + " segments";
   rows.push_back(run_row(options, {static_name, std::nullopt, segments, {}}, data, on_step, false));
@@ -136,14 +143,14 @@ std::vector<RowResult> run_compare(const CompareOptions& options, const TrainTes
       dtr_rows.push_back(std::move(s));
     }
   }
-  for (const Strategy& s : dtr_rows) rows.push_back(run_row(options, s, data, on_step, false));
+  for (const Strategy& s : dtr_rows) rows.push_back(run_row(budgeted, s, data, on_step, false));
   for (std::size_t i = 1; i < rows.size(); ++i) {
     RowResult& row = rows[i];
     if (!row.completed || !options.evaluate) continue;
     if (row.parameters_hash == rows[0].parameters_hash) {
       row.test_accuracy = rows[0].test_accuracy;
     } else {  // a bug: the table shows it, and this row's own accuracy
-      row.test_accuracy = run_row(options, row.strategy, data, {}, true).test_accuracy;
+      row.test_accuracy = run_row(budgeted, row.strategy, data, {}, true).test_accuracy;
     }
   }
   return rows;

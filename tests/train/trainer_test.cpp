@@ -229,6 +229,32 @@ TEST(Compare, ExtraComputeLeavesOutTheFirstStep) {
   EXPECT_DOUBLE_EQ(dtr.extra_compute(unbudgeted), 50.0 / 220.0);
 }
 
+// A budgeted row's thrash limit is against the unbudgeted row's compute over the same steps: against the
+// compute so far (a fraction of a step early in the first backward) the same row stops in its first steps.
+TEST(Compare, ABudgetedRowsThrashLimitIsAgainstTheUnbudgetedRowsCompute) {
+  CompareOptions c;
+  c.train = small("lstm", 32);
+  c.train.runtime.heuristic = "dtr-eq";
+  c.train.runtime.thrash_limit = 1.5;
+  c.steps = 3;
+  c.budget_fractions = {};
+  c.evaluate = false;
+  const std::vector<RowResult> rows = run_compare(c, data());
+  ASSERT_EQ(rows.size(), 3U);
+  const RowResult& dtr = rows[2];
+  ASSERT_TRUE(dtr.completed) << dtr.failure;
+  EXPECT_GT(dtr.stats.rematerializations, 0U);
+  EXPECT_LT(dtr.stats.remat_compute, 0.5 * rows[0].stats.base_compute) << "within the limit over the run";
+  TrainOptions alone = c.train;
+  alone.runtime.memory_budget = dtr.strategy.budget;
+  Trainer trainer(alone, data().train);
+  EXPECT_THROW(
+      {
+        for (int s = 0; s < 3; ++s) trainer.step();
+      },
+      Thrashing);
+}
+
 TEST(Compare, ARowThatCannotFitIsReportedAndTheOthersGoOn) {
   CompareOptions c;
   c.train = small("resnet", 16);
