@@ -151,13 +151,13 @@ std::size_t Runtime::Impl::reclaim(const ReclaimRequest& request) { return make_
 
 bool Runtime::Impl::movable(OwnerTag owner) const {
   const auto* s = reinterpret_cast<const Storage*>(owner);  // NOLINT: the tag attach_buffer set
-  return s->in_memory && s->pins == 0 && !s->restoring;
+  return s->in_memory && s->captured == 0 && !s->restoring;
 }
 
 void Runtime::Impl::move(OwnerTag owner, void* from, void* to, std::size_t bytes) {
   auto* s = reinterpret_cast<Storage*>(owner);  // NOLINT: the tag attach_buffer set
   DTR_CHECK(s->data == from && movable(owner), InvalidArgument, "compaction: asked to move ", from,
-            ", which is not the buffer of a resident storage no running op pins");
+            ", which is not the buffer of a resident storage whose pointer no kernel run holds");
   if (kernel_memory) backend->copy(to, from, bytes);
   s->data = static_cast<std::byte*>(to);
   stats.relocations += 1;

@@ -187,20 +187,41 @@ Storage& Runtime::Impl::new_scratch(const TensorMeta& meta, std::vector<std::uni
 
 namespace {
 
+// The storages whose buffer pointers a kernel run holds (Storage::captured), released when the run ends.
+class Captures {
+ public:
+  Captures() = default;
+  Captures(const Captures&) = delete;
+  Captures& operator=(const Captures&) = delete;
+  ~Captures() {
+    for (Storage* s : held_) s->captured -= 1;
+  }
+  void add(Storage& s) {
+    held_.push_back(&s);
+    s.captured += 1;
+  }
+
+ private:
+  SmallVector<Storage*, 8> held_;
+};
+
 // KernelArgs::workspace for one kernel run: pinned scratch storages, under the budget like any other.
 class ScratchWorkspace final : public Workspace {
  public:
-  ScratchWorkspace(Runtime::Impl& runtime, Runtime::Impl::Pins& pins, std::vector<std::unique_ptr<Storage>>& scratch)
-      : runtime_(runtime), pins_(pins), scratch_(scratch) {}
+  ScratchWorkspace(Runtime::Impl& runtime, Runtime::Impl::Pins& pins, Captures& captures,
+                   std::vector<std::unique_ptr<Storage>>& scratch)
+      : runtime_(runtime), pins_(pins), captures_(captures), scratch_(scratch) {}
   void* get(std::size_t bytes) override {
     Storage& s = runtime_.new_scratch(TensorMeta{Shape{static_cast<std::int64_t>(bytes)}, DType::uint8}, scratch_);
     pins_.add(s);
+    captures_.add(s);
     return s.data;
   }
 
  private:
   Runtime::Impl& runtime_;
   Runtime::Impl::Pins& pins_;
+  Captures& captures_;
   std::vector<std::unique_ptr<Storage>>& scratch_;
 };
 
@@ -251,6 +272,9 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   UndoRestores undo(*this);
   std::vector<std::unique_ptr<Storage>> scratch;  // stand-ins for outputs nobody holds any more
   Pins pins(*this);
+  // Each buffer pointer taken below stays valid until the kernel is done: its storage must not move (an
+  // allocation for a later output, or for the kernel's scratch, may compact). Destroyed before `scratch`.
+  Captures captures;
   // An assign's update in place: the output shares its target's buffer until the kernel has run, and gives it
   // back if anything fails first.
   Storage* const target = writes_over_target(c, rematerializing) ? c.inputs[0].get() : nullptr;
@@ -272,16 +296,19 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
       out->data = target->data;
       out->in_memory = true;
       shared.out = out;
+      captures.add(*target);
     } else if (!out->in_memory) {
       allocate(*out);
     }
     pins.add(*out);
     if (restoring) undo.restore(*out);
     out_buffers[i] = out->data;
+    captures.add(*out);
   }
   const SmallVector<const void*, 4> in_buffers = input_buffers(c);
+  for (const auto& in : c.inputs) captures.add(*in);
   pins.release_last(requested != nullptr ? requested : c.outputs.empty() ? nullptr : c.outputs.front());
-  ScratchWorkspace workspace(*this, pins, scratch);
+  ScratchWorkspace workspace(*this, pins, captures, scratch);
   const KernelArgs args{c.input_meta, in_buffers, c.output_meta, out_buffers, kNoAttrs, 0, &workspace};
   op_clock += 1;  // the ops clock counts every kernel run, recomputations included, as time would
   const std::optional<double> known = c.computation->known_cost(c.input_meta);

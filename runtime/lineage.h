@@ -38,6 +38,10 @@ struct Storage final : heuristics::StorageView {
   std::shared_ptr<Closure> producer;  // nullptr: a constant
   std::size_t output_index = 0;
   int pins = 0;     // ops using it right now: never evicted while > 0
+  // Pointers to its buffer held across an allocation (a kernel's arguments being gathered, or the kernel
+  // running and asking for scratch): never moved by compaction while > 0. A pinned storage whose pointer no
+  // one holds yet may move (an op's inputs while its outputs are allocated).
+  int captured = 0;
   int handles = 0;  // live user handles
   bool handles_released = false;  // handles fell to 0 (StorageView::released); none can be made again
   double producer_cost = 0;

@@ -50,5 +50,37 @@ TEST(RuntimeCompaction, WithoutItTheSameProgramRunsOutOfMemory) {
   EXPECT_THROW(run_fragmented(16 * kKiB, Compaction::off), OutOfMemory);
 }
 
+// An op's own inputs may move to make room for its output: segment A holds a, a hole, b and c; segment B a
+// hole and a 6 KiB constant. concat(a, b) needs 4 KiB in one piece; only moving a or b (both pinned as its
+// inputs, their addresses not yet taken) into B's hole opens it. Nothing can be evicted (all constants).
+std::vector<float> concat_beside_its_inputs(std::optional<std::uint64_t> budget, std::uint64_t* relocations) {
+  Runtime rt(small_segment_config(budget, "dtr-eq", Compaction::last_resort));
+  const Tensor a = constant(rt, {kFloats}, 1.0F);
+  Tensor hole_a = constant(rt, {kFloats}, 2.0F);
+  const Tensor b = constant(rt, {kFloats}, 3.0F);
+  const Tensor c = constant(rt, {kFloats}, 4.0F);
+  Tensor hole_b = constant(rt, {kFloats}, 5.0F);
+  const Tensor wide = constant(rt, {3 * kFloats}, 6.0F);
+  hole_a = Tensor();
+  hole_b = Tensor();
+  const Tensor joined = rt.call1(ops::concat2(), {a, b});
+  *relocations = rt.stats().relocations;
+  std::vector<float> values = joined.to_host();
+  for (const Tensor* t : {&a, &b, &c, &wide}) {
+    const std::vector<float> v = t->to_host();
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  return values;
+}
+
+TEST(RuntimeCompaction, AnOpsPinnedInputsMoveToMakeRoomForItsOutput) {
+  std::uint64_t relocations = 0;
+  const std::vector<float> reference = concat_beside_its_inputs(std::nullopt, &relocations);
+  EXPECT_EQ(relocations, 0u);
+  const std::vector<float> compacted = concat_beside_its_inputs(16 * kKiB, &relocations);
+  EXPECT_EQ(relocations, 1u);
+  EXPECT_EQ(compacted, reference);
+}
+
 }  // namespace
 }  // namespace dtr::test
