@@ -161,26 +161,15 @@ struct CachingAllocator::State {
       if (block == nullptr) return nullptr;
     } else if (auto it = best_fit(r, r.pool); it != free_blocks[detail::index_of(r.pool)].end()) {
       block = take_free(it, r, r.pool);
-    } else {
-      Block* segment_block = reserve_segment(r);
-      // At the cap, a small request takes free room in a large segment rather than wait for a whole one to
-      // empty: else memory reserved by one pool is lost to the other (docs/allocator.md, "Pools at the cap").
-      // Not in an expandable range, whose free blocks may have no pages.
-      if (segment_block == nullptr && r.pool == Pool::small && !expandable) {
-        if (auto large = best_fit(r, Pool::large); large != free_blocks[detail::index_of(Pool::large)].end()) {
-          block = take_free(large, r, Pool::small);
-          enter_live(block, r.bytes);
-          update_free_stats();
-          return block;
-        }
-      }
-      if (segment_block == nullptr) return nullptr;
+    } else if (Block* segment_block = reserve_segment(r)) {
       if (should_split(r.pool, segment_block->size - r.rounded)) {
         block = carve_front(segment_block, r.rounded);
         insert_free(segment_block);
       } else {
         block = segment_block;
       }
+    } else if ((block = borrow_from_large_pool(r)) == nullptr) {
+      return nullptr;
     }
     enter_live(block, r.bytes);
     update_free_stats();
@@ -330,6 +319,12 @@ struct CachingAllocator::State {
   // A new segment holding one free block (in no free set), or nullptr when neither the nominal segment nor one
   // of exactly the request fits under the budget (after releasing empty segments) and in the upstream.
   Block* reserve_segment(const Request& r);
+
+  // When no segment can be had (the cap): for a small request, the best-fitting free block of a large segment,
+  // split as a small block would be, rather than wait for a whole segment to empty; else memory reserved by one
+  // pool is lost to the other (docs/allocator.md, "Pools at the cap"). Not in an expandable range, whose free
+  // blocks may have no pages. nullptr when there is none.
+  Block* borrow_from_large_pool(const Request& r);
 
   void* upstream_allocate(std::size_t size);
 

@@ -47,6 +47,13 @@ auto CachingAllocator::State::reserve_segment(const Request& r) -> Block* {
   return block;
 }
 
+auto CachingAllocator::State::borrow_from_large_pool(const Request& r) -> Block* {
+  if (r.pool != Pool::small || expandable) return nullptr;
+  const auto it = best_fit(r, Pool::large);
+  if (it == free_blocks[detail::index_of(Pool::large)].end()) return nullptr;
+  return take_free(it, r, Pool::small);
+}
+
 void* CachingAllocator::State::upstream_allocate(std::size_t size) {
   try {
     return upstream.allocate(size, MemoryResource::kDefaultAlignment);
