@@ -68,6 +68,16 @@ T* kernel_scratch(const KernelArgs& args, std::size_t count, std::vector<T>& fal
   return fallback.data();
 }
 
+// Room for `length` doubles, one buffer per thread, kept for the thread's life: a CPU softmax row keeps its
+// exps there (softmax_row's `exps`) rather than taking each exp twice. Null past 65,536 (512 KiB a thread,
+// memory the budget does not see): such a row takes each exp twice, the same bits.
+inline double* exp_scratch(std::int64_t length) {
+  if (length > (std::int64_t{1} << 16)) return nullptr;
+  thread_local std::vector<double> room;
+  if (room.size() < static_cast<std::size_t>(length)) room.resize(static_cast<std::size_t>(length));
+  return room.data();
+}
+
 // The cost of an op that touches each element of its first input once. At least 1: the runtime ranks tensors
 // by cost, and a zero would make recomputing an empty tensor's producer look free.
 double numel_flops(std::span<const TensorMeta> inputs, const Attrs& attrs);

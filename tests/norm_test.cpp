@@ -13,8 +13,8 @@
 
 #include "dtr/gradients.h"
 #include "dtr/ops.h"
-#include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
+#include "kernels/op_checks.h"
 #include "norm_test_helpers.h"
 #include "test_helpers.h"
 #include "test_resources.h"

@@ -14,7 +14,6 @@
 #include "kernels/define_op.h"
 #include "kernels/dense/gemm.h"
 #include "kernels/elementwise/elementwise_math.h"
-#include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
 #include "kernels/op_checks.h"
 

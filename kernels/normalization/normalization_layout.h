@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "dtr/check.h"
 #include "dtr/op.h"
@@ -16,16 +15,6 @@
 #include "kernels/normalization/running_stat.h"
 
 namespace dtr::kernels {
-
-// Room for `length` doubles, one buffer per thread, kept for the thread's life: a CPU softmax row keeps its
-// exps there (softmax_row's `exps`) rather than taking each exp twice. Null past 65,536 (512 KiB a thread,
-// memory the budget does not see): such a row takes each exp twice, the same bits.
-inline double* exp_scratch(std::int64_t length) {
-  if (length > (std::int64_t{1} << 16)) return nullptr;
-  thread_local std::vector<double> room;
-  if (room.size() < static_cast<std::size_t>(length)) room.resize(static_cast<std::size_t>(length));
-  return room.data();
-}
 
 // A tensor seen as [outer, length, inner] around the softmax axis: element (o, k, i) is at
 // (o * length + k) * inner + i.
