@@ -13,6 +13,7 @@
 
 #include "dtr/gradients.h"
 #include "dtr/ops.h"
+#include "kernels/elementwise/vector_math.h"
 #include "kernels/normalization/normalization_math.h"
 #include "kernels/op_checks.h"
 #include "norm_test_helpers.h"
@@ -117,8 +118,9 @@ TEST(Softmax, RowsOfALargeTensorGetTheBitsTheyGetAlone) {
   for (std::size_t k = 0; k < together.size(); ++k) EXPECT_EQ(together[k], alone[k]) << "result " << k;
 }
 
-// The CPU kernels keep each row's exps in scratch and take each exp once; the CUDA kernels, with no scratch,
-// take it twice. Both forms must give the same bits: the op's CPU output against the two-exp row function.
+// The CPU kernels keep each row's exps in scratch and take each exp once; a row too long for the scratch, and
+// the CUDA kernels, take each twice, in runs. Both forms must give the same bits, with the CPU's exps in lanes
+// and with one std::exp at a time: the op's CPU output against the two-exp row function.
 template <typename T>
 void expect_softmax_bits_of_the_two_exp_form() {
   Runtime rt(deterministic_config());
@@ -134,18 +136,23 @@ void expect_softmax_bits_of_the_two_exp_form() {
     const std::vector<T> got = rt.call1(log ? ops::log_softmax() : ops::softmax(), {x}).template to_host_as<T>();
     std::vector<T> want(xs.size());
     for (std::int64_t r = 0; r < rows; ++r) {
-      kernels::softmax_row(xs.data() + r * width, want.data() + r * width, width, 1, log);
+      kernels::softmax_row(xs.data() + r * width, want.data() + r * width, width, 1, log, nullptr,
+                           kernels::ExpsInLanes{});
     }
     ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(T))) << (log ? "log_softmax" : "softmax");
   }
-  // Along a strided axis, in place, as the attention's weights are made.
-  std::vector<T> once = xs, twice = xs;
-  std::vector<double> exps(static_cast<std::size_t>(rows));
-  for (std::int64_t c = 0; c < width; ++c) {
-    kernels::softmax_row(once.data() + c, once.data() + c, rows, width, false, exps.data());
-    kernels::softmax_row(twice.data() + c, twice.data() + c, rows, width, false);
-  }
-  EXPECT_EQ(0, std::memcmp(once.data(), twice.data(), once.size() * sizeof(T)));
+  // Along a strided axis, in place, as the attention's weights are made; 41 rows: runs of 16, 16 and 9.
+  const auto once_and_twice = [&](auto exps_of) {
+    std::vector<T> once = xs, twice = xs;
+    std::vector<double> exps(static_cast<std::size_t>(width));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      kernels::softmax_row(once.data() + r, once.data() + r, width, rows, false, exps.data(), exps_of);
+      kernels::softmax_row(twice.data() + r, twice.data() + r, width, rows, false, nullptr, exps_of);
+    }
+    EXPECT_EQ(0, std::memcmp(once.data(), twice.data(), once.size() * sizeof(T)));
+  };
+  once_and_twice(kernels::ExpsInLanes{});
+  once_and_twice(kernels::ExpsOneByOne{});
 }
 
 TEST(Softmax, TakingEachExpOnceGivesTheBitsOfTakingItTwice) {
@@ -154,6 +161,23 @@ TEST(Softmax, TakingEachExpOnceGivesTheBitsOfTakingItTwice) {
   // The scratch is bounded: a longer row takes each exp twice.
   EXPECT_NE(kernels::exp_scratch(std::int64_t{1} << 16), nullptr);
   EXPECT_EQ(kernels::exp_scratch((std::int64_t{1} << 16) + 1), nullptr);
+}
+
+// The exps in lanes are libmvec's (a few ulps of a double): softmax's float32 results are those of one std::exp
+// at a time to within an ulp of the result.
+TEST(Softmax, ExpsInLanesAgreeWithOneStdExpAtATime) {
+  const std::int64_t width = 1000;
+  std::vector<float> xs(static_cast<std::size_t>(width));
+  for (std::size_t e = 0; e < xs.size(); ++e) xs[e] = static_cast<float>(std::sin(0.91 * static_cast<double>(e)) * 12.0);
+  for (const bool log : {false, true}) {
+    std::vector<float> lanes(xs.size()), one_by_one(xs.size());
+    kernels::softmax_row(xs.data(), lanes.data(), width, 1, log, nullptr, kernels::ExpsInLanes{});
+    kernels::softmax_row(xs.data(), one_by_one.data(), width, 1, log, nullptr, kernels::ExpsOneByOne{});
+    for (std::size_t e = 0; e < xs.size(); ++e) {
+      EXPECT_LE(std::abs(lanes[e] - one_by_one[e]), std::abs(one_by_one[e]) * std::numeric_limits<float>::epsilon())
+          << (log ? "log_softmax" : "softmax") << " element " << e;
+    }
+  }
 }
 
 TEST(Softmax, ShapeDtypeAndAttributeErrors) {

@@ -14,6 +14,7 @@
 #include "kernels/define_op.h"
 #include "kernels/dense/gemm.h"
 #include "kernels/elementwise/elementwise_math.h"
+#include "kernels/elementwise/vector_math.h"
 #include "kernels/normalization/normalization_math.h"
 #include "kernels/op_checks.h"
 
@@ -138,7 +139,7 @@ OpDef attention_op() {
       gather_qkv(args.input<T>(0), h, first, count, q, k, v);
       each_head(count, false, true, h.t, h.t, h.d, q, k, p);
       each_row(h, count, [&](std::int64_t at) {
-        kernels::softmax_row(p + at, p + at, h.t, 1, false, kernels::exp_scratch(h.t));
+        kernels::softmax_row(p + at, p + at, h.t, 1, false, kernels::exp_scratch(h.t), kernels::ExpsInLanes{});
       });
       each_head(count, false, false, h.t, h.d, h.t, p, v, o);
       copy_heads(false, h, first, count, h.e, 0, 1.0, o, args.output<T>(0));

@@ -1,8 +1,8 @@
 // The per-row arithmetic of softmax, log-softmax, cross-entropy and layer norm (forward and backward), one
 // definition compiled by the CPU kernels (softmax.cpp, normalization.cpp: a loop over rows) and by the CUDA
 // kernels (cuda/normalization.cu: one thread per row), so both backends run the same expressions in the same
-// order. Every row is reduced in increasing index order in double and rounded once per element. C++17, no
-// dtr/op.h: nvcc compiles it.
+// order (but for the CPU's softmax exps, taken in vector lanes: ExpsOneByOne below). Every row is reduced in
+// increasing index order in double and rounded once per element. C++17, no dtr/op.h: nvcc compiles it.
 #pragma once
 
 #include <cmath>
@@ -14,40 +14,68 @@ namespace dtr::kernels {
 
 // ---- softmax and cross-entropy: a row is x[k · stride], k in [0, length) ----
 
+// Exps in place over a run of values (x - max), each from its own value alone: std::exp one at a time (the
+// CUDA kernels', and the default), or the CPU kernels' lanes (vector_math.h's ExpsInLanes). Either way a row
+// gives the same bits whether its exps are taken in one run or in several.
+struct ExpsOneByOne {
+  DTR_HOST_DEVICE void operator()(double* values, std::int64_t count) const {
+    for (std::int64_t k = 0; k < count; ++k) values[k] = std::exp(values[k]);
+  }
+};
+
+// Runs of this many exps where a row has no room for all of its own (a thread's stack).
+constexpr std::int64_t kExpRun = 16;
+
 // The row's max and Σ exp(x - max); each exp(x - max) also into exps[k] when `exps` is not null. The
 // comparison keeps the running max unless it is less than x (as std::max does), so a NaN is skipped by the max
 // and shows in the sum.
-template <typename T>
+template <typename T, typename Exps = ExpsOneByOne>
 DTR_HOST_DEVICE void max_and_exp_sum(const T* x, std::int64_t length, std::int64_t stride, double& max, double& sum,
-                                     double* exps = nullptr) {
+                                     double* exps = nullptr, Exps exps_of = {}) {
   max = -HUGE_VAL;  // -∞ (numeric_limits is not callable from device code)
   for (std::int64_t k = 0; k < length; ++k) {
     const double v = static_cast<double>(x[k * stride]);
     max = max < v ? v : max;
   }
   sum = 0.0;
-  for (std::int64_t k = 0; k < length; ++k) {
-    const double e = std::exp(static_cast<double>(x[k * stride]) - max);
-    if (exps != nullptr) exps[k] = e;
-    sum += e;
+  double run[kExpRun];
+  for (std::int64_t first = 0; first < length; first += kExpRun) {
+    const std::int64_t count = exps != nullptr ? length : (length - first < kExpRun ? length - first : kExpRun);
+    double* e = exps != nullptr ? exps : run;
+    for (std::int64_t k = 0; k < count; ++k) e[k] = static_cast<double>(x[(first + k) * stride]) - max;
+    exps_of(e, count);
+    for (std::int64_t k = 0; k < count; ++k) sum += e[k];
+    if (exps != nullptr) break;  // the whole row in one run
   }
 }
 
 // y = softmax(x), or log_softmax(x) when `log`, over one row; the max is subtracted first so large logits do
 // not overflow. `exps`, when not null, is room for `length` doubles: softmax then takes each exp once (the CPU
 // kernels; a CUDA thread has no such room and takes it twice, the same value).
-template <typename T>
+template <typename T, typename Exps = ExpsOneByOne>
 DTR_HOST_DEVICE void softmax_row(const T* x, T* y, std::int64_t length, std::int64_t stride, bool log,
-                                 double* exps = nullptr) {
+                                 double* exps = nullptr, Exps exps_of = {}) {
   double max = 0.0;
   double sum = 0.0;
   if (log) exps = nullptr;
-  max_and_exp_sum(x, length, stride, max, sum, exps);
-  const double log_sum = std::log(sum);
-  for (std::int64_t k = 0; k < length; ++k) {
-    const double shifted = static_cast<double>(x[k * stride]) - max;
-    const double e = exps != nullptr ? exps[k] : std::exp(shifted);
-    y[k * stride] = static_cast<T>(log ? shifted - log_sum : e / sum);
+  max_and_exp_sum(x, length, stride, max, sum, exps, exps_of);
+  if (log) {
+    const double log_sum = std::log(sum);
+    for (std::int64_t k = 0; k < length; ++k) {
+      y[k * stride] = static_cast<T>(static_cast<double>(x[k * stride]) - max - log_sum);
+    }
+    return;
+  }
+  if (exps != nullptr) {
+    for (std::int64_t k = 0; k < length; ++k) y[k * stride] = static_cast<T>(exps[k] / sum);
+    return;
+  }
+  double run[kExpRun];
+  for (std::int64_t first = 0; first < length; first += kExpRun) {
+    const std::int64_t count = length - first < kExpRun ? length - first : kExpRun;
+    for (std::int64_t k = 0; k < count; ++k) run[k] = static_cast<double>(x[(first + k) * stride]) - max;
+    exps_of(run, count);
+    for (std::int64_t k = 0; k < count; ++k) y[(first + k) * stride] = static_cast<T>(run[k] / sum);
   }
 }
 

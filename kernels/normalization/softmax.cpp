@@ -1,12 +1,14 @@
 // Softmax and log-softmax over one axis, their backward ops, and cross-entropy with integer labels. The row
 // arithmetic is normalization_math.h's, which the CUDA kernels share: each row reduced in increasing index
-// order in double and rounded once per element, the max subtracted before exp.
+// order in double and rounded once per element, the max subtracted before exp; softmax's exps here in the
+// CPU's vector lanes (vector_math.h), a few ulps of a double from the CUDA kernels' std::exp.
 #include <cstdint>
 #include <string>
 
 #include "dtr/ops.h"
 #include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
+#include "kernels/elementwise/vector_math.h"
 #include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
 #include "kernels/op_checks.h"
@@ -41,7 +43,8 @@ OpDef softmax_op(const std::string& name, bool log) {
     const T* x = args.input<T>(0);
     T* y = args.output<T>(0);
     for_each_row(l, [&](std::int64_t base, std::int64_t stride) {
-      kernels::softmax_row(x + base, y + base, l.length, stride, log, kernels::exp_scratch(l.length));
+      kernels::softmax_row(x + base, y + base, l.length, stride, log, kernels::exp_scratch(l.length),
+                           kernels::ExpsInLanes{});
     });
   });
   def.flops = [](std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
