@@ -21,7 +21,7 @@ std::span<const OpDef* const> all_ops() {
       &ops::dropout(), &ops::sgd_momentum_buffer(), &ops::sgd_apply(), &ops::adam_moment1(), &ops::adam_moment2(),
       &ops::adam_apply(),
       // dense
-      &ops::matmul(), &ops::bmm(), &ops::linear(), &ops::attention(), &ops::attention_backward(), &ops::conv2d(), &ops::conv2d_backward_input(),
+      &ops::matmul(), &ops::bmm(), &ops::linear(), &ops::linear_add(), &ops::attention(), &ops::attention_backward(), &ops::conv2d(), &ops::conv2d_backward_input(),
       &ops::conv2d_backward_weight(), &ops::max_pool2d(), &ops::max_pool2d_backward(), &ops::avg_pool2d(),
       &ops::avg_pool2d_backward(),
       // normalization

@@ -26,7 +26,11 @@ MultiheadSelfAttention::MultiheadSelfAttention(Runtime& runtime, Generator& gene
   bias.rebind(full_variable(runtime, {dim}, 0.0F, false));
 }
 
-Variable MultiheadSelfAttention::forward(const Variable& x) {
+Variable MultiheadSelfAttention::forward(const Variable& x) { return run(x, nullptr); }
+
+Variable MultiheadSelfAttention::forward_add(const Variable& x, const Variable& addend) { return run(x, &addend); }
+
+Variable MultiheadSelfAttention::run(const Variable& x, const Variable* addend) {
   DTR_CHECK(x.shape().size() == 3 && x.shape()[2] == dim_, ShapeError, "MultiheadSelfAttention: expected [N, T, ",
             dim_, "], got ", to_string(x.shape()));
   const std::int64_t n = x.shape()[0];
@@ -34,7 +38,10 @@ Variable MultiheadSelfAttention::forward(const Variable& x) {
   const std::int64_t head_dim = dim_ / heads_;
   const Variable projected = linear(x, in_proj_weight_, in_proj_bias_);
   // Without dropout on the weights the rest is one op, whose backward keeps its input and the weights.
-  if (dropout_ == 0.0 || !is_training()) return out_proj_->forward(attention(projected, heads_));
+  const auto project_out = [&](const Variable& context) {
+    return addend != nullptr ? out_proj_->forward_add(context, *addend) : out_proj_->forward(context);
+  };
+  if (dropout_ == 0.0 || !is_training()) return project_out(attention(projected, heads_));
   const std::vector<Variable> qkv = split(projected, {dim_, dim_, dim_}, 2);
   // [N, T, D] -> [N·heads, T, head_dim]
   const auto heads_first = [&](const Variable& v) {
@@ -46,7 +53,7 @@ Variable MultiheadSelfAttention::forward(const Variable& x) {
   const Variable weights = dropout(softmax(bmm(q, k, false, true), -1), dropout_, is_training());
   const Variable context = bmm(weights, v);  // [N·heads, T, head_dim]
   const Variable merged = reshape(permute(reshape(context, {n, heads_, t, head_dim}), {0, 2, 1, 3}), {n, t, dim_});
-  return out_proj_->forward(merged);
+  return project_out(merged);
 }
 
 }  // namespace dtr::nn

@@ -75,6 +75,11 @@ Variable attention(const Variable& qkv, std::int64_t heads) {
   return apply(ops::attention(), std::span<const Variable>(&qkv, 1), {{"heads", heads}})[0];
 }
 
+Variable linear_add(const Variable& x, const Variable& weight, const Variable& addend, const Variable& bias) {
+  if (bias.defined()) return apply1(ops::linear_add(), {x, weight, addend, bias});
+  return apply1(ops::linear_add(), {x, weight, addend});
+}
+
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
   if (bias.defined()) return apply1(ops::linear(), {x, weight, bias});
   return apply1(ops::linear(), {x, weight});

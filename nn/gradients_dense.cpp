@@ -35,6 +35,25 @@ Grads product_grads(const GradientContext& c, const OpDef& product) {
   return {ga, gb};
 }
 
+// linear's and linear_add's gradients of x, w and the bias (input `bias`, when there is one): y = x wᵀ + ...
+// over rows of x, dx = g w, dw = gᵀ x, dbias = the column sums of g.
+Grads linear_grads(const GradientContext& c, std::size_t bias) {
+  Runtime& rt = c.runtime;
+  const Tensor& x = c.inputs[0];
+  const Tensor& w = c.inputs[1];
+  const std::int64_t in = w.shape()[1];
+  const std::int64_t out = w.shape()[0];
+  const std::int64_t rows = in > 0 ? x.numel() / in : (out > 0 ? c.output_meta[0].numel() / out : 0);
+  const Tensor g = output_grad(c, 0);
+  const Tensor g2 = rt.view(g, {rows, out});
+  const Tensor x2 = rt.view(x, {rows, in});
+  Grads grads(c.inputs.size());
+  if (c.wants(0)) grads[0] = rt.view(call(c, ops::matmul(), {g2, w}), x.shape());
+  if (c.wants(1)) grads[1] = call(c, ops::matmul(), {g2, x2}, transposes(true, false));
+  if (c.inputs.size() > bias && c.wants(bias)) grads[bias] = call(c, ops::sum(), {g2}, {{"axis", std::int64_t{0}}});
+  return grads;
+}
+
 // The forward call's attributes with `name` set to `shape`.
 Attrs with_shape(const Attrs& attrs, const char* name, const Shape& shape) {
   Attrs more = attrs;
@@ -55,20 +74,11 @@ void add_dense_rules(GradientTable& table) {
     return Grads{c.runtime.call1(ops::attention_backward(), inputs, c.attrs)};
   });
   // y = x wᵀ + bias over rows of x: dx = g w, dw = gᵀ x, dbias = the column sums of g.
-  table.add(ops::linear(), {bits(0, 1)}, [](const GradientContext& c) {
-    Runtime& rt = c.runtime;
-    const Tensor& x = c.inputs[0];
-    const Tensor& w = c.inputs[1];
-    const std::int64_t in = w.shape()[1];
-    const std::int64_t out = w.shape()[0];
-    const std::int64_t rows = in > 0 ? x.numel() / in : (out > 0 ? c.output_meta[0].numel() / out : 0);
-    const Tensor g = output_grad(c, 0);
-    const Tensor g2 = rt.view(g, {rows, out});
-    const Tensor x2 = rt.view(x, {rows, in});
-    Grads grads(c.inputs.size());
-    if (c.wants(0)) grads[0] = rt.view(call(c, ops::matmul(), {g2, w}), x.shape());
-    if (c.wants(1)) grads[1] = call(c, ops::matmul(), {g2, x2}, transposes(true, false));
-    if (c.inputs.size() == 3 && c.wants(2)) grads[2] = call(c, ops::sum(), {g2}, {{"axis", std::int64_t{0}}});
+  table.add(ops::linear(), {bits(0, 1)}, [](const GradientContext& c) { return linear_grads(c, 2); });
+  // y = addend + x wᵀ + bias: linear's gradients, and the addend's is g itself.
+  table.add(ops::linear_add(), {bits(0, 1)}, [](const GradientContext& c) {
+    Grads grads = linear_grads(c, 3);
+    if (c.wants(2)) grads[2] = output_grad(c, 0);
     return grads;
   });
   // y = conv2d(x, w) + b: dx = conv2d_backward_input(g, w), dw = conv2d_backward_weight(g, x), db = g summed

@@ -1,6 +1,7 @@
 // A stack of LSTM layers (include/dtr/nn/layers.h), step by step as torch.nn.LSTM computes each cell:
 // gates = x_t W_ihᵀ + b_ih + h W_hhᵀ + b_hh, split as i, f, g, o; c = σ(f) c + σ(i) tanh(g); h = σ(o) tanh(c);
-// everything after the gates is one fused op (ops::lstm_cell), as PyTorch fuses it.
+// the hidden state's map accumulates onto the input's (ops::linear_add), and everything after the gates is one
+// fused op (ops::lstm_cell), as PyTorch fuses it.
 #include <cmath>
 #include <span>
 #include <string>
@@ -50,7 +51,9 @@ std::vector<Variable> LSTM::run_steps(std::span<const Variable> in, std::int64_t
     Variable below = reshape(step, {step.shape()[0], input_});
     for (std::size_t k = 0; k < layers; ++k) {
       const Layer& layer = layers_[k];
-      const Variable gates = add(linear(below, layer.weight_ih, layer.bias_ih), linear(h[k], layer.weight_hh, layer.bias_hh));
+      // The hidden state's map accumulates onto the input's (one op: no add's pass, no second intermediate).
+      const Variable gates =
+          linear_add(h[k], layer.weight_hh, linear(below, layer.weight_ih, layer.bias_ih), layer.bias_hh);
       std::vector<Variable> cell = lstm_cell(gates, c[k]);
       h[k] = std::move(cell[0]);
       c[k] = std::move(cell[1]);

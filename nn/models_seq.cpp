@@ -42,6 +42,7 @@ class TokenEmbedding : public Module {
 };
 
 // Post-norm: x = norm1(x + drop(attn(x))); x = norm2(x + drop(ff(x))), ff = linear2(drop(relu(linear1(x)))).
+// Without dropout (or in eval mode) each residual sum is its projection's accumulation (ops::linear_add).
 class EncoderLayer : public Module {
  public:
   EncoderLayer(Runtime& rt, Generator& gen, std::int64_t dim, std::int64_t heads, double dropout)
@@ -55,6 +56,10 @@ class EncoderLayer : public Module {
 
   Variable forward(const Variable& x) override {
     const bool on = is_training();
+    if (dropout_ == 0.0 || !on) {  // no dropout before the residual sums: each accumulates onto its projection
+      const Variable a = norm1_->forward(attention_->forward_add(x, x));
+      return norm2_->forward(linear2_->forward_add(relu(linear1_->forward(a)), a));
+    }
     const Variable a = norm1_->forward(add(x, dropout(attention_->forward(x), dropout_, on)));
     const Variable ff = linear2_->forward(dropout(relu(linear1_->forward(a)), dropout_, on));
     return norm2_->forward(add(a, dropout(ff, dropout_, on)));

@@ -165,6 +165,18 @@ std::vector<GradCase> cases() {
          if (rng() % 2 == 0) p.inputs.push_back(Shape{out});
          return p;
        }},
+      {ops::linear_add(),
+       [](Rng& rng) {
+         const std::int64_t in = dim(rng);
+         const std::int64_t out = dim(rng);
+         Shape x = random_shape(rng, 0, 2);
+         Shape y = x;
+         x.push_back(in);
+         y.push_back(out);
+         Problem p{{x, Shape{out, in}, y}, {}};
+         if (rng() % 2 == 0) p.inputs.push_back(Shape{out});
+         return p;
+       }},
       {ops::attention(),
        [](Rng& rng) {
          const std::int64_t heads = dim(rng, 1, 3);

@@ -451,6 +451,7 @@ std::vector<Example> examples() {
           {ops::matmul(), {x, tensor({3, 1}, {1, 2, 3})}, {}},
           {ops::bmm(), {tensor({1, 2, 3}, x.data), tensor({1, 3, 1}, {1, 2, 3})}, {}},
           {ops::linear(), {x, tensor({1, 3}, {1, 2, 3}), tensor({1}, {0.5F})}, {}},
+          {ops::linear_add(), {x, tensor({1, 3}, {1, 2, 3}), tensor({2, 1}, {-1, 4}), tensor({1}, {0.5F})}, {}},
           {ops::attention(), {tensor({1, 2, 6}, {1, -2, 3, 0.5F, -1, 2, 0.25F, 4, 1, -3, 2, 0})},
            {{"heads", std::int64_t{2}}}},
           {ops::attention_backward(),
@@ -541,12 +542,13 @@ TEST(Ops, EveryOpRejectsTheWrongNumberOfInputs) {
   for (const Example& example : examples()) {
     std::vector<HostTensor> one_more = example.inputs;
     one_more.push_back(example.inputs[0]);
-    // linear takes 2 or 3 inputs, attention_backward 3 or 4: their messages say which. concat takes any
-    // number from 1: one more fits.
-    const bool variadic = example.op.name == "linear" || example.op.name == "attention_backward";
+    // linear takes 2 or 3 inputs, linear_add and attention_backward 3 or 4: their messages say which. concat
+    // takes any number from 1: one more fits.
+    const bool variadic = example.op.name == "linear" || example.op.name == "linear_add" ||
+                          example.op.name == "attention_backward";
     const bool unbounded = example.op.name == "concat";
     const std::string expected = "op '" + example.op.name + "' takes " +
-                                 (variadic    ? (example.op.name == "linear" ? "an input" : "grad, qkv")
+                                 (variadic    ? (example.op.name == "attention_backward" ? "grad, qkv" : "an input")
                                   : unbounded ? "at least 1 input"
                                               : std::to_string(example.inputs.size()));
     const std::string got = variadic ? "" : ", got " + std::to_string(one_more.size());

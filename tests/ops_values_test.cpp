@@ -110,6 +110,11 @@ TYPED_TEST(OpsValues, MatmulTransposesBatchesAndLinear) {
   EXPECT_EQ(this->run(ops::linear(), {a, w, bias}), (std::vector<T>{8, -7, 8, T(-2.5)}));
   const Tensor x3 = this->make({2, 1, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_EQ(this->shape_of(ops::linear(), {x3, w, bias}), (Shape{2, 1, 2}));
+  // linear_add: the same maps onto an addend, with and without the bias.
+  const Tensor addend = this->make({2, 2}, {1, 2, -3, T(0.5)});
+  EXPECT_EQ(this->run(ops::linear_add(), {a, w, addend}), (std::vector<T>{-1, 5, -5, 8}));
+  EXPECT_EQ(this->run(ops::linear_add(), {a, w, addend, bias}), (std::vector<T>{9, -5, 5, -2}));
+  EXPECT_EQ(this->shape_of(ops::linear_add(), {x3, w, this->make({2, 1, 2}, {0, 0, 0, 0}), bias}), (Shape{2, 1, 2}));
 }
 
 TYPED_TEST(OpsValues, ReductionsOverAxesWithAndWithoutKeepdim) {
@@ -154,6 +159,10 @@ TEST(OpsErrors, ShapeAndDtypeErrorsNameTheOpAndTheShapes) {
   expect([&] { rt.call1(ops::bmm(), {f, f}); }, "op 'bmm' multiplies two batches");
   expect([&] { rt.call1(ops::linear(), {f, v4}); }, "op 'linear' maps an input [..., in] by a weight [out, in]");
   expect([&] { rt.call1(ops::linear(), {f, f, v4}); }, "op 'linear' adds a bias [out]");
+  expect([&] { rt.call1(ops::linear_add(), {f, v4, f}); }, "op 'linear_add' maps an input [..., in] by a weight [out, in]");
+  expect([&] { rt.call1(ops::linear_add(), {f, f, v4}); }, "op 'linear_add' adds an addend of the output's shape [2, 2]");
+  expect([&] { rt.call1(ops::linear_add(), {f, f, rt.constant(TensorMeta{{2, 2}}, std::vector<float>(4)), v4}); },
+         "op 'linear_add' adds a bias [out]");
   expect([&] { rt.call1(ops::sum(), {f}, {{"axes", std::vector<std::int64_t>{1, -1}}}); }, "op 'sum' names axis -1 twice");
   expect([&] { rt.call1(ops::sum_to(), {f}, {{"shape", std::vector<std::int64_t>{4}}}); }, "op 'sum_to' sums down to a shape [4]");
   expect([&] { rt.call1(ops::broadcast_to(), {f}, {{"shape", std::vector<std::int64_t>{3}}}); }, "op 'broadcast_to' broadcasts to a shape [3]");

@@ -101,6 +101,11 @@ const OpDef& matmul();
 const OpDef& bmm();
 // "linear": x [..., in], weight [out, in] and an optional bias [out] -> x weightᵀ + bias, [..., out].
 const OpDef& linear();
+// "linear_add": x [..., in], weight [out, in], an addend [..., out] and an optional bias [out] -> addend +
+// x weightᵀ + bias, [..., out]: a linear map whose output something is added to (the LSTM's gates, the sum of
+// two maps; a residual connection), its product accumulated onto the addend, with no separate add's pass over
+// the output nor its intermediate.
+const OpDef& linear_add();
 // "attention": multi-head self-attention after the input projection, as one op: qkv [N, T, 3E] (q, k and v
 // side by side, as torch.nn.MultiheadAttention's in_proj gives them) -> the context [N, T, E], heads merged,
 // and the weights [N · heads, T, T]. Attribute "heads" (int dividing E); per head of width D = E / heads:

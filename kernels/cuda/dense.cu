@@ -36,6 +36,13 @@ __global__ void fill_bias_kernel(const T* bias, std::int64_t count, std::int64_t
   for (std::int64_t i = first_index(); i < count; i += grid_stride()) y[i] = bias[(i / inner) % channels];
 }
 
+template <typename T>
+__global__ void fill_addend_kernel(const T* addend, const T* bias, std::int64_t count, std::int64_t channels, T* y) {
+  for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
+    y[i] = bias != nullptr ? addend[i] + bias[i % channels] : addend[i];
+  }
+}
+
 // The first row (or column) of outputs whose window, of `kernel` cells from o · stride - pad, holds input
 // index `r`, and the last; first > last when none does.
 __device__ inline std::int64_t first_window(std::int64_t r, std::int64_t kernel, std::int64_t stride,
@@ -166,6 +173,13 @@ void fill_bias(const T* bias, std::int64_t count, std::int64_t channels, std::in
 }
 
 template <typename T>
+void fill_addend(const T* addend, const T* bias, std::int64_t count, std::int64_t channels, T* y) {
+  if (count <= 0) return;
+  fill_addend_kernel<T><<<blocks_for(count), block_size, 0, stream>>>(addend, bias, count, channels, y);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
 void max_pool2d(const PoolShape& s, const T* x, T* y) {
   const std::int64_t count = s.planes * s.oh * s.ow;
   if (count <= 0) return;
@@ -226,6 +240,14 @@ void launch_fill_bias(const float* bias, std::int64_t count, std::int64_t channe
 void launch_fill_bias(const double* bias, std::int64_t count, std::int64_t channels, std::int64_t inner,
                       double* y) {
   fill_bias(bias, count, channels, inner, y);
+}
+
+void launch_fill_addend(const float* addend, const float* bias, std::int64_t count, std::int64_t channels, float* y) {
+  fill_addend(addend, bias, count, channels, y);
+}
+void launch_fill_addend(const double* addend, const double* bias, std::int64_t count, std::int64_t channels,
+                        double* y) {
+  fill_addend(addend, bias, count, channels, y);
 }
 
 void launch_max_pool2d(const PoolShape& s, const float* x, float* y) { max_pool2d(s, x, y); }

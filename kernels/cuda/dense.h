@@ -12,6 +12,12 @@ namespace dtr::kernels::cuda {
 void launch_fill_bias(const float* bias, std::int64_t count, std::int64_t channels, std::int64_t inner, float* y);
 void launch_fill_bias(const double* bias, std::int64_t count, std::int64_t channels, std::int64_t inner, double* y);
 
+// y[i] = addend[i] + bias[i % channels] (bias null: the addend alone) for i in [0, count): linear_add's output
+// before its GEMM adds the product.
+void launch_fill_addend(const float* addend, const float* bias, std::int64_t count, std::int64_t channels, float* y);
+void launch_fill_addend(const double* addend, const double* bias, std::int64_t count, std::int64_t channels,
+                        double* y);
+
 // A pooling call over `planes` (N · C) planes of [h, w] with [oh, ow] outputs; the attributes as kernels/pool.cpp
 // reads them.
 struct PoolShape {

@@ -98,6 +98,20 @@ void linear_cuda(const KernelArgs& args) {
   });
 }
 
+// linear_add: the output starts as addend + bias, which the GEMM adds the product to.
+void linear_add_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const std::int64_t in = args.input_meta[1].shape[1];
+    const std::int64_t out = args.input_meta[1].shape[0];
+    const std::int64_t count = args.output_meta[0].numel();
+    const std::int64_t rows = out == 0 ? 0 : count / out;
+    T* y = args.output<T>(0);
+    const T* bias = args.inputs.size() == 4 ? args.input<T>(3) : nullptr;
+    launch_fill_addend(args.input<T>(2), bias, count, out, y);
+    gemm(false, true, rows, out, in, 1, args.input<T>(0), args.input<T>(1), y, true);
+  });
+}
+
 // ---- convolution (cuDNN) ----------------------------------------------------------------------------------
 
 // cuDNN's legacy API takes int dimensions and at most 2^31 - 1 elements a tensor.
@@ -421,6 +435,7 @@ void add_dense_kernels(KernelTable& table) {
   table["matmul"] = matmul_cuda;
   table["bmm"] = bmm_cuda;
   table["linear"] = linear_cuda;
+  table["linear_add"] = linear_add_cuda;
   table["attention"] = attention_cuda;
   table["attention_backward"] = attention_backward_cuda;
   table["conv2d"] = conv2d_cuda;

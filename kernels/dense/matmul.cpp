@@ -1,4 +1,6 @@
-// Matrix products: matmul, batched matmul and linear, on kernels::gemm (oneDNN for float32, OpenBLAS for float64).
+// Matrix products: matmul, batched matmul, linear and linear_add, on kernels::gemm (oneDNN for float32, OpenBLAS
+// for float64).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -122,6 +124,52 @@ void linear_cpu(const KernelArgs& args) {
   });
 }
 
+// linear_add(x [..., in], w [out, in], addend [..., out], optional bias [out]) = addend + x wᵀ + bias.
+TensorMetas infer_linear_add(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  DTR_CHECK_SHAPES(inputs.size() == 3 || inputs.size() == 4, "linear_add", inputs,
+                   "takes an input, a weight, an addend and an optional bias");
+  kernels::check_floating("linear_add", inputs);
+  const Shape& x = inputs[0].shape;
+  const Shape& w = inputs[1].shape;
+  DTR_CHECK_SHAPES(!x.empty() && w.size() == 2 && x.back() == w[1], "linear_add", inputs,
+                   "maps an input [..., in] by a weight [out, in]");
+  TensorMeta out = inputs[0];
+  out.shape.back() = w[0];
+  DTR_CHECK_SHAPES(inputs[2].shape == out.shape, "linear_add", inputs, "adds an addend of the output's shape ",
+                   to_string(out.shape));
+  if (inputs.size() == 4) {
+    DTR_CHECK_SHAPES(inputs[3].shape == Shape{w[0]}, "linear_add", inputs, "adds a bias [out]");
+  }
+  return {out};
+}
+
+// The output starts as addend + bias, which the GEMM then accumulates its product onto.
+void linear_add_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const std::int64_t in = args.input_meta[1].shape[1];
+    const std::int64_t out = args.input_meta[1].shape[0];
+    const std::int64_t rows = leading_rows(args.input_meta[0].shape);
+    T* y = args.output<T>(0);
+    const T* addend = args.input<T>(2);
+    if (args.inputs.size() == 4) {
+      const T* bias = args.input<T>(3);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t j = 0; j < out; ++j) y[r * out + j] = addend[r * out + j] + bias[j];
+      }
+    } else {
+      std::copy(addend, addend + rows * out, y);
+    }
+    kernels::gemm(false, true, rows, out, in, args.input<T>(0), args.input<T>(1), y, /*accumulate=*/true);
+  });
+}
+
+double linear_add_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  const double in = static_cast<double>(inputs[1].shape[1]);
+  const double out = static_cast<double>(inputs[1].shape[0]);
+  const double rows = static_cast<double>(leading_rows(inputs[0].shape));
+  return kernels::at_least_one(2.0 * rows * in * out + rows * out + (inputs.size() == 4 ? rows * out : 0.0));
+}
+
 double linear_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   const double in = static_cast<double>(inputs[1].shape[1]);
   const double out = static_cast<double>(inputs[1].shape[0]);
@@ -144,6 +192,12 @@ const OpDef& bmm() {
 const OpDef& linear() {
   return kernels::define_op(
       [] { return OpDef{.name = "linear", .infer = infer_linear, .cpu_kernel = linear_cpu, .flops = linear_flops}; });
+}
+
+const OpDef& linear_add() {
+  return kernels::define_op([] {
+    return OpDef{.name = "linear_add", .infer = infer_linear_add, .cpu_kernel = linear_add_cpu, .flops = linear_add_flops};
+  });
 }
 
 }  // namespace dtr::ops

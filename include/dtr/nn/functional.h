@@ -46,6 +46,9 @@ Variable bmm(const Variable& a, const Variable& b, bool transpose_a = false, boo
 Variable attention(const Variable& qkv, std::int64_t heads);
 // x [..., in] weight [out, in] (+ bias [out]) -> [..., out].
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias = {});
+// addend + linear(x, weight, bias) as one op (ops::linear_add): the sum of two linear maps, a residual
+// connection. addend [..., out]; the gradient reaching the addend is the output's.
+Variable linear_add(const Variable& x, const Variable& weight, const Variable& addend, const Variable& bias = {});
 struct Conv2dOptions {
   std::array<std::int64_t, 2> stride{1, 1};
   std::array<std::int64_t, 2> padding{0, 0};

@@ -23,6 +23,8 @@ class Linear : public Module {
   Linear(Runtime& runtime, Generator& generator, std::int64_t in_features, std::int64_t out_features,
          bool bias = true);
   Variable forward(const Variable& x) override;
+  // addend + forward(x), as one op (nn::linear_add): a residual connection's sum.
+  Variable forward_add(const Variable& x, const Variable& addend) { return linear_add(x, weight_, addend, bias_); }
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }  // undefined without a bias
 
@@ -163,6 +165,9 @@ class MultiheadSelfAttention : public Module {
   MultiheadSelfAttention(Runtime& runtime, Generator& generator, std::int64_t dim, std::int64_t heads,
                          double dropout = 0.0);
   Variable forward(const Variable& x) override;
+  // addend + forward(x), the output projection accumulating onto the addend (one op, nn::linear_add) where no
+  // dropout acts on the weights: a residual connection's sum.
+  Variable forward_add(const Variable& x, const Variable& addend);
 
  private:
   std::int64_t dim_;
@@ -171,6 +176,8 @@ class MultiheadSelfAttention : public Module {
   Variable in_proj_weight_;
   Variable in_proj_bias_;
   std::shared_ptr<Linear> out_proj_;
+
+  Variable run(const Variable& x, const Variable* addend);
 };
 
 // A stack of `num_layers` LSTM layers over [N, T, in] (batch first), zero initial state, as
