@@ -11,6 +11,18 @@ namespace dtr::nn {
 
 namespace {
 
+// The rerun's ops priced as the run's own recomputation (RuntimeStats::rerun_compute), however it ends.
+class ProgramRerun {
+ public:
+  explicit ProgramRerun(Runtime& runtime) : runtime_(runtime) { runtime_.begin_program_rerun(); }
+  ~ProgramRerun() { runtime_.end_program_rerun(); }
+  ProgramRerun(const ProgramRerun&) = delete;
+  ProgramRerun& operator=(const ProgramRerun&) = delete;
+
+ private:
+  Runtime& runtime_;
+};
+
 // Sets the runtime's random state for its lifetime, then puts back the one it found.
 class RandomStateScope {
  public:
@@ -49,6 +61,7 @@ class CheckpointNode final : public detail::Node {
       const RandomStateScope same_draws(runtime(), random_state_);
       const GradMode recording(true);
       const RecomputingForward rerun;
+      const ProgramRerun priced(runtime());
       outputs = fn_(leaves);
     }
     DTR_CHECK(outputs.size() == output_grads.size(), InvalidArgument, "checkpoint: the rerun gave ", outputs.size(),

@@ -346,6 +346,7 @@ void Runtime::Impl::run(Closure& c, bool rematerializing, const Storage* request
   } else {
     c.cost = cost;
     stats.base_compute += cost;
+    if (program_reruns > 0) stats.rerun_compute += cost;
   }
   for (Storage* out : c.outputs) {
     if (out == nullptr) continue;

@@ -300,6 +300,14 @@ void Runtime::reset_peak_stats() {
   if (impl_->allocator) impl_->allocator->reset_peak_stats();
 }
 
+void Runtime::begin_program_rerun() { impl_->program_reruns += 1; }
+
+void Runtime::end_program_rerun() {
+  DTR_CHECK(impl_->program_reruns > 0, InvalidArgument,
+            "end_program_rerun: no program rerun was begun (begin_program_rerun and end_program_rerun pair up)");
+  impl_->program_reruns -= 1;
+}
+
 RuntimeStats Runtime::stats() const { return impl_->current_stats(); }
 std::vector<OpRecomputations> Runtime::recomputations_by_op() const { return impl_->recomputations_by_op(); }
 std::uint64_t Runtime::random_state() const { return impl_->random_calls; }

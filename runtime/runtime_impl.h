@@ -84,6 +84,7 @@ struct Runtime::Impl final : Reclaimer {
   std::uint64_t op_clock = 0;
   std::uint64_t candidate_arrivals = 0;  // Storage::candidate_since
   double compute_clock = 0;  // ClockKind::compute: the cost of every kernel run so far
+  int program_reruns = 0;    // open begin_program_rerun()s: program ops also count in stats.rerun_compute
   // DTR_COST_MODEL=measured with Config::timed_runs set: the costs learnt per kernel signature.
   detail::KernelTimes kernel_times{config.timed_runs.value_or(1)};
   bool kernel_memory = true;  // whether kernels can touch the buffers (false over simulated memory)

@@ -7,6 +7,7 @@ namespace dtr {
 std::string to_json(const RuntimeStats& s) {
   return nlohmann::json{{"base_compute", s.base_compute},
                         {"remat_compute", s.remat_compute},
+                        {"rerun_compute", s.rerun_compute},
                         {"overhead", s.overhead()},
                         {"ops", s.ops},
                         {"rematerializations", s.rematerializations},

@@ -228,6 +228,31 @@ TEST(Runtime, SimulatedMemoryRunsOpsThatTouchNoMemoryAndCountsTheirKnownCost) {
   EXPECT_THROW(Runtime(config, nullptr), InvalidArgument);
 }
 
+// A program's own reruns (static checkpointing's) are program ops priced also in rerun_compute; nested pairs
+// count once; a recomputation inside one is DTR's (remat_compute), not the program's; an unmatched end is an
+// error that changes nothing.
+TEST(Runtime, ProgramRerunsArePricedApartFromDtrsRecomputations) {
+  Config config = deterministic_config(3000, BudgetMode::bytes, "lru");
+  Runtime rt(config, make_simulated_resource(std::size_t{1} << 30));
+  const Tensor c = rt.constant(TensorMeta{{1000}, DType::uint8});
+  const Tensor a = rt.call1(timed_noop(), {c}, Attrs{{"cost", 250.0}});
+  rt.begin_program_rerun();
+  const Tensor b = rt.call1(timed_noop(), {a}, Attrs{{"cost", 500.0}});
+  rt.begin_program_rerun();
+  const Tensor d = rt.call1(timed_noop(), {b}, Attrs{{"cost", 20.0}});  // 4000 > 3000 bytes: a goes
+  EXPECT_FALSE(a.resident());
+  rt.end_program_rerun();
+  rt.materialize(a);  // DTR's recomputation, inside the program's rerun
+  rt.end_program_rerun();
+  const Tensor e = rt.call1(timed_noop(), {d}, Attrs{{"cost", 1.0}});
+  const RuntimeStats s = rt.stats();
+  EXPECT_EQ(s.base_compute, 771.0);
+  EXPECT_EQ(s.rerun_compute, 520.0);
+  EXPECT_EQ(s.remat_compute, 250.0);
+  expect_error<InvalidArgument>([&] { rt.end_program_rerun(); }, {"end_program_rerun", "no program rerun"});
+  EXPECT_EQ(rt.stats().rerun_compute, 520.0);
+}
+
 TEST(Runtime, ComputeClockMeasuresStalenessInCost) {
   // a (cost 60) then b (cost 50), then an expensive y (cost 10 000), then x needs room. By ops, a is 3 ops
   // stale and b 2: dtr-local scores a 60/3 < b 50/2 and evicts a. By compute, both are ~10 000 stale: a's

@@ -99,7 +99,7 @@ void print_compare_table(const std::vector<train::RowResult>& rows, const std::s
                 row.strategy.name.c_str(), budget_text(row).c_str(), format_bytes(row.stats.peak_reserved_bytes).c_str(),
                 format_bytes(row.stats.peak_resident_bytes).c_str(),
                 static_cast<unsigned long long>(row.stats.evictions),
-                static_cast<unsigned long long>(row.stats.rematerializations), 100 * row.extra_compute(rows.front()),
+                static_cast<unsigned long long>(row.stats.rematerializations), 100 * row.extra_compute(),
                 100 * row.search_share(), row.median_step_seconds(), slowdown(row, rows.front()),
                 row.losses.empty() ? 0.0 : static_cast<double>(row.losses.back()),
                 row.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * row.test_accuracy).c_str() : "-");
@@ -128,7 +128,7 @@ std::string compare_csv(const std::vector<train::RowResult>& rows) {
     out << '"' << row.strategy.name << "\"," << (row.strategy.budget ? std::to_string(*row.strategy.budget) : "")
         << ',' << (row.completed ? "true" : "false") << ',' << row.losses.size() << ','
         << row.stats.peak_reserved_bytes << ',' << row.stats.peak_resident_bytes << ',' << row.stats.evictions << ','
-        << row.stats.rematerializations << ',' << fmt::format("{:.6f}", row.extra_compute(rows.front())) << ','
+        << row.stats.rematerializations << ',' << fmt::format("{:.6f}", row.extra_compute()) << ','
         << fmt::format("{:.6f}", row.search_share()) << ',' << fmt::format("{:.6f}", row.median_step_seconds())
         << ',' << fmt::format("{:.4f}", slowdown(row, rows.front())) << ','
         << (row.losses.empty() ? "" : fmt::format("{:.9g}", row.losses.back())) << ','
@@ -190,7 +190,7 @@ std::string compare_json(const std::vector<train::RowResult>& rows, const std::s
     r["evictions"] = row.stats.evictions;
     r["rematerializations"] = row.stats.rematerializations;
     r["relocations"] = row.stats.relocations;
-    r["extra_compute"] = row.extra_compute(rows.front());
+    r["extra_compute"] = row.extra_compute();
     r["search_share"] = row.search_share();
     r["recomputed_by_op"] = nlohmann::json::array();
     for (const OpRecomputations& o : row.recomputed_by_op) {

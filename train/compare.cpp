@@ -90,18 +90,19 @@ double RowResult::median_step_seconds() const {
   return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
-double RowResult::extra_compute(const RowResult& unbudgeted) const {
-  const bool steady = completed && after_first_step && unbudgeted.after_first_step;
+double RowResult::extra_compute() const {
+  const bool steady = completed && after_first_step;
   const auto since_first = [steady](const RowResult& row, double RuntimeStats::*field) {
     return row.stats.*field - (steady ? (*row.after_first_step).*field : 0.0);
   };
   const double own_base = since_first(*this, &RuntimeStats::base_compute);
   const double remat = since_first(*this, &RuntimeStats::remat_compute);
-  if (strategy.checkpoint_segments >= 0) {
-    const double base = since_first(unbudgeted, &RuntimeStats::base_compute);
-    return base > 0 ? std::max(0.0, (own_base + remat - base) / base) : 0;
-  }
-  return own_base > 0 ? remat / own_base : 0;
+  // Static checkpointing's reruns are program ops (RuntimeStats::rerun_compute, part of its base): over the
+  // rest, in the row's own costs, as DTR's recomputation is over its program's ops. (Against the unbudgeted
+  // row's compute, measured costs compared two rows' timings of the same kernels, not what the reruns cost.)
+  const double reruns = since_first(*this, &RuntimeStats::rerun_compute);
+  const double program = own_base - reruns;
+  return program > 0 ? (remat + reruns) / program : 0;
 }
 
 double RowResult::search_share() const {

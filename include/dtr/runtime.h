@@ -22,6 +22,8 @@ namespace dtr {
 struct RuntimeStats {
   double base_compute = 0;    // cost of the ops the program called (the cost model's unit)
   double remat_compute = 0;   // cost of recomputations
+  double rerun_compute = 0;   // part of base_compute: ops the program called to recompute values itself (static
+                              // checkpointing's forward reruns, begun by Runtime::begin_program_rerun)
   std::uint64_t ops = 0;      // ops the program called
   std::uint64_t rematerializations = 0;  // closures replayed
   std::uint64_t evictions = 0;           // chosen by the heuristic
@@ -155,6 +157,14 @@ class Runtime {
   // checkpointing's rerun does). Recomputations replay their captured seeds and leave the state alone.
   std::uint64_t random_state() const;
   void set_random_state(std::uint64_t state);
+
+  // Between begin_program_rerun() and the matching end_program_rerun() (pairs nest), the ops the program calls
+  // recompute values it dropped itself (static checkpointing's forward reruns, nn::checkpoint): they run and
+  // count in base_compute as any program op, and their cost also in RuntimeStats::rerun_compute, so that a run
+  // prices its own recomputation in its own costs, as DTR's is (remat_compute). dtr::InvalidArgument for an
+  // end without a begin.
+  void begin_program_rerun();
+  void end_program_rerun();
 
   RuntimeStats stats() const;
   // Starts the peaks of stats() over from what is held now (peak_resident_bytes, and the allocator's reserved

@@ -191,42 +191,67 @@ TEST(Compare, EveryStrategyGivesTheSameLossesAndTheBudgetsBite) {
   EXPECT_LT(rows[1].stats.peak_resident_bytes, rows[0].stats.peak_resident_bytes);
   EXPECT_EQ(rows[2].strategy.budget, rows[1].stats.peak_resident_bytes) << "DTR at static checkpointing's peak";
   EXPECT_GT(rows[3].stats.evictions, 0U);
-  EXPECT_GT(rows[3].extra_compute(rows[0]), 0.0);
-  EXPECT_EQ(rows[0].extra_compute(rows[0]), 0.0);
+  EXPECT_GT(rows[3].extra_compute(), 0.0);
+  EXPECT_EQ(rows[0].extra_compute(), 0.0);
   // Static checkpointing's extra compute is its reruns: at most one more forward, about a third of a step
   // (backward costs about twice the forward), less the last segment's, which is never rerun.
-  const double reruns = rows[1].extra_compute(rows[0]);
+  const double reruns = rows[1].extra_compute();
   EXPECT_GT(reruns, 0.1);
   EXPECT_LT(reruns, 0.5);
 }
 
 // A first step costs more than the later ones under measured costs (cold caches, fresh pages, oneDNN's first
-// primitives, most of all in the process's first row, the unbudgeted one): counted in, it hid static
-// checkpointing's reruns (0.0% for the LSTM in dtr-train's table). Extra compute is over the steps after it.
+// primitives, most of all in the process's first row): counted in, it hid static checkpointing's reruns (0.0%
+// for the LSTM in dtr-train's table). Extra compute is over the steps after it.
 TEST(Compare, ExtraComputeLeavesOutTheFirstStep) {
-  RowResult unbudgeted, checkpointed, dtr;
-  unbudgeted.strategy = {"unbudgeted", std::nullopt, -1, {}};
+  RowResult checkpointed, dtr;
   checkpointed.strategy = {"static", std::nullopt, 0, {}};
   dtr.strategy = {"DTR", 1000, -1, {}};
-  for (RowResult* row : {&unbudgeted, &checkpointed, &dtr}) row->completed = true;
-  unbudgeted.stats.base_compute = 300;  // a first step of 200, then 100
-  unbudgeted.after_first_step = RuntimeStats{};
-  unbudgeted.after_first_step->base_compute = 200;
-  checkpointed.stats.base_compute = 250;  // 100 (a warm process), then 150: reruns of 50%
+  for (RowResult* row : {&checkpointed, &dtr}) row->completed = true;
+  checkpointed.stats.base_compute = 350;  // 200 (a cold first step, 50 of it reruns), then 150 (50 reruns)
+  checkpointed.stats.rerun_compute = 100;
   checkpointed.after_first_step = RuntimeStats{};
-  checkpointed.after_first_step->base_compute = 100;
+  checkpointed.after_first_step->base_compute = 200;
+  checkpointed.after_first_step->rerun_compute = 50;
   dtr.stats.base_compute = 220;  // 120 then 100, with 30 then 20 recomputed
   dtr.stats.remat_compute = 50;
   dtr.after_first_step = RuntimeStats{};
   dtr.after_first_step->base_compute = 120;
   dtr.after_first_step->remat_compute = 30;
-  EXPECT_DOUBLE_EQ(checkpointed.extra_compute(unbudgeted), 0.5);
-  EXPECT_DOUBLE_EQ(dtr.extra_compute(unbudgeted), 0.2);
-  EXPECT_DOUBLE_EQ(unbudgeted.extra_compute(unbudgeted), 0.0);
+  EXPECT_DOUBLE_EQ(checkpointed.extra_compute(), 0.5);
+  EXPECT_DOUBLE_EQ(dtr.extra_compute(), 0.2);
+  EXPECT_DOUBLE_EQ(RowResult{}.extra_compute(), 0.0);
   // A single step (no snapshot) counts everything, as does a row that did not complete.
-  unbudgeted.after_first_step.reset();
-  EXPECT_EQ(checkpointed.extra_compute(unbudgeted), 0.0);  // (250 - 300) / 300, not below zero
-  EXPECT_DOUBLE_EQ(dtr.extra_compute(unbudgeted), 50.0 / 220.0);
+  checkpointed.after_first_step.reset();
+  EXPECT_DOUBLE_EQ(checkpointed.extra_compute(), 100.0 / 250.0);
+  dtr.completed = false;
+  EXPECT_DOUBLE_EQ(dtr.extra_compute(), 50.0 / 220.0);
+}
+
+// Static checkpointing's reruns are priced in the row's own costs (RuntimeStats::rerun_compute), not as its
+// compute past the unbudgeted row's: under FLOP costs the two agree exactly (the row's other ops are the
+// unbudgeted row's), and only the reruns count.
+TEST(Compare, StaticCheckpointingsRerunsArePricedInItsOwnCosts) {
+  CompareOptions c;
+  c.train = small("mlp", 32);
+  c.train.runtime.cost_model = CostModel::flops;
+  c.steps = 2;
+  c.budget_fractions = {};
+  c.evaluate = false;
+  const std::vector<RowResult> rows = run_compare(c, data());
+  ASSERT_GE(rows.size(), 2U);
+  const RowResult& unbudgeted = rows[0];
+  const RowResult& checkpointed = rows[1];
+  ASSERT_EQ(checkpointed.strategy.checkpoint_segments, 0);
+  EXPECT_EQ(unbudgeted.stats.rerun_compute, 0.0);
+  ASSERT_GT(checkpointed.stats.rerun_compute, 0.0);
+  EXPECT_DOUBLE_EQ(checkpointed.stats.base_compute - checkpointed.stats.rerun_compute, unbudgeted.stats.base_compute);
+  ASSERT_TRUE(checkpointed.after_first_step && unbudgeted.after_first_step);
+  const double steady = checkpointed.stats.base_compute - checkpointed.after_first_step->base_compute;
+  const double yardstick = unbudgeted.stats.base_compute - unbudgeted.after_first_step->base_compute;
+  const double past_unbudgeted = (steady - yardstick) / yardstick;
+  EXPECT_GT(past_unbudgeted, 0.1);
+  EXPECT_NEAR(checkpointed.extra_compute(), past_unbudgeted, 1e-12 * past_unbudgeted);
 }
 
 // A budgeted row's thrash limit is against the unbudgeted row's compute over the same steps (as a replay's

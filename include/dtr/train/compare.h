@@ -39,11 +39,11 @@ struct RowResult {
   std::uint64_t parameters_hash = 0;  // FNV-1a of the final parameters' and buffers' bits
 
   double median_step_seconds() const;
-  // Recomputation over the unbudgeted row's compute, in the cost model's unit: a DTR row's rematerializations
-  // (RuntimeStats: remat / base), a static checkpointing row's reruns of its segments (which are ops of their
-  // own, so its base compute past the unbudgeted row's). Over the steps after the first where both rows have
+  // Recomputation over the program's own ops, in the row's own costs (the cost model's unit): a DTR row's
+  // rematerializations (RuntimeStats: remat / base), a static checkpointing row's reruns of its segments (ops
+  // of its own: rerun_compute over the rest of its base). Over the steps after the first where the row has
   // them (after_first_step), else over all. Search time over the steps' wall time.
-  double extra_compute(const RowResult& unbudgeted) const;
+  double extra_compute() const;
   double search_share() const;
 };
 
