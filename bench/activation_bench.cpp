@@ -93,7 +93,8 @@ void compare(const char* name, std::int64_t count, Routine<T> scalar, const std:
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"float32 sigmoid and tanh, float64 exp: vector_math.h's lanes at every width against the scalar functions"};
+  CLI::App app{"float32 sigmoid and tanh, float64 exp: vector_math.h's lanes at every width against the scalar "
+               "functions"};
   int rounds = 101;
   app.add_option("--rounds", rounds, "rounds per case, the variants rotated in each")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);

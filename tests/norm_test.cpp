@@ -168,7 +168,9 @@ TEST(Softmax, TakingEachExpOnceGivesTheBitsOfTakingItTwice) {
 TEST(Softmax, ExpsInLanesAgreeWithOneStdExpAtATime) {
   const std::int64_t width = 1000;
   std::vector<float> xs(static_cast<std::size_t>(width));
-  for (std::size_t e = 0; e < xs.size(); ++e) xs[e] = static_cast<float>(std::sin(0.91 * static_cast<double>(e)) * 12.0);
+  for (std::size_t e = 0; e < xs.size(); ++e) {
+    xs[e] = static_cast<float>(std::sin(0.91 * static_cast<double>(e)) * 12.0);
+  }
   for (const bool log : {false, true}) {
     std::vector<float> lanes(xs.size()), one_by_one(xs.size());
     kernels::softmax_row(xs.data(), lanes.data(), width, 1, log, nullptr, kernels::ExpsInLanes{});

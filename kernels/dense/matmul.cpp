@@ -91,75 +91,63 @@ double bmm_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   return kernels::at_least_one(static_cast<double>(inputs[0].shape[0]) * matmul_flops(inputs, attrs));
 }
 
+// x [..., in] mapped by w [out, in], the output [..., out], for op `name` (linear, linear_add), with a bias
+// [out] at input `bias` when there is one.
+TensorMeta mapped_output(const char* name, std::span<const TensorMeta> inputs, std::size_t bias) {
+  kernels::check_floating(name, inputs);
+  const Shape& x = inputs[0].shape;
+  const Shape& w = inputs[1].shape;
+  DTR_CHECK_SHAPES(!x.empty() && w.size() == 2 && x.back() == w[1], name, inputs,
+                   "maps an input [..., in] by a weight [out, in]");
+  if (inputs.size() > bias) DTR_CHECK_SHAPES(inputs[bias].shape == Shape{w[0]}, name, inputs, "adds a bias [out]");
+  TensorMeta out = inputs[0];
+  out.shape.back() = w[0];
+  return out;
+}
+
 // linear(x [..., in], w [out, in], optional bias [out]) = x wᵀ + bias, as PyTorch's.
 TensorMetas infer_linear(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   DTR_CHECK_SHAPES(inputs.size() == 2 || inputs.size() == 3, "linear", inputs,
                    "takes an input, a weight and an optional bias");
-  kernels::check_floating("linear", inputs);
-  const Shape& x = inputs[0].shape;
-  const Shape& w = inputs[1].shape;
-  DTR_CHECK_SHAPES(!x.empty() && w.size() == 2 && x.back() == w[1], "linear", inputs,
-                   "maps an input [..., in] by a weight [out, in]");
-  if (inputs.size() == 3) {
-    DTR_CHECK_SHAPES(inputs[2].shape == Shape{w[0]}, "linear", inputs, "adds a bias [out]");
-  }
-  TensorMeta out = inputs[0];
-  out.shape.back() = w[0];
-  return {out};
-}
-
-void linear_cpu(const KernelArgs& args) {
-  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const std::int64_t in = args.input_meta[1].shape[1];
-    const std::int64_t out = args.input_meta[1].shape[0];
-    const std::int64_t rows = leading_rows(args.input_meta[0].shape);
-    T* y = args.output<T>(0);
-    kernels::gemm(false, true, rows, out, in, args.input<T>(0), args.input<T>(1), y);
-    if (args.inputs.size() == 3) {
-      const T* bias = args.input<T>(2);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t j = 0; j < out; ++j) y[r * out + j] += bias[j];
-      }
-    }
-  });
+  return {mapped_output("linear", inputs, 2)};
 }
 
 // linear_add(x [..., in], w [out, in], addend [..., out], optional bias [out]) = addend + x wᵀ + bias.
 TensorMetas infer_linear_add(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   DTR_CHECK_SHAPES(inputs.size() == 3 || inputs.size() == 4, "linear_add", inputs,
                    "takes an input, a weight, an addend and an optional bias");
-  kernels::check_floating("linear_add", inputs);
-  const Shape& x = inputs[0].shape;
-  const Shape& w = inputs[1].shape;
-  DTR_CHECK_SHAPES(!x.empty() && w.size() == 2 && x.back() == w[1], "linear_add", inputs,
-                   "maps an input [..., in] by a weight [out, in]");
-  TensorMeta out = inputs[0];
-  out.shape.back() = w[0];
+  const TensorMeta out = mapped_output("linear_add", inputs, 3);
   DTR_CHECK_SHAPES(inputs[2].shape == out.shape, "linear_add", inputs, "adds an addend of the output's shape ",
                    to_string(out.shape));
-  if (inputs.size() == 4) {
-    DTR_CHECK_SHAPES(inputs[3].shape == Shape{w[0]}, "linear_add", inputs, "adds a bias [out]");
-  }
   return {out};
 }
 
-// The output starts as addend + bias, which the GEMM then accumulates its product onto.
-void linear_add_cpu(const KernelArgs& args) {
+// y = x wᵀ (+ bias) for linear; for linear_add y starts as addend (+ bias), onto which the GEMM accumulates.
+template <bool kAddend>
+void linear_kernel(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
     const std::int64_t in = args.input_meta[1].shape[1];
     const std::int64_t out = args.input_meta[1].shape[0];
     const std::int64_t rows = leading_rows(args.input_meta[0].shape);
+    const std::size_t bias_input = kAddend ? 3 : 2;
+    const T* bias = args.inputs.size() > bias_input ? args.input<T>(bias_input) : nullptr;
     T* y = args.output<T>(0);
-    const T* addend = args.input<T>(2);
-    if (args.inputs.size() == 4) {
-      const T* bias = args.input<T>(3);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t j = 0; j < out; ++j) y[r * out + j] = addend[r * out + j] + bias[j];
+    if constexpr (kAddend) {
+      const T* addend = args.input<T>(2);
+      if (bias != nullptr) {
+        for (std::int64_t r = 0; r < rows; ++r) {
+          for (std::int64_t j = 0; j < out; ++j) y[r * out + j] = addend[r * out + j] + bias[j];
+        }
+      } else {
+        std::copy(addend, addend + rows * out, y);
       }
-    } else {
-      std::copy(addend, addend + rows * out, y);
     }
-    kernels::gemm(false, true, rows, out, in, args.input<T>(0), args.input<T>(1), y, /*accumulate=*/true);
+    kernels::gemm(false, true, rows, out, in, args.input<T>(0), args.input<T>(1), y, /*accumulate=*/kAddend);
+    if (!kAddend && bias != nullptr) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t j = 0; j < out; ++j) y[r * out + j] += bias[j];
+      }
+    }
   });
 }
 
@@ -191,12 +179,14 @@ const OpDef& bmm() {
 
 const OpDef& linear() {
   return kernels::define_op(
-      [] { return OpDef{.name = "linear", .infer = infer_linear, .cpu_kernel = linear_cpu, .flops = linear_flops}; });
+      [] { return OpDef{.name = "linear", .infer = infer_linear, .cpu_kernel = linear_kernel<false>,
+                        .flops = linear_flops}; });
 }
 
 const OpDef& linear_add() {
   return kernels::define_op([] {
-    return OpDef{.name = "linear_add", .infer = infer_linear_add, .cpu_kernel = linear_add_cpu, .flops = linear_add_flops};
+    return OpDef{.name = "linear_add", .infer = infer_linear_add, .cpu_kernel = linear_kernel<true>,
+                 .flops = linear_add_flops};
   });
 }
 
