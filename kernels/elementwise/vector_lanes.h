@@ -41,20 +41,21 @@ inline typename V::Floats sigmoid_lanes(typename V::Floats x) {
   return V::select_non_negative(x, V::div(one, denominator), V::div(e, denominator));
 }
 
+// The routines at V's width. Aggregate-initialised: no inline function of a shared header (such as a
+// constructor) is compiled here with V's instruction set, where the linker could pick it for other callers.
 template <class V>
 VectorRoutines routines_of(int bits) {
-  VectorRoutines r;
-  r.bits = bits;
-  r.sigmoid = [](const float* in, float* out, std::int64_t count) {
-    over_lanes<typename V::Floats>(in, out, count, sigmoid_lanes<V>);
-  };
-  r.tanh = [](const float* in, float* out, std::int64_t count) {
-    over_lanes<typename V::Floats>(in, out, count, [](typename V::Floats x) { return V::tanhf(x); });
-  };
-  r.exp = [](const double* in, double* out, std::int64_t count) {
-    over_lanes<typename V::Doubles>(in, out, count, [](typename V::Doubles x) { return V::exp(x); });
-  };
-  return r;
+  return VectorRoutines{
+      bits,
+      [](const float* in, float* out, std::int64_t count) {
+        over_lanes<typename V::Floats>(in, out, count, sigmoid_lanes<V>);
+      },
+      [](const float* in, float* out, std::int64_t count) {
+        over_lanes<typename V::Floats>(in, out, count, [](typename V::Floats x) { return V::tanhf(x); });
+      },
+      [](const double* in, double* out, std::int64_t count) {
+        over_lanes<typename V::Doubles>(in, out, count, [](typename V::Doubles x) { return V::exp(x); });
+      }};
 }
 
 }  // namespace
