@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dtr/ops.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
 #include "kernels/dense/gemm.h"
 #include "kernels/op_checks.h"
@@ -132,21 +133,23 @@ void linear_kernel(const KernelArgs& args) {
     const std::size_t bias_input = kAddend ? 3 : 2;
     const T* bias = args.inputs.size() > bias_input ? args.input<T>(bias_input) : nullptr;
     T* y = args.output<T>(0);
+    // Rows over the threads (each row's elements are its own: the same bits at any thread count).
+    const auto each_row = [&](auto&& row) { kernels::parallel_for_items(rows, rows * out, row); };
     if constexpr (kAddend) {
       const T* addend = args.input<T>(2);
       if (bias != nullptr) {
-        for (std::int64_t r = 0; r < rows; ++r) {
+        each_row([&](std::int64_t r) {
           for (std::int64_t j = 0; j < out; ++j) y[r * out + j] = addend[r * out + j] + bias[j];
-        }
+        });
       } else {
         std::copy(addend, addend + rows * out, y);
       }
     }
     kernels::gemm(false, true, rows, out, in, args.input<T>(0), args.input<T>(1), y, /*accumulate=*/kAddend);
     if (!kAddend && bias != nullptr) {
-      for (std::int64_t r = 0; r < rows; ++r) {
+      each_row([&](std::int64_t r) {
         for (std::int64_t j = 0; j < out; ++j) y[r * out + j] += bias[j];
-      }
+      });
     }
   });
 }
