@@ -26,9 +26,18 @@ struct ExpsOneByOne {
 // Runs of this many exps where a row has no room for all of its own (a thread's stack).
 constexpr std::int64_t kExpRun = 16;
 
-// The row's max and Σ exp(x - max); each exp(x - max) also into exps[k] when `exps` is not null. The
-// comparison keeps the running max unless it is less than x (as std::max does), so a NaN is skipped by the max
-// and shows in the sum.
+// e[k] = exp(x[(first + k) · stride] - max) for k in [0, count), through `exps_of`: the one place a row's exps
+// are taken, so the sum's pass and softmax's second pass give each element the same bits.
+template <typename T, typename Exps>
+DTR_HOST_DEVICE void shifted_exps(const T* x, std::int64_t first, std::int64_t count, std::int64_t stride,
+                                  double max, double* e, Exps exps_of) {
+  for (std::int64_t k = 0; k < count; ++k) e[k] = static_cast<double>(x[(first + k) * stride]) - max;
+  exps_of(e, count);
+}
+
+// The row's max and Σ exp(x - max); each exp(x - max) also into exps[k] when `exps` is not null (then in one
+// run, else in runs of kExpRun). The comparison keeps the running max unless it is less than x (as std::max
+// does), so a NaN is skipped by the max and shows in the sum.
 template <typename T, typename Exps = ExpsOneByOne>
 DTR_HOST_DEVICE void max_and_exp_sum(const T* x, std::int64_t length, std::int64_t stride, double& max, double& sum,
                                      double* exps = nullptr, Exps exps_of = {}) {
@@ -38,14 +47,16 @@ DTR_HOST_DEVICE void max_and_exp_sum(const T* x, std::int64_t length, std::int64
     max = max < v ? v : max;
   }
   sum = 0.0;
+  if (exps != nullptr) {
+    shifted_exps(x, 0, length, stride, max, exps, exps_of);
+    for (std::int64_t k = 0; k < length; ++k) sum += exps[k];
+    return;
+  }
   double run[kExpRun];
   for (std::int64_t first = 0; first < length; first += kExpRun) {
-    const std::int64_t count = exps != nullptr ? length : (length - first < kExpRun ? length - first : kExpRun);
-    double* e = exps != nullptr ? exps : run;
-    for (std::int64_t k = 0; k < count; ++k) e[k] = static_cast<double>(x[(first + k) * stride]) - max;
-    exps_of(e, count);
-    for (std::int64_t k = 0; k < count; ++k) sum += e[k];
-    if (exps != nullptr) break;  // the whole row in one run
+    const std::int64_t count = length - first < kExpRun ? length - first : kExpRun;
+    shifted_exps(x, first, count, stride, max, run, exps_of);
+    for (std::int64_t k = 0; k < count; ++k) sum += run[k];
   }
 }
 
@@ -73,8 +84,7 @@ DTR_HOST_DEVICE void softmax_row(const T* x, T* y, std::int64_t length, std::int
   double run[kExpRun];
   for (std::int64_t first = 0; first < length; first += kExpRun) {
     const std::int64_t count = length - first < kExpRun ? length - first : kExpRun;
-    for (std::int64_t k = 0; k < count; ++k) run[k] = static_cast<double>(x[(first + k) * stride]) - max;
-    exps_of(run, count);
+    shifted_exps(x, first, count, stride, max, run, exps_of);
     for (std::int64_t k = 0; k < count; ++k) y[(first + k) * stride] = static_cast<T>(run[k] / sum);
   }
 }
