@@ -6,6 +6,7 @@
 
 #include "dtr/ops.h"
 #include "kernels/define_op.h"
+#include "kernels/elementwise/axis_loops.h"
 #include "kernels/elementwise/elementwise_attrs.h"
 #include "kernels/op_checks.h"
 
@@ -30,65 +31,6 @@ Shape reduced_shape(const Shape& shape, const AxisMask& mask, bool keep) {
   return out;
 }
 
-// Moves `index` over dimensions [0, dims) of `shape` one step in row-major order, keeping `offset` (the sum of
-// index[d] * strides[d]) current.
-void advance(Shape& index, std::int64_t& offset, const Shape& strides, const Shape& shape, std::size_t dims) {
-  for (std::size_t d = dims; d-- > 0;) {
-    index[d] += 1;
-    offset += strides[d];
-    if (index[d] < shape[d]) return;
-    offset -= strides[d] * shape[d];
-    index[d] = 0;
-  }
-}
-
-// Sums `in` over the dimensions `mask` marks into `out` (the kept dimensions, in order), scaled by `factor`.
-// Each output accumulates its inputs in increasing index order in double and is rounded once: reproducible,
-// and accurate for long sums. The input is walked in runs: the trailing dimensions that are all kept, or all
-// reduced, form one contiguous run per position of the others. A kept run adds element j to output base + j
-// (independent additions, which vectorize); a reduced run adds its elements into one output in order. Either
-// way each output still sees its inputs in increasing index order.
-template <typename T>
-void reduce_sum(const T* in, const Shape& shape, const AxisMask& mask, T* out, std::int64_t out_count, double factor) {
-  std::vector<double> totals(static_cast<std::size_t>(out_count), 0.0);
-  const std::size_t rank = shape.size();
-  // Output strides along each input dimension (0 along reduced ones).
-  Shape strides(rank, 0);
-  std::int64_t stride = 1;
-  for (std::size_t d = rank; d-- > 0;) {
-    if (mask[d]) continue;
-    strides[d] = stride;
-    stride *= shape[d];
-  }
-  std::int64_t count = 1;
-  for (const std::int64_t dim : shape) count *= dim;
-  if (rank == 0) {
-    totals[0] += static_cast<double>(in[0]);  // a scalar: += keeps -0 becoming +0, as every sum does
-  } else if (count > 0) {
-    // The run: dimensions [outer, rank) share the last dimension's mask.
-    std::size_t outer = rank - 1;
-    while (outer > 0 && mask[outer - 1] == mask[rank - 1]) --outer;
-    std::int64_t run = 1;
-    for (std::size_t d = outer; d < rank; ++d) run *= shape[d];
-    const bool run_kept = !mask[rank - 1];
-    double* total = totals.data();
-    Shape index(outer, 0);
-    std::int64_t offset = 0;
-    for (std::int64_t i = 0; i < count; i += run) {
-      const T* x = in + i;
-      if (run_kept) {
-        for (std::int64_t j = 0; j < run; ++j) total[offset + j] += static_cast<double>(x[j]);
-      } else {
-        double t = total[offset];
-        for (std::int64_t j = 0; j < run; ++j) t += static_cast<double>(x[j]);
-        total[offset] = t;
-      }
-      advance(index, offset, strides, shape, outer);
-    }
-  }
-  for (std::int64_t o = 0; o < out_count; ++o) out[o] = static_cast<T>(totals[static_cast<std::size_t>(o)] * factor);
-}
-
 // sum and mean: one input, attributes "axis" or "axes" and "keepdim".
 OpDef reduction(const std::string& name, bool mean) {
   OpDef def;
@@ -103,8 +45,8 @@ OpDef reduction(const std::string& name, bool mean) {
     const AxisMask mask = reduced_axes(name, args.input_meta, args.attrs);
     const std::int64_t out_count = args.output_meta[0].numel();
     const std::int64_t in_count = args.input_meta[0].numel();
-    reduce_sum(args.input<T>(0), args.input_meta[0].shape, mask, args.output<T>(0), out_count,
-               kernels::reduction_factor(mean, in_count, out_count));
+    kernels::sum_over_axes(args.input<T>(0), args.input_meta[0].shape, mask, args.output<T>(0), out_count,
+                           kernels::reduction_factor(mean, in_count, out_count));
   });
   def.flops = kernels::numel_flops;
   return def;
@@ -121,8 +63,8 @@ TensorMetas infer_sum_to(std::span<const TensorMeta> inputs, const Attrs& attrs)
 
 void sum_to_cpu(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    reduce_sum(args.input<T>(0), args.input_meta[0].shape, sum_to_mask(args.input_meta, args.attrs),
-               args.output<T>(0), args.output_meta[0].numel(), 1.0);
+    kernels::sum_over_axes(args.input<T>(0), args.input_meta[0].shape, sum_to_mask(args.input_meta, args.attrs),
+                           args.output<T>(0), args.output_meta[0].numel(), 1.0);
   });
 }
 
@@ -143,19 +85,7 @@ TensorMetas infer_broadcast_to(std::span<const TensorMeta> inputs, const Attrs& 
 
 void broadcast_to_cpu(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const Shape& shape = args.output_meta[0].shape;
-    const Shape& in = args.input_meta[0].shape;
-    const std::size_t rank = shape.size();
-    const Shape strides = kernels::broadcast_strides(in, shape);
-    const T* x = args.input<T>(0);
-    T* out = args.output<T>(0);
-    const std::int64_t count = args.output_meta[0].numel();
-    Shape index(rank, 0);
-    std::int64_t offset = 0;
-    for (std::int64_t i = 0; i < count; ++i) {
-      out[i] = x[offset];
-      advance(index, offset, strides, shape, rank);
-    }
+    kernels::broadcast_copy(args.input<T>(0), args.input_meta[0].shape, args.output<T>(0), args.output_meta[0].shape);
   });
 }
 
