@@ -64,6 +64,39 @@ TEST(MaxPool2d, PoolsEveryPlaneOnItsOwn) {
   EXPECT_EQ(y.values, (std::vector<float>{2, 4, -1, 7}));
 }
 
+// Planes are spread over the threads (kernels/cpu_threads.h) once an input is large: each plane's results, and
+// its gradient's scatter, must be the bits it gets pooled alone.
+TEST(Pool2d, ALargeInputsPlanesGetTheBitsEachGetsAlone) {
+  const std::int64_t planes = 512, side = 15;
+  std::vector<float> values(static_cast<std::size_t>(planes * side * side));
+  for (std::size_t e = 0; e < values.size(); ++e) values[e] = static_cast<float>((e * 7919) % 23) / 7.0F - 1.5F;
+  const Input x{{64, 8, side, side}, values};
+  const Attrs attrs{{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
+  Attrs avg_backward = attrs;
+  avg_backward.set("input_shape", Ints{64, 8, side, side});
+  const Output max_y = run(ops::max_pool2d(), {x}, attrs);
+  const std::int64_t out_plane = max_y.shape[2] * max_y.shape[3];
+  std::vector<float> grads(static_cast<std::size_t>(planes * out_plane));
+  for (std::size_t e = 0; e < grads.size(); ++e) grads[e] = static_cast<float>((e * 104729) % 31) / 3.0F - 5.0F;
+  const Input g{max_y.shape, grads};
+  const Output max_dx = run(ops::max_pool2d_backward(), {g, x}, attrs);
+  const Output avg_y = run(ops::avg_pool2d(), {x}, attrs);
+  const Output avg_dx = run(ops::avg_pool2d_backward(), {g}, avg_backward);
+  Attrs one_backward = attrs;
+  one_backward.set("input_shape", Ints{1, 1, side, side});
+  const auto part = [](const std::vector<float>& all, std::int64_t p, std::int64_t size) {
+    return std::vector<float>(all.begin() + p * size, all.begin() + (p + 1) * size);
+  };
+  for (const std::int64_t p : {std::int64_t{0}, std::int64_t{1}, std::int64_t{255}, planes - 1}) {
+    const Input xp{{1, 1, side, side}, part(values, p, side * side)};
+    const Input gp{{1, 1, max_y.shape[2], max_y.shape[3]}, part(grads, p, out_plane)};
+    EXPECT_EQ(part(max_y.values, p, out_plane), run(ops::max_pool2d(), {xp}, attrs).values) << p;
+    EXPECT_EQ(part(max_dx.values, p, side * side), run(ops::max_pool2d_backward(), {gp, xp}, attrs).values) << p;
+    EXPECT_EQ(part(avg_y.values, p, out_plane), run(ops::avg_pool2d(), {xp}, attrs).values) << p;
+    EXPECT_EQ(part(avg_dx.values, p, side * side), run(ops::avg_pool2d_backward(), {gp}, one_backward).values) << p;
+  }
+}
+
 // ---- avg_pool2d -------------------------------------------------------------------------------------------
 
 TEST(AvgPool2d, DividesByTheWholeWindowIncludingPadding) {

@@ -1,5 +1,6 @@
 // 2-d max and average pooling over [N, C, H, W] and their backward ops, on the CPU. Every window is visited
-// in row-major order, so ties, sums and the scatter of gradients are the same bits on every run.
+// in row-major order, so ties, sums and the scatter of gradients are the same bits on every run; the planes
+// (one image's channel) are spread over the threads, each plane's arithmetic in one.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "dtr/ops.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
 #include "kernels/dense/window_geometry.h"
 #include "kernels/op_checks.h"
@@ -39,13 +41,14 @@ template <typename T>
 void max_pool2d_cpu(T /*zero*/, const KernelArgs& args) {
   const kernels::PoolGeometry g = kernels::pool_geometry("max_pool2d", args.input_meta, args.input_meta[0].shape, args.attrs);
   const T* x = args.input<T>(0);
-  T* y = args.output<T>(0);
-  for (std::int64_t p = 0; p < g.planes(); ++p) {
+  T* out = args.output<T>(0);
+  kernels::parallel_for_items(g.planes(), g.planes() * g.h * g.w, [&](std::int64_t p) {
     const T* plane = x + p * g.h * g.w;
+    T* y = out + p * g.oh * g.ow;
     for (std::int64_t i = 0; i < g.oh; ++i) {
       for (std::int64_t j = 0; j < g.ow; ++j) *y++ = plane[window_argmax(g, plane, i, j)];
     }
-  }
+  });
 }
 
 // Each output compares every cell of its window.
@@ -71,17 +74,18 @@ TensorMetas infer_max_pool2d_backward(std::span<const TensorMeta> inputs, const 
 template <typename T>
 void max_pool2d_backward_cpu(T /*zero*/, const KernelArgs& args) {
   const kernels::PoolGeometry g = kernels::max_pool2d_backward_geometry(args.input_meta, args.attrs);
-  const T* grad = args.input<T>(0);
+  const T* grads = args.input<T>(0);
   const T* x = args.input<T>(1);
   T* dx = args.output<T>(0);
-  std::fill(dx, dx + g.planes() * g.h * g.w, T{0});
-  for (std::int64_t p = 0; p < g.planes(); ++p) {
+  kernels::parallel_for_items(g.planes(), g.planes() * g.h * g.w, [&](std::int64_t p) {
     const T* plane = x + p * g.h * g.w;
     T* dplane = dx + p * g.h * g.w;
+    const T* grad = grads + p * g.oh * g.ow;
+    std::fill(dplane, dplane + g.h * g.w, T{0});
     for (std::int64_t i = 0; i < g.oh; ++i) {
       for (std::int64_t j = 0; j < g.ow; ++j) dplane[window_argmax(g, plane, i, j)] += *grad++;
     }
-  }
+  });
 }
 
 double max_pool2d_backward_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
@@ -102,10 +106,11 @@ template <typename T>
 void avg_pool2d_cpu(T /*zero*/, const KernelArgs& args) {
   const kernels::PoolGeometry g = kernels::pool_geometry("avg_pool2d", args.input_meta, args.input_meta[0].shape, args.attrs);
   const T* x = args.input<T>(0);
-  T* y = args.output<T>(0);
+  T* out = args.output<T>(0);
   const auto window = static_cast<double>(g.window());
-  for (std::int64_t p = 0; p < g.planes(); ++p) {
+  kernels::parallel_for_items(g.planes(), g.planes() * g.h * g.w, [&](std::int64_t p) {
     const T* plane = x + p * g.h * g.w;
+    T* y = out + p * g.oh * g.ow;
     for (std::int64_t i = 0; i < g.oh; ++i) {
       for (std::int64_t j = 0; j < g.ow; ++j) {
         double total = 0.0;
@@ -113,7 +118,7 @@ void avg_pool2d_cpu(T /*zero*/, const KernelArgs& args) {
         *y++ = static_cast<T>(total / window);
       }
     }
-  }
+  });
 }
 
 double avg_pool2d_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
@@ -135,19 +140,20 @@ TensorMetas infer_avg_pool2d_backward(std::span<const TensorMeta> inputs, const 
 template <typename T>
 void avg_pool2d_backward_cpu(T /*zero*/, const KernelArgs& args) {
   const kernels::PoolGeometry g = kernels::avg_pool2d_backward_geometry(args.input_meta, args.attrs);
-  const T* grad = args.input<T>(0);
+  const T* grads = args.input<T>(0);
   T* dx = args.output<T>(0);
-  std::fill(dx, dx + g.planes() * g.h * g.w, T{0});
   const auto window = static_cast<double>(g.window());
-  for (std::int64_t p = 0; p < g.planes(); ++p) {
+  kernels::parallel_for_items(g.planes(), g.planes() * g.h * g.w, [&](std::int64_t p) {
     T* dplane = dx + p * g.h * g.w;
+    const T* grad = grads + p * g.oh * g.ow;
+    std::fill(dplane, dplane + g.h * g.w, T{0});
     for (std::int64_t i = 0; i < g.oh; ++i) {
       for (std::int64_t j = 0; j < g.ow; ++j) {
         const auto share = static_cast<T>(static_cast<double>(*grad++) / window);
         g.for_window(i, j, [&](std::int64_t offset) { dplane[offset] += share; });
       }
     }
-  }
+  });
 }
 
 double avg_pool2d_backward_flops(std::span<const TensorMeta> inputs, const Attrs& attrs) {
