@@ -21,10 +21,25 @@ namespace {
 // the first NaN (NaN propagates). Padding never wins; every window holds an input cell.
 template <typename T>
 std::int64_t window_argmax(const kernels::PoolGeometry& g, const T* plane, std::int64_t y, std::int64_t x) {
+  const auto better = [plane](std::int64_t best, std::int64_t offset) {
+    const T v = plane[offset];
+    return !std::isnan(plane[best]) && (v > plane[best] || std::isnan(v));
+  };
+  const std::int64_t top = y * g.stride_h - g.pad_h;
+  const std::int64_t left = x * g.stride_w - g.pad_w;
+  if (top >= 0 && left >= 0 && top + g.kh <= g.h && left + g.kw <= g.w) {  // inside: no clipping to compute
+    std::int64_t best = top * g.w + left;
+    for (std::int64_t row = 0; row < g.kh; ++row) {
+      const std::int64_t start = (top + row) * g.w + left;
+      for (std::int64_t column = 0; column < g.kw; ++column) {
+        if (better(best, start + column)) best = start + column;
+      }
+    }
+    return best;
+  }
   std::int64_t best = -1;
   g.for_window(y, x, [&](std::int64_t offset) {
-    const T v = plane[offset];
-    if (best < 0 || (!std::isnan(plane[best]) && (v > plane[best] || std::isnan(v)))) best = offset;
+    if (best < 0 || better(best, offset)) best = offset;
   });
   return best;
 }
