@@ -25,22 +25,27 @@ std::int64_t count_of(const Shape& shape) {
   return count;
 }
 
+// The index of element `linear` of a row-major tensor of `shape`, one entry per dimension.
+Shape unravel(std::int64_t linear, const Shape& shape) {
+  Shape index(shape.size(), 0);
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = linear % shape[d];
+    linear /= shape[d];
+  }
+  return index;
+}
+
 // The input element an output element of a broadcast reads: each output index, modulo the input's extent.
 template <typename T>
 std::vector<T> broadcast_reference(const std::vector<T>& x, const Shape& in, const Shape& out) {
   std::vector<T> result(static_cast<std::size_t>(count_of(out)));
   const std::size_t lead = out.size() - in.size();
   for (std::int64_t o = 0; o < count_of(out); ++o) {
-    std::int64_t rest = o;
+    const Shape index = unravel(o, out);
     std::int64_t offset = 0;
-    std::int64_t stride = 1;
-    for (std::size_t d = out.size(); d-- > 0;) {
-      const std::int64_t index = rest % out[d];
-      rest /= out[d];
-      if (d < lead) continue;
+    for (std::size_t d = lead; d < out.size(); ++d) {
       const std::int64_t extent = in[d - lead];
-      offset += (extent == 1 ? 0 : index) * stride;
-      stride *= extent;
+      offset = offset * extent + (extent == 1 ? 0 : index[d]);
     }
     result[static_cast<std::size_t>(o)] = x[static_cast<std::size_t>(offset)];
   }
@@ -55,15 +60,10 @@ std::vector<T> sum_reference(const std::vector<T>& x, const Shape& shape, const 
   for (std::size_t d = 0; d < shape.size(); ++d) out_count *= mask[d] ? 1 : shape[d];
   std::vector<double> totals(static_cast<std::size_t>(out_count), 0.0);
   for (std::int64_t i = 0; i < count_of(shape); ++i) {
-    std::int64_t rest = i;
+    const Shape index = unravel(i, shape);
     std::int64_t o = 0;
-    std::int64_t stride = 1;
-    for (std::size_t d = shape.size(); d-- > 0;) {
-      const std::int64_t index = rest % shape[d];
-      rest /= shape[d];
-      if (mask[d]) continue;
-      o += index * stride;
-      stride *= shape[d];
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      if (!mask[d]) o = o * shape[d] + index[d];
     }
     totals[static_cast<std::size_t>(o)] += static_cast<double>(x[static_cast<std::size_t>(i)]);
   }
