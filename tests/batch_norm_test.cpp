@@ -180,6 +180,61 @@ TEST(BatchNorm, EvalAndItsBackwardKnownValues) {
   expect_values(grads[4], {-0.25});
 }
 
+// Eval mode's channels are spread over the threads too (one channel's arithmetic in one): on an input large
+// enough to use them, each channel's results are the bits it gets alone.
+TEST(BatchNorm, EvalChannelsGetTheBitsEachGetsAlone) {
+  Runtime rt(deterministic_config());
+  const std::int64_t n = 16, c = 8, s = 33 * 33;
+  const auto value = [](std::size_t e, std::size_t prime, std::size_t mod) {
+    return static_cast<double>((e * prime) % mod) / 97.0 - 5.0;
+  };
+  std::vector<double> xs(static_cast<std::size_t>(n * c * s)), gs(xs.size());
+  for (std::size_t e = 0; e < xs.size(); ++e) {
+    xs[e] = value(e, 7919, 1009);
+    gs[e] = value(e, 104729, 997);
+  }
+  const std::vector<double> ws{0.5, 1.5, -2, 3, 0.25, 1, 2, -1}, bs{0, 1, -1, 2, 0.5, -0.5, 3, 1};
+  const std::vector<double> means{0.1, -0.2, 0.3, 0, 1, -1, 0.5, 2}, vars{1, 2, 0.5, 4, 1.5, 3, 0.25, 1};
+  const auto run = [&](std::int64_t channels, const std::vector<double>& x, const std::vector<double>& g,
+                       std::size_t first) {
+    const auto slice = [&](const std::vector<double>& v) {
+      return std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(first),
+                                 v.begin() + static_cast<std::ptrdiff_t>(first) + channels);
+    };
+    const Shape shape{n, channels, s};
+    const std::vector<Tensor> in{f64(rt, shape, x), f64(rt, {channels}, slice(ws)), f64(rt, {channels}, slice(bs)),
+                                 f64(rt, {channels}, slice(means)), f64(rt, {channels}, slice(vars))};
+    const Tensor y = rt.call1(ops::batch_norm_eval(), in, {{"eps", 1e-5}});
+    std::vector<std::vector<double>> out{y.to_host_as<double>()};
+    for (const Tensor& t : vjp(rt, ops::batch_norm_eval(), in, std::vector<Tensor>{y},
+                               std::vector<Tensor>{f64(rt, shape, g)}, {{"eps", 1e-5}})) {
+      out.push_back(t.to_host_as<double>());
+    }
+    return out;
+  };
+  const std::vector<std::vector<double>> all = run(c, xs, gs, 0);
+  for (const std::int64_t ch : {std::int64_t{0}, std::int64_t{3}, c - 1}) {
+    std::vector<double> x1, g1;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto at = static_cast<std::ptrdiff_t>((i * c + ch) * s);
+      x1.insert(x1.end(), xs.begin() + at, xs.begin() + at + s);
+      g1.insert(g1.end(), gs.begin() + at, gs.begin() + at + s);
+    }
+    const std::vector<std::vector<double>> alone = run(1, x1, g1, static_cast<std::size_t>(ch));
+    for (const std::size_t k : {std::size_t{0}, std::size_t{1}}) {  // y and dx: the channel's elements
+      std::vector<double> mine;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto at = static_cast<std::ptrdiff_t>((i * c + ch) * s);
+        mine.insert(mine.end(), all[k].begin() + at, all[k].begin() + at + s);
+      }
+      EXPECT_EQ(mine, alone[k]) << "channel " << ch << ", output " << k;
+    }
+    for (std::size_t k = 2; k < all.size(); ++k) {  // per-channel gradients
+      EXPECT_EQ(all[k][static_cast<std::size_t>(ch)], alone[k][0]) << "channel " << ch << ", output " << k;
+    }
+  }
+}
+
 TEST(BatchNorm, ShapeDtypeAndAttributeErrors) {
   const TensorMeta c = meta({3});
   expect_shape_error(ops::batch_norm(), {meta({3}), c, c}, {"op 'batch_norm'", "x [N, C, ...]", "[3], [3] and [3]"});

@@ -241,14 +241,14 @@ void batch_norm_eval_cpu(const KernelArgs& args) {
     const double eps = eps_of("batch_norm_eval", args.attrs);
     const ChannelLayout l = channel_layout("batch_norm_eval", args.input_meta, args.input_meta, 1, false);
     const T* x = args.input<T>(0);
-    for (std::int64_t c = 0; c < l.c; ++c) {
+    T* y = args.output<T>(0);
+    kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
       const double w = args.input<T>(1)[c];
       const double b = args.input<T>(2)[c];
       const double mean = args.input<T>(3)[c];
       const double invstd = 1.0 / std::sqrt(static_cast<double>(args.input<T>(4)[c]) + eps);
-      l.for_each_in_channel(
-          c, [&](std::int64_t e) { args.output<T>(0)[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
-    }
+      l.for_each_in_channel(c, [&](std::int64_t e) { y[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
+    });
   });
 }
 
@@ -273,7 +273,7 @@ void batch_norm_eval_backward_cpu(const KernelArgs& args) {
         channel_layout("batch_norm_eval_backward", args.input_meta.subspan(1), args.input_meta, 1, false);
     const T* g = args.input<T>(0);
     const T* x = args.input<T>(1);
-    for (std::int64_t c = 0; c < l.c; ++c) {
+    kernels::parallel_for_items(l.c, 2 * l.c * l.count(), [&](std::int64_t c) {
       const double w = args.input<T>(2)[c];
       const double mean = args.input<T>(3)[c];
       const double s = 1.0 / std::sqrt(static_cast<double>(args.input<T>(4)[c]) + eps);
@@ -290,7 +290,7 @@ void batch_norm_eval_backward_cpu(const KernelArgs& args) {
       args.output<T>(2)[c] = static_cast<T>(db);
       args.output<T>(3)[c] = static_cast<T>(-w * s * db);
       args.output<T>(4)[c] = static_cast<T>(-0.5 * w * s * s * dw);
-    }
+    });
   });
 }
 
