@@ -196,6 +196,36 @@ TEST(ShapeOps, ConcatJoinsAnyNumberOfTensors) {
   EXPECT_EQ(ops::concat().flops(std::vector<TensorMeta>{a.meta(), b.meta()}, {{"dim", 1}}), 6.0);
 }
 
+// Large enough for the copies' outer blocks (here the images) to be spread over the threads: every element
+// where the index formula puts it, and split undoing concat.
+TEST(ShapeOps, ALargeConcatAndSplitPutEveryElementWhereItsIndexSays) {
+  Runtime rt(deterministic_config());
+  const std::int64_t n = 64, s = 30 * 30;
+  const Ints channels{3, 1, 5};
+  std::vector<Tensor> parts;
+  for (std::size_t k = 0; k < channels.size(); ++k) {
+    std::vector<float> v(static_cast<std::size_t>(n * channels[k] * s));
+    for (std::size_t e = 0; e < v.size(); ++e) v[e] = static_cast<float>(k * 1000000 + e);
+    parts.push_back(rt.constant(TensorMeta{{n, channels[k], s}}, v));
+  }
+  const Tensor joined = rt.call1(ops::concat(), parts, {{"dim", 1}});
+  const std::vector<float> got = joined.to_host();
+  const std::int64_t c = 9;
+  ASSERT_EQ(joined.shape(), (Shape{n, c, s}));
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t ch = 0, k = 0, first = 0; ch < c; ++ch) {
+      if (ch - first == channels[static_cast<std::size_t>(k)]) first += channels[static_cast<std::size_t>(k++)];
+      for (const std::int64_t j : {std::int64_t{0}, s - 1}) {
+        const auto want = static_cast<float>(k * 1000000 + (i * channels[static_cast<std::size_t>(k)] + ch - first) * s + j);
+        ASSERT_EQ(got[static_cast<std::size_t>((i * c + ch) * s + j)], want) << i << " " << ch << " " << j;
+      }
+    }
+  }
+  const std::vector<Tensor> back = rt.call(ops::split(), std::vector<Tensor>{joined}, {{"dim", 1}, {"sizes", channels}});
+  ASSERT_EQ(back.size(), parts.size());
+  for (std::size_t k = 0; k < parts.size(); ++k) EXPECT_EQ(back[k].to_host(), parts[k].to_host()) << k;
+}
+
 TEST(ShapeOps, ConcatErrors) {
   expect_shape_error(ops::concat(), {{2, 1}, {3, 2}}, {{"dim", 1}},
                      {"op 'concat'", "differ only in dimension 1", "[2, 1] and [3, 2]"});

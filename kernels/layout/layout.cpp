@@ -1,7 +1,8 @@
 // Ops that move elements without arithmetic, on any dtype: reshape, slice (and its backward), split, concat,
 // transpose, permute. Row-major layout makes some of them views of their input (OpDef::views): a reshape
 // always, a slice or a split when each part is one contiguous range (the dimensions outside the sliced one all
-// 1: slicing dimension 0, for example). The others copy, so every tensor stays contiguous.
+// 1: slicing dimension 0, for example). The others copy, so every tensor stays contiguous; split and concat copy
+// their outer blocks (an image's channels, say) on the threads.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "dtr/ops.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
 #include "kernels/layout/layout_geometry.h"
 #include "kernels/op_checks.h"
@@ -137,14 +139,17 @@ void split_cpu(const KernelArgs& args) {
   if (args.outputs.empty()) return;
   const SplitGeometry g = split_geometry(args.input_meta, args.attrs);
   const std::size_t element_bytes = element_size(args.input_meta[0].dtype);
-  const std::byte* in = bytes(args.inputs[0]);
-  for (std::int64_t o = 0; o < g.around.outer; ++o) {
+  const std::byte* input = bytes(args.inputs[0]);
+  const auto block = static_cast<std::size_t>(args.input_meta[0].numel() / std::max<std::int64_t>(g.around.outer, 1)) *
+                     element_bytes;
+  kernels::parallel_for_items(g.around.outer, args.input_meta[0].numel(), [&](std::int64_t o) {
+    const std::byte* in = input + static_cast<std::size_t>(o) * block;
     for (std::size_t k = 0; k < g.sizes.size(); ++k) {
       const auto run = static_cast<std::size_t>(g.sizes[k] * g.around.inner) * element_bytes;
       std::memcpy(bytes(args.outputs[k]) + static_cast<std::size_t>(o) * run, in, run);
       in += run;
     }
-  }
+  });
 }
 
 // ---- concat ----
@@ -161,15 +166,17 @@ void concat_cpu(const KernelArgs& args) {
   const std::size_t d = concat_dim(args.input_meta, args.attrs);
   const std::size_t element_bytes = element_size(args.input_meta[0].dtype);
   const std::int64_t outer = product(args.input_meta[0].shape, 0, d);
-  std::byte* out = bytes(args.outputs[0]);
-  for (std::int64_t o = 0; o < outer; ++o) {
+  const std::int64_t total = args.output_meta[0].numel();
+  const auto block = static_cast<std::size_t>(total / std::max<std::int64_t>(outer, 1)) * element_bytes;
+  kernels::parallel_for_items(outer, total, [&](std::int64_t o) {
+    std::byte* out = bytes(args.outputs[0]) + static_cast<std::size_t>(o) * block;
     for (std::size_t k = 0; k < args.inputs.size(); ++k) {
       const Shape& shape = args.input_meta[k].shape;
       const auto run = static_cast<std::size_t>(product(shape, d, shape.size())) * element_bytes;
       std::memcpy(out, bytes(args.inputs[k]) + static_cast<std::size_t>(o) * run, run);
       out += run;
     }
-  }
+  });
 }
 
 double concat_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
