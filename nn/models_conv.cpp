@@ -75,10 +75,8 @@ std::shared_ptr<Sequential> conv_block(Runtime& rt, Generator& gen, std::int64_t
   return s;
 }
 
-// One level of the U: x (c channels) -> the inner levels on its pooled half -> 1x1 to c, upsampled, joined to x
-// and convolved back to c. The innermost level is two convolutions to 2c. A 1x1 convolution commutes with
-// nearest upsampling (each output pixel is its input pixel's), so it runs before it: a quarter of the
-// convolution's work, and half the channels to upsample.
+// One level of the U: x (c channels) -> the inner levels on its pooled half -> upsampled, 1x1 to c, joined to x
+// and convolved back to c. The innermost level is two convolutions to 2c.
 class UNetLevel : public Module {
  public:
   UNetLevel(Runtime& rt, Generator& gen, std::int64_t channels, std::int64_t depth_below, std::int64_t convs) {
@@ -96,7 +94,7 @@ class UNetLevel : public Module {
 
   Variable forward(const Variable& x) override {
     const Variable below = inner_->forward(max_pool2d(x, {2, 2}));
-    const Variable up = upsample_nearest2d(reduce_->forward(below), 2);
+    const Variable up = reduce_->forward(upsample_nearest2d(below, 2));
     const Variable joined[] = {x, up};
     return merge_->forward(concat(joined, 1));
   }

@@ -207,7 +207,7 @@ class UNetLevel(nn.Module):
     def forward(self, x):
         inner = self.bottom if hasattr(self, "bottom") else self.inner
         below = inner(F.max_pool2d(x, 2))
-        up = F.interpolate(self.reduce(below), scale_factor=2, mode="nearest")  # 1x1 first: it commutes
+        up = self.reduce(F.interpolate(below, scale_factor=2, mode="nearest"))
         return self.merge(torch.cat([x, up], 1))
 
 

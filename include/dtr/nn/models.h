@@ -60,8 +60,8 @@ struct LstmSpec {
 std::shared_ptr<Sequential> make_lstm(Runtime& runtime, Generator& generator, const LstmSpec& spec);
 
 // A small U-Net (Ronneberger et al. 2015): `levels` (1 or 2: 28 is divisible by 4, not 8) of `convs` (2 in the
-// paper) 3x3 conv-BN-ReLU at `width`·2^level channels, max-pooled on the way down, 1x1-convolved,
-// nearest-upsampled and concatenated with the skip on the way up; a 1x1 convolution to 10 per-pixel class scores
+// paper) 3x3 conv-BN-ReLU at `width`·2^level channels, max-pooled on the way down, nearest-upsampled,
+// 1x1-convolved and concatenated with the skip on the way up; a 1x1 convolution to 10 per-pixel class scores
 // (the segmentation head), averaged over the image into the logits.
 struct UNetSpec {
   std::int64_t width = 16;
