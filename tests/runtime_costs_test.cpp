@@ -4,26 +4,10 @@
 
 #include "test_helpers.h"
 #include "test_resources.h"
+#include "timed_op.h"
 
 namespace dtr::test {
 namespace {
-
-// An op that touches no memory and costs what its attribute says: what dtr-sim replays.
-const OpDef& timed_noop() {
-  static const OpDef op{
-      .name = "timed",
-      .infer =
-          [](std::span<const TensorMeta> in, const Attrs& attrs) {
-            const std::int64_t bytes = attrs.has("bytes") ? attrs.get_int("bytes") : in[0].numel();
-            return TensorMetas{TensorMeta{{bytes}, DType::uint8}};
-          },
-      .cpu_kernel = [](const KernelArgs&) {},
-      .flops = nullptr,
-      .known_cost = [](std::span<const TensorMeta>, const Attrs& attrs) { return attrs.get_real("cost"); },
-      .touches_memory = false,
-  };
-  return op;
-}
 
 TEST(Runtime, SimulatedMemoryRunsOpsThatTouchNoMemoryAndCountsTheirKnownCost) {
   Config config = deterministic_config(3000, BudgetMode::bytes, "lru");
@@ -32,10 +16,10 @@ TEST(Runtime, SimulatedMemoryRunsOpsThatTouchNoMemoryAndCountsTheirKnownCost) {
   Tensor c = rt.constant(TensorMeta{{1000}, DType::uint8});
   EXPECT_EQ(c.storage_bytes(), 1000u);
   EXPECT_TRUE(c.resident());
-  Tensor a = rt.call1(timed_noop(), {c}, Attrs{{"cost", 250.0}});
-  Tensor b = rt.call1(timed_noop(), {a}, Attrs{{"cost", 500.0}});
+  Tensor a = rt.call1(timed_op(), {c}, Attrs{{"cost", 250.0}});
+  Tensor b = rt.call1(timed_op(), {a}, Attrs{{"cost", 500.0}});
   EXPECT_EQ(rt.stats().base_compute, 750.0);  // known costs, whatever the cost model
-  Tensor d = rt.call1(timed_noop(), {b}, Attrs{{"cost", 1.0}});  // 4000 > 3000 bytes: a goes
+  Tensor d = rt.call1(timed_op(), {b}, Attrs{{"cost", 1.0}});  // 4000 > 3000 bytes: a goes
   EXPECT_FALSE(a.resident());
   rt.materialize(a);  // back without reading it
   EXPECT_TRUE(a.resident());
@@ -56,16 +40,16 @@ TEST(Runtime, ProgramRerunsArePricedApartFromDtrsRecomputations) {
   Config config = deterministic_config(3000, BudgetMode::bytes, "lru");
   Runtime rt(config, make_simulated_resource(std::size_t{1} << 30));
   const Tensor c = rt.constant(TensorMeta{{1000}, DType::uint8});
-  const Tensor a = rt.call1(timed_noop(), {c}, Attrs{{"cost", 250.0}});
+  const Tensor a = rt.call1(timed_op(), {c}, Attrs{{"cost", 250.0}});
   rt.begin_program_rerun();
-  const Tensor b = rt.call1(timed_noop(), {a}, Attrs{{"cost", 500.0}});
+  const Tensor b = rt.call1(timed_op(), {a}, Attrs{{"cost", 500.0}});
   rt.begin_program_rerun();
-  const Tensor d = rt.call1(timed_noop(), {b}, Attrs{{"cost", 20.0}});  // 4000 > 3000 bytes: a goes
+  const Tensor d = rt.call1(timed_op(), {b}, Attrs{{"cost", 20.0}});  // 4000 > 3000 bytes: a goes
   EXPECT_FALSE(a.resident());
   rt.end_program_rerun();
   rt.materialize(a);  // DTR's recomputation, inside the program's rerun
   rt.end_program_rerun();
-  const Tensor e = rt.call1(timed_noop(), {d}, Attrs{{"cost", 1.0}});
+  const Tensor e = rt.call1(timed_op(), {d}, Attrs{{"cost", 1.0}});
   const RuntimeStats s = rt.stats();
   EXPECT_EQ(s.base_compute, 771.0);
   EXPECT_EQ(s.rerun_compute, 520.0);
@@ -84,11 +68,11 @@ TEST(Runtime, ComputeClockMeasuresStalenessInCost) {
     config.clock = clock;
     Runtime rt(config, make_simulated_resource(std::size_t{1} << 30));
     Tensor k = rt.constant(TensorMeta{{10}, DType::uint8});
-    Tensor a = rt.call1(timed_noop(), {k}, Attrs{{"cost", 60.0}, {"bytes", std::int64_t{1000}}});
-    Tensor b = rt.call1(timed_noop(), {k}, Attrs{{"cost", 50.0}, {"bytes", std::int64_t{1000}}});
-    Tensor y = rt.call1(timed_noop(), {k}, Attrs{{"cost", 10000.0}, {"bytes", std::int64_t{1000}}});
+    Tensor a = rt.call1(timed_op(), {k}, Attrs{{"cost", 60.0}, {"bytes", std::int64_t{1000}}});
+    Tensor b = rt.call1(timed_op(), {k}, Attrs{{"cost", 50.0}, {"bytes", std::int64_t{1000}}});
+    Tensor y = rt.call1(timed_op(), {k}, Attrs{{"cost", 10000.0}, {"bytes", std::int64_t{1000}}});
     EXPECT_EQ(rt.stats().evictions, 0u);
-    Tensor x = rt.call1(timed_noop(), {k}, Attrs{{"cost", 1.0}, {"bytes", std::int64_t{1000}}});
+    Tensor x = rt.call1(timed_op(), {k}, Attrs{{"cost", 1.0}, {"bytes", std::int64_t{1000}}});
     EXPECT_EQ(rt.stats().evictions, 1u);
     EXPECT_EQ(a.resident(), clock == ClockKind::compute);
     EXPECT_EQ(b.resident(), clock == ClockKind::ops);

@@ -8,6 +8,7 @@
 #include "dtr/sim.h"
 #include "test_helpers.h"
 #include "test_resources.h"
+#include "timed_op.h"
 
 namespace dtr::test {
 namespace {
@@ -25,30 +26,6 @@ const OpDef& rows_view() {
       .views =
           [](std::span<const TensorMeta> in, const Attrs& attrs) {
             return OutputViews{ViewOf{0, attrs.get_int("first") * in[0].shape[1]}};
-          },
-  };
-  return op;
-}
-
-// Over simulated memory: an op of a given cost whose output is a new buffer of `bytes` bytes, or (with
-// "view" set) a view of its first input.
-const OpDef& timed() {
-  static const OpDef op{
-      .name = "timed",
-      .infer =
-          [](std::span<const TensorMeta> in, const Attrs& attrs) {
-            if (attrs.has("view")) return TensorMetas{in[0]};
-            return TensorMetas{TensorMeta{{attrs.get_int("bytes")}, DType::uint8}};
-          },
-      .cpu_kernel = [](const KernelArgs&) {},
-      .flops = nullptr,
-      .known_cost = [](std::span<const TensorMeta>, const Attrs& attrs) { return attrs.get_real("cost"); },
-      .touches_memory = false,
-      .views =
-          [](std::span<const TensorMeta>, const Attrs& attrs) {
-            OutputViews views(1);
-            if (attrs.has("view")) views[0] = ViewOf{0, 0};
-            return views;
           },
   };
   return op;
@@ -86,9 +63,9 @@ TEST(RuntimeViews, AnOpViewSharesItsInputsStorageAndReadsItsElements) {
 TEST(RuntimeViews, AnEvictionUndoesViewsAndUsingThemPaysTheirCostAgain) {
   Runtime rt = simulated_runtime();
   Tensor c = rt.constant(TensorMeta{{100}, DType::uint8});
-  Tensor a = rt.call1(timed(), {c}, Attrs{{"bytes", 100}, {"cost", 100.0}});
-  Tensor v = rt.call1(timed(), {a}, Attrs{{"view", 1}, {"cost", 10.0}});
-  Tensor w = rt.call1(timed(), {v}, Attrs{{"view", 1}, {"cost", 5.0}});  // a view of a view
+  Tensor a = rt.call1(timed_op(), {c}, Attrs{{"bytes", 100}, {"cost", 100.0}});
+  Tensor v = rt.call1(timed_op(), {a}, Attrs{{"view", 1}, {"cost", 10.0}});
+  Tensor w = rt.call1(timed_op(), {v}, Attrs{{"view", 1}, {"cost", 5.0}});  // a view of a view
   Tensor part = rt.view(w, {40}, 10);  // a free view of an op's view: undone with it
   EXPECT_EQ(rt.stats().base_compute, 115.0);
   EXPECT_EQ(rt.resident_bytes(), 200u);
@@ -104,7 +81,7 @@ TEST(RuntimeViews, AnEvictionUndoesViewsAndUsingThemPaysTheirCostAgain) {
   ASSERT_TRUE(rt.evict(a));
   rt.materialize(a);
   EXPECT_EQ(rt.stats().remat_compute, 215.0);
-  Tensor b = rt.call1(timed(), {w}, Attrs{{"bytes", 8}, {"cost", 1.0}});
+  Tensor b = rt.call1(timed_op(), {w}, Attrs{{"bytes", 8}, {"cost", 1.0}});
   EXPECT_EQ(rt.stats().remat_compute, 230.0);
   EXPECT_EQ(rt.stats().rematerializations, 6u);
   EXPECT_EQ(rt.stats().base_compute, 116.0);
@@ -115,10 +92,10 @@ TEST(RuntimeViews, AViewsCostJoinsItsStoragesCostForTheHeuristic) {
   // tie and the latest candidate, a (its view op released it last), would go. The view makes a dearer.
   Runtime rt = simulated_runtime(300, "msps");
   Tensor c = rt.constant(TensorMeta{{100}, DType::uint8});
-  Tensor b = rt.call1(timed(), {c}, Attrs{{"bytes", 100}, {"cost", 100.0}});
-  Tensor a = rt.call1(timed(), {c}, Attrs{{"bytes", 100}, {"cost", 100.0}});
-  Tensor v = rt.call1(timed(), {a}, Attrs{{"view", 1}, {"cost", 1000.0}});
-  Tensor d = rt.call1(timed(), {c}, Attrs{{"bytes", 100}, {"cost", 1.0}});
+  Tensor b = rt.call1(timed_op(), {c}, Attrs{{"bytes", 100}, {"cost", 100.0}});
+  Tensor a = rt.call1(timed_op(), {c}, Attrs{{"bytes", 100}, {"cost", 100.0}});
+  Tensor v = rt.call1(timed_op(), {a}, Attrs{{"view", 1}, {"cost", 1000.0}});
+  Tensor d = rt.call1(timed_op(), {c}, Attrs{{"bytes", 100}, {"cost", 1.0}});
   EXPECT_TRUE(a.resident());
   EXPECT_FALSE(b.resident());
   EXPECT_EQ(rt.stats().evictions, 1u);
