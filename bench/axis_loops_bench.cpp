@@ -26,11 +26,7 @@ using Clock = std::chrono::steady_clock;
 using dtr::Shape;
 using dtr::kernels::AxisMask;
 
-std::int64_t count_of(const Shape& shape) {
-  std::int64_t count = 1;
-  for (const std::int64_t e : shape) count *= e;
-  return count;
-}
+std::int64_t numel_of(const Shape& shape) { return dtr::TensorMeta{shape}.numel(); }
 
 // The baseline's index walk: one step in row-major order over dimensions [0, dims), `offset` kept current.
 void advance(Shape& index, std::int64_t& offset, const Shape& strides, const Shape& shape, std::size_t dims) {
@@ -47,7 +43,7 @@ void broadcast_baseline(const float* x, const Shape& in, float* out, const Shape
   const Shape strides = dtr::kernels::broadcast_strides(in, shape);
   Shape index(shape.size(), 0);
   std::int64_t offset = 0;
-  for (std::int64_t i = 0; i < count_of(shape); ++i) {
+  for (std::int64_t i = 0; i < numel_of(shape); ++i) {
     out[i] = x[offset];
     advance(index, offset, strides, shape, shape.size());
   }
@@ -70,7 +66,7 @@ void sum_baseline(const float* in, const Shape& shape, const AxisMask& mask, flo
   for (std::size_t d = outer; d < rank; ++d) run *= shape[d];
   Shape index(outer, 0);
   std::int64_t offset = 0;
-  for (std::int64_t i = 0; i < count_of(shape); i += run) {
+  for (std::int64_t i = 0; i < numel_of(shape); i += run) {
     const float* x = in + i;
     if (!mask[rank - 1]) {
       for (std::int64_t j = 0; j < run; ++j) totals[static_cast<std::size_t>(offset + j)] += static_cast<double>(x[j]);
@@ -128,15 +124,15 @@ std::vector<float> values(std::int64_t count) {
 }
 
 void broadcast_case(const Shape& in, const Shape& out, int rounds) {
-  const std::vector<float> x = values(count_of(in));
-  std::vector<float> a(static_cast<std::size_t>(count_of(out))), b(a.size());
-  compare("broadcast_to", dtr::to_string(in) + " -> " + dtr::to_string(out), count_of(out), a, b,
+  const std::vector<float> x = values(numel_of(in));
+  std::vector<float> a(static_cast<std::size_t>(numel_of(out))), b(a.size());
+  compare("broadcast_to", dtr::to_string(in) + " -> " + dtr::to_string(out), numel_of(out), a, b,
           [&] { broadcast_baseline(x.data(), in, a.data(), out); },
           [&] { dtr::kernels::broadcast_copy(x.data(), in, b.data(), out); }, rounds);
 }
 
 void sum_case(const Shape& shape, const AxisMask& mask, int rounds) {
-  const std::vector<float> x = values(count_of(shape));
+  const std::vector<float> x = values(numel_of(shape));
   std::int64_t out_count = 1;
   Shape kept;
   for (std::size_t d = 0; d < shape.size(); ++d) {
@@ -144,7 +140,7 @@ void sum_case(const Shape& shape, const AxisMask& mask, int rounds) {
     kept.push_back(mask[d] ? 1 : shape[d]);
   }
   std::vector<float> a(static_cast<std::size_t>(out_count)), b(a.size());
-  compare("sum", dtr::to_string(shape) + " -> " + dtr::to_string(kept), count_of(shape), a, b,
+  compare("sum", dtr::to_string(shape) + " -> " + dtr::to_string(kept), numel_of(shape), a, b,
           [&] { sum_baseline(x.data(), shape, mask, a.data(), out_count); },
           [&] { dtr::kernels::sum_over_axes(x.data(), shape, mask, b.data(), out_count, 1.0); }, rounds);
 }

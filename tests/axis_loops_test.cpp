@@ -19,11 +19,7 @@
 namespace dtr::test {
 namespace {
 
-std::int64_t count_of(const Shape& shape) {
-  std::int64_t count = 1;
-  for (const std::int64_t e : shape) count *= e;
-  return count;
-}
+std::int64_t numel_of(const Shape& shape) { return TensorMeta{shape}.numel(); }
 
 // The index of element `linear` of a row-major tensor of `shape`, one entry per dimension.
 Shape unravel(std::int64_t linear, const Shape& shape) {
@@ -38,9 +34,9 @@ Shape unravel(std::int64_t linear, const Shape& shape) {
 // The input element an output element of a broadcast reads: each output index, modulo the input's extent.
 template <typename T>
 std::vector<T> broadcast_reference(const std::vector<T>& x, const Shape& in, const Shape& out) {
-  std::vector<T> result(static_cast<std::size_t>(count_of(out)));
+  std::vector<T> result(static_cast<std::size_t>(numel_of(out)));
   const std::size_t lead = out.size() - in.size();
-  for (std::int64_t o = 0; o < count_of(out); ++o) {
+  for (std::int64_t o = 0; o < numel_of(out); ++o) {
     const Shape index = unravel(o, out);
     std::int64_t offset = 0;
     for (std::size_t d = lead; d < out.size(); ++d) {
@@ -59,7 +55,7 @@ std::vector<T> sum_reference(const std::vector<T>& x, const Shape& shape, const 
   std::int64_t out_count = 1;
   for (std::size_t d = 0; d < shape.size(); ++d) out_count *= mask[d] ? 1 : shape[d];
   std::vector<double> totals(static_cast<std::size_t>(out_count), 0.0);
-  for (std::int64_t i = 0; i < count_of(shape); ++i) {
+  for (std::int64_t i = 0; i < numel_of(shape); ++i) {
     const Shape index = unravel(i, shape);
     std::int64_t o = 0;
     for (std::size_t d = 0; d < shape.size(); ++d) {
@@ -128,15 +124,15 @@ void check_broadcast(const Pattern& p, std::mt19937_64& rng) {
     leading = false;
     in.push_back(p.marked[d] ? 1 : p.shape[d]);
   }
-  const std::vector<T> x = order_sensitive<T>(count_of(in), rng);
-  std::vector<T> out(static_cast<std::size_t>(count_of(p.shape)), T(-1));
+  const std::vector<T> x = order_sensitive<T>(numel_of(in), rng);
+  std::vector<T> out(static_cast<std::size_t>(numel_of(p.shape)), T(-1));
   kernels::broadcast_copy(x.data(), in, out.data(), p.shape);
   EXPECT_EQ(out, broadcast_reference(x, in, p.shape)) << to_string(in) << " -> " << to_string(p.shape);
 }
 
 template <typename T>
 void check_sum(const Pattern& p, double factor, std::mt19937_64& rng) {
-  const std::vector<T> x = order_sensitive<T>(count_of(p.shape), rng);
+  const std::vector<T> x = order_sensitive<T>(numel_of(p.shape), rng);
   const std::vector<T> want = sum_reference(x, p.shape, p.marked, factor);
   std::vector<T> out(want.size(), T(-1));
   kernels::sum_over_axes(x.data(), p.shape, p.marked, out.data(), static_cast<std::int64_t>(out.size()), factor);
@@ -173,11 +169,11 @@ TEST(AxisLoops, BroadcastToAndSumToOpsRunTheseLoops) {
   std::mt19937_64 rng(13);
   const Shape in{32, 8, 7, 1, 7, 1};
   const Shape out{32, 8, 7, 2, 7, 2};
-  const std::vector<float> x = order_sensitive<float>(count_of(in), rng);
+  const std::vector<float> x = order_sensitive<float>(numel_of(in), rng);
   const Tensor up = rt.call1(ops::broadcast_to(), {rt.constant(TensorMeta{in, DType::float32}, x)},
                              {{"shape", std::vector<std::int64_t>(out.begin(), out.end())}});
   EXPECT_EQ(up.to_host(), broadcast_reference(x, in, out));
-  const std::vector<float> g = order_sensitive<float>(count_of(out), rng);
+  const std::vector<float> g = order_sensitive<float>(numel_of(out), rng);
   const Tensor down = rt.call1(ops::sum_to(), {rt.constant(TensorMeta{out, DType::float32}, g)},
                                {{"shape", std::vector<std::int64_t>(in.begin(), in.end())}});
   EXPECT_EQ(down.to_host(), sum_reference(g, out, {false, false, false, true, false, true}, 1.0));

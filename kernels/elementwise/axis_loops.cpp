@@ -23,19 +23,6 @@ void parallel_rows(std::int64_t count, std::int64_t work, const Rows& rows, std:
   parallel_for_items(items, work, [&](std::int64_t item) { rows(count * item / items, count * (item + 1) / items); });
 }
 
-std::int64_t element_count(const Shape& shape) {
-  std::int64_t count = 1;
-  for (const std::int64_t extent : shape) count *= extent;
-  return count;
-}
-
-// The elements one step of each dimension spans, in a contiguous tensor of `extent`.
-Shape blocks_of(const Shape& extent) {
-  Shape block(extent.size(), 1);
-  for (std::size_t k = extent.size(); k-- > 1;) block[k - 1] = block[k] * extent[k];
-  return block;
-}
-
 // ---- broadcast_to -------------------------------------------------------------------------------------------
 
 // The output's dimensions with the input's stride along each (0: repeated), extent-1 dimensions dropped and
@@ -68,13 +55,14 @@ RepeatDims merge_repeats(const Shape& in_shape, const Shape& out_shape) {
 template <typename T>
 class Repeater {
  public:
-  explicit Repeater(const RepeatDims& dims) : dims_(dims), block_(blocks_of(dims.extent)), rank_(dims.extent.size()) {}
+  explicit Repeater(const RepeatDims& dims) : dims_(dims), block_(contiguous_strides(dims.extent)) {}
 
   // Writes the output block of dimensions [k, rank) from x.
   void write(std::size_t k, const T* x, T* out) const {
     const std::int64_t n = dims_.extent[k];
     const std::int64_t s = dims_.stride[k];
-    if (k + 1 == rank_) {
+    const std::size_t rank = dims_.extent.size();
+    if (k + 1 == rank) {
       if (s == 0) {
         std::fill_n(out, n, *x);
       } else if (s == 1) {
@@ -90,7 +78,7 @@ class Repeater {
       for (std::int64_t i = 1; i < n; ++i) std::copy_n(out, block, out + i * block);
       return;
     }
-    if (k + 2 == rank_ && dims_.stride[k + 1] == 0) {  // each element repeated along the last dimension
+    if (k + 2 == rank && dims_.stride[k + 1] == 0) {  // each element repeated along the last dimension
       for (std::int64_t i = 0; i < n; ++i) std::fill_n(out + i * block, block, x[i * s]);
       return;
     }
@@ -102,7 +90,6 @@ class Repeater {
  private:
   const RepeatDims& dims_;
   Shape block_;
-  std::size_t rank_;
 };
 
 // ---- sums over axes -----------------------------------------------------------------------------------------
@@ -127,7 +114,7 @@ SumDims merge_sums(const Shape& shape, const AxisMask& mask) {
       dims.summed.push_back(mask[k]);
     }
   }
-  dims.in_block = blocks_of(dims.extent);
+  dims.in_block = contiguous_strides(dims.extent);
   dims.out_stride = Shape(dims.extent.size(), 0);
   std::int64_t stride = 1;
   for (std::size_t k = dims.extent.size(); k-- > 0;) {
@@ -203,7 +190,7 @@ void add_block(const SumDims& dims, std::size_t k, const T* x, double* total) {
 
 template <typename T>
 void broadcast_copy(const T* x, const Shape& in_shape, T* out, const Shape& out_shape) {
-  const std::int64_t count = element_count(out_shape);
+  const std::int64_t count = TensorMeta{out_shape}.numel();
   if (count == 0) return;
   const RepeatDims dims = merge_repeats(in_shape, out_shape);
   if (dims.extent.empty()) {
@@ -228,7 +215,7 @@ template <typename T>
 void sum_over_axes(const T* x, const Shape& shape, const AxisMask& mask, T* out, std::int64_t out_count,
                    double factor) {
   std::vector<double> totals(static_cast<std::size_t>(out_count), 0.0);
-  const std::int64_t count = element_count(shape);
+  const std::int64_t count = TensorMeta{shape}.numel();
   const SumDims dims = merge_sums(shape, mask);
   double* total = totals.data();
   if (count > 0 && dims.extent.empty()) {
