@@ -27,7 +27,8 @@ std::span<const OpDef* const> all_ops() {
       // normalization
       &ops::softmax(), &ops::log_softmax(), &ops::softmax_backward(), &ops::log_softmax_backward(),
       &ops::cross_entropy(), &ops::cross_entropy_backward(), &ops::layer_norm(), &ops::layer_norm_backward(),
-      &ops::batch_norm(), &ops::batch_norm_backward(), &ops::batch_norm_eval(), &ops::batch_norm_eval_backward(),
+      &ops::batch_norm(), &ops::batch_norm_backward(), &ops::batch_norm_stats(), &ops::batch_norm_normalize(),
+      &ops::batch_norm_eval(), &ops::batch_norm_eval_backward(),
       &ops::running_stat_update(), &ops::embedding(), &ops::embedding_backward(),
       // layout
       &ops::reshape(), &ops::slice(), &ops::slice_backward(), &ops::split(), &ops::concat(), &ops::transpose(),

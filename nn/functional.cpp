@@ -146,28 +146,6 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
   return apply(ops::layer_norm(), inputs, {{"eps", eps}, {"normalized_rank", normalized_rank}}).front();
 }
 
-Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
-                    const Variable& running_var, bool training, double momentum, double eps) {
-  if (!training) {
-    const Variable inputs[] = {x, weight, bias, running_mean, running_var};
-    return apply(ops::batch_norm_eval(), inputs, {{"eps", eps}}).front();
-  }
-  const Variable inputs[] = {x, weight, bias};
-  std::vector<Variable> out = apply(ops::batch_norm(), inputs, {{"eps", eps}});
-  const std::int64_t count = x.shape().size() >= 2 && x.shape()[1] > 0 ? x.numel() / x.shape()[1] : 0;
-  DTR_CHECK(count >= 2, InvalidArgument, "batch_norm: training needs more than one value per channel, got input ",
-            to_string(x.shape()));
-  if (!recomputing_forward()) {
-    Runtime& rt = x.runtime();
-    Tensor mean_target = running_mean.data();  // a copy of the handle: assign updates every copy
-    Tensor var_target = running_var.data();
-    rt.assign(mean_target, ops::running_stat_update(), {mean_target, out[1].data()}, {{"momentum", momentum}});
-    rt.assign(var_target, ops::running_stat_update(), {var_target, out[2].data()},
-              {{"momentum", momentum}, {"invstd_eps", eps}, {"unbiased_count", count}});
-  }
-  return out[0];
-}
-
 Variable embedding(const Variable& weight, const Variable& indices) {
   return apply1(ops::embedding(), {weight, indices});
 }

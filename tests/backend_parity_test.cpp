@@ -44,6 +44,16 @@ std::vector<GradCase> forward_only_cases() {
       {ops::adam_moment1(), same(3, adam)},
       {ops::adam_moment2(), same(3, adam)},
       {ops::adam_apply(), same(3, adam), [](std::size_t i, double v) { return i == 2 ? std::abs(v) : v; }},
+      {ops::batch_norm_stats(),
+       [](Rng& rng) {
+         return Problem{{Shape{dim(rng), dim(rng), dim(rng), dim(rng)}}, {{"eps", 0.01}}};
+       }},
+      {ops::batch_norm_normalize(),
+       [](Rng& rng) {
+         const Shape x{dim(rng), dim(rng), dim(rng)};
+         const Shape c{x[1]};
+         return Problem{{x, c, c, c, c}, {}};
+       }},
   };
 }
 

@@ -162,6 +162,63 @@ TEST(BatchNorm, TheSumsFollowTheDocumentedOrderOnAnyThreadCount) {
   for (std::size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got[k], want[k]) << "output " << k;
 }
 
+// batch_norm_stats then batch_norm_normalize, the pair nn::batch_norm runs (so that a remade y is one pass),
+// give batch_norm's three outputs bit for bit, float32 and float64, with and without spatial dimensions and on
+// channels large enough to be spread over threads; and y is made from the statistics rounded to x's type, as
+// ops.h documents (in float32 that differs from y made from the double statistics in many elements).
+TEST(BatchNorm, StatsThenNormalizeGiveBatchNormsBits) {
+  for (const DType dtype : {DType::float32, DType::float64}) {
+    for (const Shape& shape : {Shape{2, 3}, Shape{3, 5, 7}, Shape{16, 8, 33, 33}}) {
+      SCOPED_TRACE(std::string(to_string(dtype)) + " " + to_string(shape));
+      Runtime rt(deterministic_config());
+      const std::int64_t c = shape[1];
+      std::vector<double> xs(static_cast<std::size_t>(TensorMeta{shape}.numel()));
+      for (std::size_t e = 0; e < xs.size(); ++e) xs[e] = static_cast<double>((e * 7919) % 1009) / 97.0 - 3.0;
+      std::vector<double> ws(static_cast<std::size_t>(c)), bs(ws.size());
+      for (std::size_t k = 0; k < ws.size(); ++k) {
+        ws[k] = 0.75 + 0.125 * static_cast<double>(k);
+        bs[k] = 0.1 * static_cast<double>(k) - 0.3;
+      }
+      // Values in the dtype, and ws, bs as the kernel reads them (rounded to it).
+      const auto make = [&](const Shape& s, std::vector<double>& v) {
+        if (dtype == DType::float64) return rt.constant(TensorMeta{s, dtype}, v);
+        const std::vector<float> f(v.begin(), v.end());
+        v.assign(f.begin(), f.end());
+        return rt.constant(TensorMeta{s, dtype}, f);
+      };
+      const auto read = [](const Tensor& t) {
+        if (t.meta().dtype == DType::float64) return t.to_host_as<double>();
+        const std::vector<float> f = t.to_host();
+        return std::vector<double>(f.begin(), f.end());
+      };
+      const Tensor x = make(shape, xs);
+      const Tensor w = make({c}, ws);
+      const Tensor b = make({c}, bs);
+      const std::vector<Tensor> fused = rt.call(ops::batch_norm(), std::vector<Tensor>{x, w, b}, {{"eps", 1e-3}});
+      const std::vector<Tensor> stats = rt.call(ops::batch_norm_stats(), std::vector<Tensor>{x}, {{"eps", 1e-3}});
+      const Tensor y = rt.call1(ops::batch_norm_normalize(), {x, w, b, stats[0], stats[1]});
+      EXPECT_EQ(read(stats[0]), read(fused[1]));
+      EXPECT_EQ(read(stats[1]), read(fused[2]));
+      const std::vector<double> got = read(y);
+      EXPECT_EQ(got, read(fused[0]));
+      // y from the rounded statistics, element by element.
+      const std::vector<double> mean = read(stats[0]);
+      const std::vector<double> invstd = read(stats[1]);
+      const std::vector<double> xv = read(x);
+      std::int64_t s = 1;
+      for (std::size_t d = 2; d < shape.size(); ++d) s *= shape[d];
+      std::size_t wrong = 0;
+      for (std::size_t e = 0; e < got.size(); ++e) {
+        const auto k = static_cast<std::size_t>((static_cast<std::int64_t>(e) / s) % c);
+        const double want = (xv[e] - mean[k]) * invstd[k] * ws[k] + bs[k];
+        const double rounded = dtype == DType::float32 ? static_cast<double>(static_cast<float>(want)) : want;
+        wrong += got[e] != rounded ? 1 : 0;
+      }
+      EXPECT_EQ(wrong, 0U);
+    }
+  }
+}
+
 TEST(BatchNorm, EvalAndItsBackwardKnownValues) {
   Runtime rt(deterministic_config());
   // x = [1, 3], running mean 1, variance 4 (s = 1/2), weight 2, bias 1: y = (x - 1) / 2 * 2 + 1.
@@ -256,6 +313,15 @@ TEST(BatchNorm, ShapeDtypeAndAttributeErrors) {
   expect_shape_error(ops::batch_norm_eval_backward(), {x, x, c, c, meta({4})},
                      {"op 'batch_norm_eval_backward'", "[4]"});
   expect_shape_error(ops::batch_norm_eval_backward(), {meta({2, 4}), x, c, c, c}, {"grad_y of x's shape"});
+  expect_shape_error(ops::batch_norm_stats(), {meta({3})}, {"op 'batch_norm_stats'", "x [N, C, ...]"});
+  expect_shape_error(ops::batch_norm_stats(), {meta({0, 3})}, {"at least one element per channel"});
+  expect_shape_error(ops::batch_norm_stats(), {x, c}, {"op 'batch_norm_stats'"});
+  expect_error<InvalidArgument>(
+      [] { ops::batch_norm_stats().infer(std::vector<TensorMeta>{meta({2, 3})}, {{"eps", -0.5}}); }, {"'eps'"});
+  expect_shape_error(ops::batch_norm_normalize(), {x, c, c, c, meta({4})},
+                     {"op 'batch_norm_normalize'", "per-channel inputs of shape [3]", "[4]"});
+  expect_shape_error(ops::batch_norm_normalize(), {x, c, c, c, meta({3}, DType::float64)}, {"one dtype"});
+  EXPECT_EQ(ops::batch_norm_normalize().infer(std::vector<TensorMeta>{meta({0, 3}), c, c, c, c}, {})[0], meta({0, 3}));
   // Eval mode reads no batch statistics: an empty batch is fine.
   EXPECT_EQ(ops::batch_norm_eval().infer(std::vector<TensorMeta>{meta({0, 3}), c, c, c, c}, {})[0], meta({0, 3}));
 }

@@ -515,6 +515,8 @@ std::vector<Example> examples() {
           {ops::layer_norm_backward(), {y, x, row, tensor({2}, {0, 1}), tensor({2}, {1, 2})}, {}},
           {ops::batch_norm(), {x, row, row}, {{"eps", 0.1}}},
           {ops::batch_norm_backward(), {y, x, row, row, row}, {}},
+          {ops::batch_norm_stats(), {x}, {{"eps", 0.1}}},
+          {ops::batch_norm_normalize(), {x, row, row, row, row}, {}},
           {ops::batch_norm_eval(), {x, row, row, row, row}, {}},
           {ops::batch_norm_eval_backward(), {y, x, row, row, row}, {}},
           {ops::running_stat_update(), {row, row}, {{"momentum", 0.5}}}};

@@ -171,10 +171,18 @@ const OpDef& cross_entropy_backward();
 const OpDef& layer_norm();
 const OpDef& layer_norm_backward();
 // "batch_norm" (training): x [N, C, ...], weight [C], bias [C] -> y, batch mean [C], invstd [C], statistics
-// over every dimension but 1 (biased variance); attribute "eps" (default 1e-5). "batch_norm_backward"(grad_y,
-// x, weight, mean, invstd) -> grad x, grad weight, grad bias.
+// over every dimension but 1 (biased variance), rounded to x's type before y = (x - mean) invstd weight + bias
+// is made from them; attribute "eps" (default 1e-5). "batch_norm_backward"(grad_y, x, weight, mean, invstd) ->
+// grad x, grad weight, grad bias.
 const OpDef& batch_norm();
 const OpDef& batch_norm_backward();
+// batch_norm in two ops, so that remaking an evicted y is one pass over x, not three: "batch_norm_stats"(x)
+// -> mean [C], invstd [C] ("eps" as batch_norm) and "batch_norm_normalize"(x, weight, bias, mean, invstd) ->
+// y. batch_norm_normalize(x, w, b, batch_norm_stats(x)) equals batch_norm(x, w, b)'s y bit for bit. nn's
+// gradient rule for batch_norm_normalize is batch norm's (batch_norm_backward): it takes mean and invstd to be
+// x's batch statistics, so x's gradient includes their dependence on x, and they get none themselves.
+const OpDef& batch_norm_stats();
+const OpDef& batch_norm_normalize();
 // "batch_norm_eval": x [N, C, ...], weight, bias, running_mean, running_var (all [C]) -> y, normalized by the
 // running statistics; "eps" as batch_norm. "batch_norm_eval_backward"(grad_y, x, weight, running_mean,
 // running_var) -> the gradients of all five inputs.

@@ -252,11 +252,11 @@ __device__ void channel_gradient_sums(const ChannelShape& l, std::int64_t c, con
   db = block_sum(b_part, partial);
 }
 
-// Two-pass statistics in double (the mean, then Σ (x - mean)²), then y over the channel's elements.
+// Two-pass statistics in double (the mean, then Σ (x - mean)²), rounded to T: batch_norm_stats, and the
+// first launch of batch_norm.
 template <typename T>
-__global__ void __launch_bounds__(reduce_block) batch_norm_kernel(ChannelShape l, double eps, const T* x,
-                                                                  const T* weight, const T* bias, T* y, T* mean_out,
-                                                                  T* invstd_out) {
+__global__ void __launch_bounds__(reduce_block)
+    batch_norm_stats_kernel(ChannelShape l, double eps, const T* x, T* mean_out, T* invstd_out) {
   __shared__ double partial[reduce_block];
   const double count = static_cast<double>(l.n * l.s);
   for (std::int64_t c = blockIdx.x; c < l.c; c += gridDim.x) {
@@ -266,14 +266,23 @@ __global__ void __launch_bounds__(reduce_block) batch_norm_kernel(ChannelShape l
     double squares = 0.0;
     for_thread_elements(l, c, ChannelX<T>{x}, [&](std::int64_t, double v) { squares += (v - mean) * (v - mean); });
     const double invstd = 1.0 / sqrt(block_sum(squares, partial) / count + eps);
-    const double w = weight[c];
-    const double b = bias[c];
-    for_thread_elements(l, c, ChannelX<T>{x},
-                        [&](std::int64_t e, double v) { y[e] = static_cast<T>((v - mean) * invstd * w + b); });
     if (threadIdx.x == 0) {
       mean_out[c] = static_cast<T>(mean);
       invstd_out[c] = static_cast<T>(invstd);
     }
+  }
+}
+
+// y = (x - mean) invstd weight + bias, one thread per element, in double from the rounded statistics:
+// batch_norm_normalize, and batch_norm's second launch.
+template <typename T>
+__global__ void batch_norm_normalize_kernel(ChannelShape l, const T* x, const T* weight, const T* bias, const T* mean,
+                                            const T* invstd, T* y) {
+  const std::int64_t total = l.n * l.c * l.s;
+  for (std::int64_t e = first_index(); e < total; e += grid_stride()) {
+    const std::int64_t c = (e / l.s) % l.c;
+    y[e] = static_cast<T>((x[e] - static_cast<double>(mean[c])) * static_cast<double>(invstd[c]) * weight[c] +
+                          static_cast<double>(bias[c]));
   }
 }
 
@@ -458,10 +467,26 @@ void layer_norm_backward(std::int64_t rows, std::int64_t d, const T* g, const T*
 }
 
 template <typename T>
-void batch_norm(const ChannelShape& l, double eps, const T* x, const T* w, const T* b, T* y, T* mean, T* invstd) {
+void batch_norm_stats(const ChannelShape& l, double eps, const T* x, T* mean, T* invstd) {
   if (l.c <= 0 || l.n * l.s <= 0) return;  // the shape rule requires an element per channel
-  batch_norm_kernel<T><<<reduce_blocks(l.c), reduce_block, 0, stream>>>(l, eps, x, w, b, y, mean, invstd);
+  batch_norm_stats_kernel<T><<<reduce_blocks(l.c), reduce_block, 0, stream>>>(l, eps, x, mean, invstd);
   DTR_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void batch_norm_normalize(const ChannelShape& l, const T* x, const T* w, const T* b, const T* mean, const T* invstd,
+                          T* y) {
+  const std::int64_t total = l.n * l.c * l.s;
+  if (total <= 0) return;
+  batch_norm_normalize_kernel<T><<<blocks_for(total), block_size, 0, stream>>>(l, x, w, b, mean, invstd, y);
+  DTR_CUDA_CHECK_LAUNCH();
+}
+
+// The two launches of batch_norm_stats and batch_norm_normalize: the same bits as the two ops.
+template <typename T>
+void batch_norm(const ChannelShape& l, double eps, const T* x, const T* w, const T* b, T* y, T* mean, T* invstd) {
+  batch_norm_stats(l, eps, x, mean, invstd);
+  batch_norm_normalize(l, x, w, b, mean, invstd, y);
 }
 
 template <typename T>
@@ -556,6 +581,13 @@ void embedding_backward(std::int64_t count, std::int64_t dim, std::int64_t rows,
   void launch_batch_norm(const ChannelShape& l, double eps, const T* x, const T* weight, const T* bias, T* y,       \
                          T* mean, T* invstd) {                                                                      \
     batch_norm(l, eps, x, weight, bias, y, mean, invstd);                                                           \
+  }                                                                                                                 \
+  void launch_batch_norm_stats(const ChannelShape& l, double eps, const T* x, T* mean, T* invstd) {                  \
+    batch_norm_stats(l, eps, x, mean, invstd);                                                                      \
+  }                                                                                                                 \
+  void launch_batch_norm_normalize(const ChannelShape& l, const T* x, const T* weight, const T* bias, const T* mean, \
+                                   const T* invstd, T* y) {                                                         \
+    batch_norm_normalize(l, x, weight, bias, mean, invstd, y);                                                      \
   }                                                                                                                 \
   void launch_batch_norm_backward(const ChannelShape& l, const T* grad, const T* x, const T* weight, const T* mean,  \
                                   const T* invstd, T* dx, T* dweight, T* dbias) {                                   \

@@ -89,6 +89,24 @@ void batch_norm_cuda(const KernelArgs& args) {
   });
 }
 
+// (x) -> mean, invstd.
+void batch_norm_stats_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const double eps = eps_of("batch_norm_stats", args.attrs);
+    launch_batch_norm_stats(channel_shape("batch_norm_stats", args, 0, true), eps, args.input<T>(0), args.output<T>(0),
+                            args.output<T>(1));
+  });
+}
+
+// (x, weight, bias, mean, invstd) -> y.
+void batch_norm_normalize_cuda(const KernelArgs& args) {
+  dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    launch_batch_norm_normalize(channel_shape("batch_norm_normalize", args, 0, false), args.input<T>(0),
+                                args.input<T>(1), args.input<T>(2), args.input<T>(3), args.input<T>(4),
+                                args.output<T>(0));
+  });
+}
+
 // (grad_y, x, weight, mean, invstd) -> dx, dweight, dbias.
 void batch_norm_backward_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
@@ -158,6 +176,8 @@ void add_normalization_kernels(KernelTable& table) {
   table["layer_norm_backward"] = layer_norm_backward_cuda;
   table["batch_norm"] = batch_norm_cuda;
   table["batch_norm_backward"] = batch_norm_backward_cuda;
+  table["batch_norm_stats"] = batch_norm_stats_cuda;
+  table["batch_norm_normalize"] = batch_norm_normalize_cuda;
   table["batch_norm_eval"] = batch_norm_eval_cuda;
   table["batch_norm_eval_backward"] = batch_norm_eval_backward_cuda;
   table["running_stat_update"] = running_stat_update_cuda;

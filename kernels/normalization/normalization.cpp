@@ -24,6 +24,15 @@ double normalize_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*
   return kernels::at_least_one(8.0 * static_cast<double>(inputs[0].numel()));
 }
 
+// The two halves of normalize_flops: the statistics (two passes, 5 per element) and y (3 per element).
+double stats_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  return kernels::at_least_one(5.0 * static_cast<double>(inputs[0].numel()));
+}
+
+double apply_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  return kernels::at_least_one(3.0 * static_cast<double>(inputs[0].numel()));
+}
+
 double backward_flops(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
   return kernels::at_least_one(10.0 * static_cast<double>(inputs[1].numel()));
 }
@@ -147,6 +156,37 @@ void for_each_in_channel_by_lane(const ChannelLayout& l, std::int64_t channel, A
   }
 }
 
+// A channel's statistics, rounded to x's type: batch_norm's mean and invstd outputs, and what its y is made
+// from, so that y = batch_norm_normalize(x, ..., batch_norm_stats(x)) bit for bit.
+template <typename T>
+struct RoundedStats {
+  T mean;
+  T invstd;
+};
+
+template <typename T>
+RoundedStats<T> channel_stats(const ChannelLayout& l, std::int64_t c, const T* x, double eps) {
+  LaneSums sum;
+  for_each_in_channel_by_lane(l, c, [&](std::int64_t e, std::int64_t k) { sum.lane[k] += static_cast<double>(x[e]); });
+  const double mean = sum.total() / static_cast<double>(l.count());
+  LaneSums squares;
+  for_each_in_channel_by_lane(l, c, [&](std::int64_t e, std::int64_t k) {
+    const double d = x[e] - mean;
+    squares.lane[k] += d * d;
+  });
+  const double invstd = 1.0 / std::sqrt(squares.total() / static_cast<double>(l.count()) + eps);
+  return {static_cast<T>(mean), static_cast<T>(invstd)};
+}
+
+// y = (x - mean) invstd weight + bias over channel c, in double from the rounded statistics.
+template <typename T>
+void normalize_channel(const ChannelLayout& l, std::int64_t c, const T* x, RoundedStats<T> stats, double w, double b,
+                       T* y) {
+  const double mean = stats.mean;
+  const double invstd = stats.invstd;
+  l.for_each_in_channel(c, [&](std::int64_t e) { y[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
+}
+
 // batch_norm(x [N, C, ...], weight [C], bias [C]) -> y, batch mean [C], invstd [C].
 TensorMetas infer_batch_norm(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   kernels::check_arity("batch_norm", inputs, 3);
@@ -163,22 +203,51 @@ void batch_norm_cpu(const KernelArgs& args) {
     const ChannelLayout l = channel_layout("batch_norm", args.input_meta, args.input_meta, 1, true);
     const T* x = args.input<T>(0);
     kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
-      LaneSums sum;
-      for_each_in_channel_by_lane(l, c,
-                                  [&](std::int64_t e, std::int64_t k) { sum.lane[k] += static_cast<double>(x[e]); });
-      const double mean = sum.total() / static_cast<double>(l.count());
-      LaneSums squares;
-      for_each_in_channel_by_lane(l, c, [&](std::int64_t e, std::int64_t k) {
-        const double d = x[e] - mean;
-        squares.lane[k] += d * d;
-      });
-      const double invstd = 1.0 / std::sqrt(squares.total() / static_cast<double>(l.count()) + eps);
-      const double w = args.input<T>(1)[c];
-      const double b = args.input<T>(2)[c];
-      T* y = args.output<T>(0);
-      l.for_each_in_channel(c, [&](std::int64_t e) { y[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
-      args.output<T>(1)[c] = static_cast<T>(mean);
-      args.output<T>(2)[c] = static_cast<T>(invstd);
+      const RoundedStats<T> stats = channel_stats(l, c, x, eps);
+      normalize_channel(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
+      args.output<T>(1)[c] = stats.mean;
+      args.output<T>(2)[c] = stats.invstd;
+    });
+  });
+}
+
+// batch_norm_stats(x [N, C, ...]) -> batch mean [C], invstd [C].
+TensorMetas infer_batch_norm_stats(std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  kernels::check_arity("batch_norm_stats", inputs, 1);
+  kernels::check_floating("batch_norm_stats", inputs);
+  const ChannelLayout l = channel_layout("batch_norm_stats", inputs, inputs, 1, true);
+  static_cast<void>(eps_of("batch_norm_stats", attrs));
+  const TensorMeta channel{{l.c}, inputs[0].dtype};
+  return {channel, channel};
+}
+
+void batch_norm_stats_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const double eps = eps_of("batch_norm_stats", args.attrs);
+    const ChannelLayout l = channel_layout("batch_norm_stats", args.input_meta, args.input_meta, 1, true);
+    const T* x = args.input<T>(0);
+    kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
+      const RoundedStats<T> stats = channel_stats(l, c, x, eps);
+      args.output<T>(0)[c] = stats.mean;
+      args.output<T>(1)[c] = stats.invstd;
+    });
+  });
+}
+
+// batch_norm_normalize(x [N, C, ...], weight, bias, mean, invstd [C]) -> y.
+TensorMetas infer_batch_norm_normalize(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+  kernels::check_arity("batch_norm_normalize", inputs, 5);
+  kernels::check_floating("batch_norm_normalize", inputs);
+  static_cast<void>(channel_layout("batch_norm_normalize", inputs, inputs, 1, false));
+  return {inputs[0]};
+}
+
+void batch_norm_normalize_cpu(const KernelArgs& args) {
+  kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
+    const ChannelLayout l = channel_layout("batch_norm_normalize", args.input_meta, args.input_meta, 1, false);
+    kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
+      const RoundedStats<T> stats{args.input<T>(3)[c], args.input<T>(4)[c]};
+      normalize_channel(l, c, args.input<T>(0), stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
     });
   });
 }
@@ -337,6 +406,24 @@ const OpDef& batch_norm() {
   return kernels::define_op([] {
     return OpDef{
         .name = "batch_norm", .infer = infer_batch_norm, .cpu_kernel = batch_norm_cpu, .flops = normalize_flops};
+  });
+}
+
+const OpDef& batch_norm_stats() {
+  return kernels::define_op([] {
+    return OpDef{.name = "batch_norm_stats",
+                 .infer = infer_batch_norm_stats,
+                 .cpu_kernel = batch_norm_stats_cpu,
+                 .flops = stats_flops};
+  });
+}
+
+const OpDef& batch_norm_normalize() {
+  return kernels::define_op([] {
+    return OpDef{.name = "batch_norm_normalize",
+                 .infer = infer_batch_norm_normalize,
+                 .cpu_kernel = batch_norm_normalize_cpu,
+                 .flops = apply_flops};
   });
 }
 

@@ -1,0 +1,77 @@
+// nn::batch_norm (include/dtr/nn/functional.h): in training, two ops for the runtime and one node for autograd.
+// The runtime sees batch_norm_stats and batch_norm_normalize, so an evicted y is remade in one pass over x
+// from the statistics it keeps (three passes when one op made both); autograd sees batch norm as one function
+// of (x, weight, bias), differentiated by batch_norm_backward, as PyTorch's SyncBatchNorm does with the same
+// pair of ops. Neither op has a gradient rule of its own.
+#include <memory>
+
+#include "dtr/check.h"
+#include "dtr/nn/functional.h"
+#include "dtr/ops.h"
+
+namespace dtr::nn {
+
+namespace {
+
+// Batch norm's backward node: batch_norm_backward(grad_y, x, weight, mean, invstd) -> dx, dweight, dbias.
+class BatchNormNode final : public detail::Node {
+ public:
+  BatchNormNode(Runtime& runtime, detail::Edges next, TensorMetas output_meta, std::vector<Tensor> saved)
+      : Node(runtime, std::move(next), std::move(output_meta)), saved_(std::move(saved)) {}
+
+  std::vector<Tensor> run_backward(std::vector<Tensor> output_grads) override {
+    DTR_CHECK(!saved_.empty(), InvalidArgument,
+              "backward: the graph through 'batch_norm' was already freed by an earlier backward; pass "
+              "retain_graph = true to the first backward to run backward through it again");
+    Tensor grad = output_grads.empty() ? Tensor() : std::move(output_grads.front());
+    if (!grad.defined()) grad = runtime().constant(output_meta().front());  // zeros
+    const Tensor inputs[] = {grad, saved_[0], saved_[1], saved_[2], saved_[3]};
+    return runtime().call(ops::batch_norm_backward(), inputs);
+  }
+
+  void release() override { saved_.clear(); }
+  std::string name() const override { return "batch_norm"; }
+
+ private:
+  std::vector<Tensor> saved_;  // x, weight, mean, invstd; empty once released
+};
+
+}  // namespace
+
+Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
+                    const Variable& running_var, bool training, double momentum, double eps) {
+  if (!training) {
+    const Variable inputs[] = {x, weight, bias, running_mean, running_var};
+    return apply(ops::batch_norm_eval(), inputs, {{"eps", eps}}).front();
+  }
+  const std::int64_t count = x.shape().size() >= 2 && x.shape()[1] > 0 ? x.numel() / x.shape()[1] : 0;
+  DTR_CHECK(count >= 2, InvalidArgument, "batch_norm: training needs more than one value per channel, got input ",
+            to_string(x.shape()));
+  DTR_CHECK(&weight.runtime() == &x.runtime() && &bias.runtime() == &x.runtime(), InvalidArgument,
+            "batch_norm: weight and bias belong to another runtime than x");
+  Runtime& rt = x.runtime();
+  const Tensor stats_input[] = {x.data()};
+  const std::vector<Tensor> stats = rt.call(ops::batch_norm_stats(), stats_input, {{"eps", eps}});
+  std::vector<Tensor> y = {
+      rt.call1(ops::batch_norm_normalize(), {x.data(), weight.data(), bias.data(), stats[0], stats[1]})};
+  if (!recomputing_forward()) {
+    Tensor mean_target = running_mean.data();  // a copy of the handle: assign updates every copy
+    Tensor var_target = running_var.data();
+    rt.assign(mean_target, ops::running_stat_update(), {mean_target, stats[0]}, {{"momentum", momentum}});
+    rt.assign(var_target, ops::running_stat_update(), {var_target, stats[1]},
+              {{"momentum", momentum}, {"invstd_eps", eps}, {"unbiased_count", count}});
+  }
+  const bool tracked = grad_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
+  if (!tracked) return detail::attach(rt, std::move(y), nullptr).front();
+  detail::Edges next;
+  next.push_back(detail::edge_of(x));
+  next.push_back(detail::edge_of(weight));
+  next.push_back(detail::edge_of(bias));
+  TensorMetas output_meta;
+  output_meta.push_back(y.front().meta());
+  auto node = std::make_shared<BatchNormNode>(rt, std::move(next), std::move(output_meta),
+                                              std::vector<Tensor>{x.data(), weight.data(), stats[0], stats[1]});
+  return detail::attach(rt, std::move(y), node).front();
+}
+
+}  // namespace dtr::nn
