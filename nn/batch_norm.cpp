@@ -2,7 +2,8 @@
 // The runtime sees batch_norm_stats and batch_norm_normalize, so an evicted y is remade in one pass over x
 // from the statistics it keeps (three passes when one op made both); autograd sees batch norm as one function
 // of (x, weight, bias), differentiated by batch_norm_backward, as PyTorch's SyncBatchNorm does with the same
-// pair of ops. Neither op has a gradient rule of its own.
+// pair of ops. Neither op has a gradient rule of its own. batch_norm_relu asks the normalization for relu(y) in
+// the same pass: one op and one stored output fewer than relu(batch_norm(x)), and a remade output in one pass.
 #include <memory>
 
 #include "dtr/check.h"
@@ -36,14 +37,33 @@ class BatchNormNode final : public detail::Node {
   std::vector<Tensor> saved_;  // x, weight, mean, invstd; empty once released
 };
 
-}  // namespace
+// The relu of batch_norm_relu, as its own node in front of the batch norm's: relu_backward(grad, output), the
+// op relu's node runs. Being a node of its own, it lets go of the output before batch_norm_backward runs, as
+// the unfused pair does (one node holding both would keep it through that op: a larger peak).
+class FusedReluNode final : public detail::Node {
+ public:
+  FusedReluNode(Runtime& runtime, detail::Edges next, TensorMetas output_meta, Tensor output)
+      : Node(runtime, std::move(next), std::move(output_meta)), output_(std::move(output)) {}
 
-Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
-                    const Variable& running_var, bool training, double momentum, double eps) {
-  if (!training) {
-    const Variable inputs[] = {x, weight, bias, running_mean, running_var};
-    return apply(ops::batch_norm_eval(), inputs, {{"eps", eps}}).front();
+  std::vector<Tensor> run_backward(std::vector<Tensor> output_grads) override {
+    DTR_CHECK(output_.defined(), InvalidArgument, "backward: the graph through 'batch_norm_relu' was already freed "
+              "by an earlier backward; pass retain_graph = true to the first backward to run backward through it "
+              "again");
+    Tensor grad = output_grads.empty() ? Tensor() : std::move(output_grads.front());
+    if (!grad.defined()) return {Tensor()};  // no gradient flows on
+    return {runtime().call1(ops::relu_backward(), {grad, output_})};
   }
+
+  void release() override { output_ = Tensor(); }
+  std::string name() const override { return "batch_norm_relu"; }
+
+ private:
+  Tensor output_;  // undefined once released
+};
+
+Variable train_batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
+                          const Variable& running_mean, const Variable& running_var, double momentum, double eps,
+                          bool relu) {
   const std::int64_t count = x.shape().size() >= 2 && x.shape()[1] > 0 ? x.numel() / x.shape()[1] : 0;
   DTR_CHECK(count >= 2, InvalidArgument, "batch_norm: training needs more than one value per channel, got input ",
             to_string(x.shape()));
@@ -53,7 +73,8 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   const Tensor stats_input[] = {x.data()};
   const std::vector<Tensor> stats = rt.call(ops::batch_norm_stats(), stats_input, {{"eps", eps}});
   std::vector<Tensor> y = {
-      rt.call1(ops::batch_norm_normalize(), {x.data(), weight.data(), bias.data(), stats[0], stats[1]})};
+      rt.call1(ops::batch_norm_normalize(), {x.data(), weight.data(), bias.data(), stats[0], stats[1]},
+               {{"relu", std::int64_t{relu}}})};
   if (!recomputing_forward()) {
     Tensor mean_target = running_mean.data();  // a copy of the handle: assign updates every copy
     Tensor var_target = running_var.data();
@@ -69,9 +90,31 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
   next.push_back(detail::edge_of(bias));
   TensorMetas output_meta;
   output_meta.push_back(y.front().meta());
-  auto node = std::make_shared<BatchNormNode>(rt, std::move(next), std::move(output_meta),
-                                              std::vector<Tensor>{x.data(), weight.data(), stats[0], stats[1]});
+  std::shared_ptr<detail::Node> node = std::make_shared<BatchNormNode>(
+      rt, std::move(next), output_meta, std::vector<Tensor>{x.data(), weight.data(), stats[0], stats[1]});
+  if (relu) {
+    detail::Edges to_batch_norm;
+    to_batch_norm.push_back(detail::Edge{node, 0, nullptr});
+    node = std::make_shared<FusedReluNode>(rt, std::move(to_batch_norm), output_meta, y.front());
+  }
   return detail::attach(rt, std::move(y), node).front();
+}
+
+}  // namespace
+
+Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
+                    const Variable& running_var, bool training, double momentum, double eps) {
+  if (!training) {
+    const Variable inputs[] = {x, weight, bias, running_mean, running_var};
+    return apply(ops::batch_norm_eval(), inputs, {{"eps", eps}}).front();
+  }
+  return train_batch_norm(x, weight, bias, running_mean, running_var, momentum, eps, false);
+}
+
+Variable batch_norm_relu(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
+                         const Variable& running_var, bool training, double momentum, double eps) {
+  if (!training) return relu(batch_norm(x, weight, bias, running_mean, running_var, false, momentum, eps));
+  return train_batch_norm(x, weight, bias, running_mean, running_var, momentum, eps, true);
 }
 
 }  // namespace dtr::nn

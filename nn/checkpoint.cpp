@@ -156,9 +156,9 @@ Variable checkpoint_sequential(std::span<const std::shared_ptr<Module>> modules,
   const std::int64_t size = n / segments;
   const auto run = [modules](std::int64_t begin, std::int64_t end) {
     return [modules, begin, end](const Variable& x) {
-      Variable y = x;
-      for (std::int64_t i = begin; i < end; ++i) y = modules[static_cast<std::size_t>(i)]->forward(y);
-      return y;
+      return forward_in_order(std::span(modules).subspan(static_cast<std::size_t>(begin),
+                                                         static_cast<std::size_t>(end - begin)),
+                              x);
     };
   };
   Variable x = input;

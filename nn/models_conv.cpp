@@ -55,7 +55,7 @@ class BasicBlock : public Module {
   }
 
   Variable forward(const Variable& x) override {
-    const Variable y = bn2_->forward(conv2_->forward(relu(bn1_->forward(conv1_->forward(x)))));
+    const Variable y = bn2_->forward(conv2_->forward(bn1_->forward_relu(conv1_->forward(x))));
     return relu(add(y, shortcut_ ? shortcut_->forward(x) : x));
   }
 

@@ -2,8 +2,10 @@
 #include "dtr/nn/module.h"
 
 #include <algorithm>
+#include <typeinfo>
 
 #include "dtr/check.h"
+#include "dtr/nn/layers.h"
 
 namespace dtr::nn {
 
@@ -96,10 +98,20 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
   modules_.push_back(std::move(module));
 }
 
-Variable Sequential::forward(const Variable& input) {
-  Variable x = input;
-  for (const auto& m : modules_) x = m->forward(x);
-  return x;
+Variable forward_in_order(std::span<const std::shared_ptr<Module>> modules, const Variable& x) {
+  Variable y = x;
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    // Exact types only: a subclass may mean something else by forward.
+    if (i + 1 < modules.size() && typeid(*modules[i]) == typeid(BatchNorm2d) && typeid(*modules[i + 1]) == typeid(ReLU)) {
+      y = static_cast<BatchNorm2d&>(*modules[i]).forward_relu(y);
+      ++i;
+      continue;
+    }
+    y = modules[i]->forward(y);
+  }
+  return y;
 }
+
+Variable Sequential::forward(const Variable& input) { return forward_in_order(modules_, input); }
 
 }  // namespace dtr::nn

@@ -52,7 +52,7 @@ std::vector<GradCase> forward_only_cases() {
        [](Rng& rng) {
          const Shape x{dim(rng), dim(rng), dim(rng)};
          const Shape c{x[1]};
-         return Problem{{x, c, c, c, c}, {}};
+         return Problem{{x, c, c, c, c}, {{"relu", std::int64_t(rng() % 2)}}};
        }},
   };
 }

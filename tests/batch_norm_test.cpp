@@ -215,6 +215,10 @@ TEST(BatchNorm, StatsThenNormalizeGiveBatchNormsBits) {
         wrong += got[e] != rounded ? 1 : 0;
       }
       EXPECT_EQ(wrong, 0U);
+      // With "relu": relu's bits of y.
+      const Tensor with_relu =
+          rt.call1(ops::batch_norm_normalize(), {x, w, b, stats[0], stats[1]}, {{"relu", std::int64_t{1}}});
+      EXPECT_EQ(read(with_relu), read(rt.call1(ops::relu(), {y})));
     }
   }
 }
@@ -322,6 +326,9 @@ TEST(BatchNorm, ShapeDtypeAndAttributeErrors) {
                      {"op 'batch_norm_normalize'", "per-channel inputs of shape [3]", "[4]"});
   expect_shape_error(ops::batch_norm_normalize(), {x, c, c, c, meta({3}, DType::float64)}, {"one dtype"});
   EXPECT_EQ(ops::batch_norm_normalize().infer(std::vector<TensorMeta>{meta({0, 3}), c, c, c, c}, {})[0], meta({0, 3}));
+  expect_error<InvalidArgument>(
+      [&] { ops::batch_norm_normalize().infer(std::vector<TensorMeta>{x, c, c, c, c}, {{"relu", std::int64_t{2}}}); },
+      {"op 'batch_norm_normalize'", "attribute 'relu' is 2, not 0 or 1"});
   // Eval mode reads no batch statistics: an empty batch is fine.
   EXPECT_EQ(ops::batch_norm_eval().infer(std::vector<TensorMeta>{meta({0, 3}), c, c, c, c}, {})[0], meta({0, 3}));
 }

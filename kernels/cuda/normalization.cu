@@ -17,6 +17,7 @@
 
 #include "cuda_support.h"
 #include "grid_stride.cuh"
+#include "kernels/elementwise/elementwise_math.h"
 #include "kernels/normalization/normalization_math.h"
 #include "normalization.h"
 
@@ -273,16 +274,17 @@ __global__ void __launch_bounds__(reduce_block)
   }
 }
 
-// y = (x - mean) invstd weight + bias, one thread per element, in double from the rounded statistics:
-// batch_norm_normalize, and batch_norm's second launch.
+// y = (x - mean) invstd weight + bias, one thread per element, in double from the rounded statistics, then
+// relu's functor when asked: batch_norm_normalize, and batch_norm's second launch.
 template <typename T>
-__global__ void batch_norm_normalize_kernel(ChannelShape l, const T* x, const T* weight, const T* bias, const T* mean,
-                                            const T* invstd, T* y) {
+__global__ void batch_norm_normalize_kernel(ChannelShape l, bool relu, const T* x, const T* weight, const T* bias,
+                                            const T* mean, const T* invstd, T* y) {
   const std::int64_t total = l.n * l.c * l.s;
   for (std::int64_t e = first_index(); e < total; e += grid_stride()) {
     const std::int64_t c = (e / l.s) % l.c;
-    y[e] = static_cast<T>((x[e] - static_cast<double>(mean[c])) * static_cast<double>(invstd[c]) * weight[c] +
-                          static_cast<double>(bias[c]));
+    const T v = static_cast<T>((x[e] - static_cast<double>(mean[c])) * static_cast<double>(invstd[c]) * weight[c] +
+                               static_cast<double>(bias[c]));
+    y[e] = relu ? Relu{}(v) : v;
   }
 }
 
@@ -474,11 +476,11 @@ void batch_norm_stats(const ChannelShape& l, double eps, const T* x, T* mean, T*
 }
 
 template <typename T>
-void batch_norm_normalize(const ChannelShape& l, const T* x, const T* w, const T* b, const T* mean, const T* invstd,
-                          T* y) {
+void batch_norm_normalize(const ChannelShape& l, bool relu, const T* x, const T* w, const T* b, const T* mean,
+                          const T* invstd, T* y) {
   const std::int64_t total = l.n * l.c * l.s;
   if (total <= 0) return;
-  batch_norm_normalize_kernel<T><<<blocks_for(total), block_size, 0, stream>>>(l, x, w, b, mean, invstd, y);
+  batch_norm_normalize_kernel<T><<<blocks_for(total), block_size, 0, stream>>>(l, relu, x, w, b, mean, invstd, y);
   DTR_CUDA_CHECK_LAUNCH();
 }
 
@@ -486,7 +488,7 @@ void batch_norm_normalize(const ChannelShape& l, const T* x, const T* w, const T
 template <typename T>
 void batch_norm(const ChannelShape& l, double eps, const T* x, const T* w, const T* b, T* y, T* mean, T* invstd) {
   batch_norm_stats(l, eps, x, mean, invstd);
-  batch_norm_normalize(l, x, w, b, mean, invstd, y);
+  batch_norm_normalize(l, false, x, w, b, mean, invstd, y);
 }
 
 template <typename T>
@@ -585,9 +587,9 @@ void embedding_backward(std::int64_t count, std::int64_t dim, std::int64_t rows,
   void launch_batch_norm_stats(const ChannelShape& l, double eps, const T* x, T* mean, T* invstd) {                  \
     batch_norm_stats(l, eps, x, mean, invstd);                                                                      \
   }                                                                                                                 \
-  void launch_batch_norm_normalize(const ChannelShape& l, const T* x, const T* weight, const T* bias, const T* mean, \
-                                   const T* invstd, T* y) {                                                         \
-    batch_norm_normalize(l, x, weight, bias, mean, invstd, y);                                                      \
+  void launch_batch_norm_normalize(const ChannelShape& l, bool relu, const T* x, const T* weight, const T* bias,    \
+                                   const T* mean, const T* invstd, T* y) {                                          \
+    batch_norm_normalize(l, relu, x, weight, bias, mean, invstd, y);                                                \
   }                                                                                                                 \
   void launch_batch_norm_backward(const ChannelShape& l, const T* grad, const T* x, const T* weight, const T* mean,  \
                                   const T* invstd, T* dx, T* dweight, T* dbias) {                                   \

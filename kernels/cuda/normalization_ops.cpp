@@ -98,12 +98,12 @@ void batch_norm_stats_cuda(const KernelArgs& args) {
   });
 }
 
-// (x, weight, bias, mean, invstd) -> y.
+// (x, weight, bias, mean, invstd) -> y, or relu(y) (attribute "relu").
 void batch_norm_normalize_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    launch_batch_norm_normalize(channel_shape("batch_norm_normalize", args, 0, false), args.input<T>(0),
-                                args.input<T>(1), args.input<T>(2), args.input<T>(3), args.input<T>(4),
-                                args.output<T>(0));
+    launch_batch_norm_normalize(channel_shape("batch_norm_normalize", args, 0, false),
+                                relu_of("batch_norm_normalize", args.attrs), args.input<T>(0), args.input<T>(1),
+                                args.input<T>(2), args.input<T>(3), args.input<T>(4), args.output<T>(0));
   });
 }
 

@@ -9,6 +9,7 @@
 #include "dtr/ops.h"
 #include "kernels/cpu_threads.h"
 #include "kernels/define_op.h"
+#include "kernels/elementwise/elementwise_math.h"
 #include "kernels/normalization/normalization_layout.h"
 #include "kernels/normalization/normalization_math.h"
 #include "kernels/op_checks.h"
@@ -178,13 +179,17 @@ RoundedStats<T> channel_stats(const ChannelLayout& l, std::int64_t c, const T* x
   return {static_cast<T>(mean), static_cast<T>(invstd)};
 }
 
-// y = (x - mean) invstd weight + bias over channel c, in double from the rounded statistics.
-template <typename T>
+// y = (x - mean) invstd weight + bias over channel c, in double from the rounded statistics, rounded to T; with
+// Relu, relu of that (relu's own functor, so the bits of relu(y)).
+template <bool Relu, typename T>
 void normalize_channel(const ChannelLayout& l, std::int64_t c, const T* x, RoundedStats<T> stats, double w, double b,
                        T* y) {
   const double mean = stats.mean;
   const double invstd = stats.invstd;
-  l.for_each_in_channel(c, [&](std::int64_t e) { y[e] = static_cast<T>((x[e] - mean) * invstd * w + b); });
+  l.for_each_in_channel(c, [&](std::int64_t e) {
+    const T v = static_cast<T>((x[e] - mean) * invstd * w + b);
+    y[e] = Relu ? kernels::Relu{}(v) : v;
+  });
 }
 
 // batch_norm(x [N, C, ...], weight [C], bias [C]) -> y, batch mean [C], invstd [C].
@@ -204,7 +209,7 @@ void batch_norm_cpu(const KernelArgs& args) {
     const T* x = args.input<T>(0);
     kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
       const RoundedStats<T> stats = channel_stats(l, c, x, eps);
-      normalize_channel(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
+      normalize_channel<false>(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
       args.output<T>(1)[c] = stats.mean;
       args.output<T>(2)[c] = stats.invstd;
     });
@@ -234,20 +239,27 @@ void batch_norm_stats_cpu(const KernelArgs& args) {
   });
 }
 
-// batch_norm_normalize(x [N, C, ...], weight, bias, mean, invstd [C]) -> y.
-TensorMetas infer_batch_norm_normalize(std::span<const TensorMeta> inputs, const Attrs& /*attrs*/) {
+// batch_norm_normalize(x [N, C, ...], weight, bias, mean, invstd [C]) -> y; attribute "relu" (0 or 1).
+TensorMetas infer_batch_norm_normalize(std::span<const TensorMeta> inputs, const Attrs& attrs) {
   kernels::check_arity("batch_norm_normalize", inputs, 5);
   kernels::check_floating("batch_norm_normalize", inputs);
   static_cast<void>(channel_layout("batch_norm_normalize", inputs, inputs, 1, false));
+  static_cast<void>(kernels::relu_of("batch_norm_normalize", attrs));
   return {inputs[0]};
 }
 
 void batch_norm_normalize_cpu(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
     const ChannelLayout l = channel_layout("batch_norm_normalize", args.input_meta, args.input_meta, 1, false);
+    const bool relu = kernels::relu_of("batch_norm_normalize", args.attrs);
     kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
       const RoundedStats<T> stats{args.input<T>(3)[c], args.input<T>(4)[c]};
-      normalize_channel(l, c, args.input<T>(0), stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
+      const T* x = args.input<T>(0);
+      if (relu) {
+        normalize_channel<true>(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
+      } else {
+        normalize_channel<false>(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
+      }
     });
   });
 }

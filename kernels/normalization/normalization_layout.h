@@ -49,6 +49,13 @@ inline double eps_of(const std::string& op, const Attrs& attrs, const std::strin
   return eps;
 }
 
+// batch_norm_normalize's attribute "relu": 0 (default) or 1, relu applied to y in the same pass.
+inline bool relu_of(const std::string& op, const Attrs& attrs) {
+  const std::int64_t relu = attrs.get_int("relu", 0);
+  DTR_CHECK(relu == 0 || relu == 1, InvalidArgument, "op '", op, "': attribute 'relu' is ", relu, ", not 0 or 1");
+  return relu == 1;
+}
+
 // x [N, C, ...] seen as [N, C, S]: element (n, c, s) at (n C + c) S + s.
 struct ChannelLayout {
   std::int64_t n = 1;

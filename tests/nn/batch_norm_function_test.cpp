@@ -1,9 +1,12 @@
 // nn::batch_norm in training (nn/batch_norm.cpp): two ops for the runtime (batch_norm_stats, then
 // batch_norm_normalize), one function for autograd. Its gradients and running statistics are batch_norm's bit
-// for bit; an evicted output is remade by the normalization alone; a freed graph and a one-value channel are
+// for bit; an evicted output is remade by the normalization alone; batch_norm_relu (and Sequential's
+// BatchNorm2d + ReLU) is relu(batch_norm) bit for bit in one op; a freed graph and a one-value channel are
 // clear errors. The finite-difference check through a network is AutogradTest.NormalizationsLossesAndConvolutions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,8 @@
 #include "dtr/gradients.h"
 #include "dtr/nn/autograd.h"
 #include "dtr/nn/functional.h"
+#include "dtr/nn/layers.h"
+#include "dtr/nn/module.h"
 
 namespace dtr::test {
 namespace {
@@ -70,6 +75,60 @@ TEST(BatchNormFunction, AnEvictedOutputIsRemadeByTheNormalizationAlone) {
   const nn::Variable mean(rt, rt.constant(TensorMeta{{2}, DType::float32}));
   const nn::Variable var(rt, rt.constant(TensorMeta{{2}, DType::float32}, std::vector<float>{1, 1}));
   const nn::Variable y = nn::batch_norm(x, w, b, mean, var, true);
+  const std::vector<float> bits = y.to_host();
+  ASSERT_TRUE(rt.evict(y.data()));
+  EXPECT_EQ(y.to_host(), bits);
+  EXPECT_EQ(remade, std::vector<std::string>{"batch_norm_normalize"});
+}
+
+// batch_norm_relu against relu(batch_norm(...)): the output, the gradients of x, weight and bias and the running
+// statistics bit for bit, in training (one op) and in evaluation (the two ops).
+TEST(BatchNormFunction, WithReluGivesReluOfBatchNormsBits) {
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "evaluation");
+    Runtime rt;
+    const Shape shape{4, 3, 5, 6};
+    const Tensor r = constant(rt, shape, 4);
+    std::vector<std::vector<float>> results[2];
+    for (const bool fused : {false, true}) {
+      const TensorMeta channel{{3}, DType::float32};
+      nn::Variable x(rt, constant(rt, shape, 1), true);
+      nn::Variable w(rt, rt.constant(channel, std::vector<float>{1.0F, 1.5F, 0.5F}), true);
+      nn::Variable b(rt, rt.constant(channel, std::vector<float>{0.1F, -0.2F, 0.0F}), true);
+      const nn::Variable mean(rt, rt.constant(channel, std::vector<float>{0.25F, 0.0F, -0.5F}));
+      const nn::Variable var(rt, rt.constant(TensorMeta{{3}, DType::float32}, std::vector<float>{0.5F, 1.5F, 2.5F}));
+      const nn::Variable y = fused ? nn::batch_norm_relu(x, w, b, mean, var, training, 0.2, 1e-3)
+                                   : nn::relu(nn::batch_norm(x, w, b, mean, var, training, 0.2, 1e-3));
+      y.backward(r);
+      results[fused] = {y.to_host(), x.grad().to_host(), w.grad().to_host(), b.grad().to_host(), mean.to_host(),
+                        var.to_host()};
+    }
+    ASSERT_EQ(results[1].size(), results[0].size());
+    for (std::size_t k = 0; k < results[0].size(); ++k) EXPECT_EQ(results[1][k], results[0][k]) << "result " << k;
+    // Some outputs are zeros and some are not: the relu mattered.
+    const auto& y = results[1][0];
+    EXPECT_GT(std::count(y.begin(), y.end(), 0.0F), 10);
+    EXPECT_GT(std::count_if(y.begin(), y.end(), [](float v) { return v > 0; }), 10);
+  }
+}
+
+// In training one op makes the output, and it alone remakes it; Sequential runs a BatchNorm2d directly followed by
+// a ReLU so.
+TEST(BatchNormFunction, SequentialRunsBatchNormAndReluAsOneOpThatAloneRemakesTheOutput) {
+  std::vector<std::string> ran, remade;
+  Config config;
+  config.kernel_observer = [&](const KernelRun& run) {
+    (run.rematerialization ? remade : ran).emplace_back(run.name);
+  };
+  Runtime rt(config);
+  nn::Sequential layers;
+  layers.push_back(std::make_shared<nn::BatchNorm2d>(rt, 2));
+  layers.push_back(std::make_shared<nn::ReLU>());
+  const nn::Variable x(rt, constant(rt, {4, 2, 5, 5}, 1), true);
+  ran.clear();
+  const nn::Variable y = layers.forward(x);
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "relu"), 0);
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "batch_norm_normalize"), 1);
   const std::vector<float> bits = y.to_host();
   ASSERT_TRUE(rt.evict(y.data()));
   EXPECT_EQ(y.to_host(), bits);

@@ -88,6 +88,10 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
 // training when a channel has a single value (its unbiased variance is undefined).
 Variable batch_norm(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
                     const Variable& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) with the same bits, the same gradients and the same running statistics; in training one
+// op makes the output (no batch-norm output is ever stored, and the runtime remakes the output in one pass).
+Variable batch_norm_relu(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
+                         const Variable& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 // weight [V, D], int64 indices [...] -> [..., D].
 Variable embedding(const Variable& weight, const Variable& indices);
 

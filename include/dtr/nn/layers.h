@@ -61,6 +61,9 @@ class BatchNorm2d : public Module {
  public:
   BatchNorm2d(Runtime& runtime, std::int64_t channels, double eps = 1e-5, double momentum = 0.1);
   Variable forward(const Variable& x) override;
+  // relu(forward(x)), as one op in training (nn::batch_norm_relu). Sequential calls it for a BatchNorm2d
+  // directly followed by a ReLU.
+  Variable forward_relu(const Variable& x);
   const Variable& running_mean() const { return running_mean_; }
   const Variable& running_var() const { return running_var_; }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,7 +62,12 @@ class Module {
   bool training_ = true;
 };
 
-// Modules called one after the other; children named "0", "1", ...
+// Calls `modules` one after the other on x, a BatchNorm2d directly followed by a ReLU as one op
+// (BatchNorm2d::forward_relu: the bits, gradients and running statistics of the two calls, with one op and one
+// stored output fewer). Sequential::forward and checkpoint_sequential's segments run their modules so.
+Variable forward_in_order(std::span<const std::shared_ptr<Module>> modules, const Variable& x);
+
+// Modules called one after the other (forward_in_order); children named "0", "1", ...
 class Sequential : public Module {
  public:
   Sequential() = default;
