@@ -18,7 +18,12 @@ peak_step_bytes is the CUDA caching allocator's peak allocated bytes during a st
 With --checkpoint-segments K the model runs through torch.utils.checkpoint.checkpoint_sequential(model, K, x).
 With --epoch DIR it then trains one epoch on Fashion-MNIST (the .gz files in DIR, normalised as dtr-train does:
 (x / 255 - 0.2860) / 0.3530; shuffled; SGD lr 0.05, momentum 0.9, weight decay 5e-4, as dtr-train's sgd) and
-adds epoch_s (wall time) and test_accuracy (the 10,000 test images) to the JSON.
+adds epoch_s (wall time) and test_accuracy (the 10,000 test images) to the JSON. With --paired FILE as well, that
+epoch starts from dtr-train's initial parameters and buffers (FILE: `dtr-train --model M --seed S --steps 0 --save
+FILE`, its model.* entries) and visits the images in dtr-train's order for --seed S (train/dataset.cpp's
+epoch_order, its std::mt19937_64 reproduced here and checked against the C++ standard's known value): the same
+start and the same batches as `dtr-train --model M --seed S --epochs 1`, so the two runs differ only by the
+frameworks' arithmetic.
 """
 import gzip
 import argparse
@@ -34,7 +39,7 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.checkpoint import checkpoint_sequential
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from zoo import BUILDERS  # noqa: E402
+from zoo import BUILDERS, read_state_dict  # noqa: E402
 
 DEFAULT_SPECS = {
     "resnet": {"depth": 32, "width": 16},
@@ -100,7 +105,63 @@ def read_idx(path, images):
     return values.reshape(-1, 1, 28, 28) if images else values.long()
 
 
-def one_epoch(model, directory, batch, segments, device):
+# ---- dtr-train's data order, for --paired ------------------------------------------------------------------------
+
+MASK64 = (1 << 64) - 1
+
+
+def mt19937_64(seed):
+    """std::mt19937_64 seeded with `seed`: its outputs, in order."""
+    n, m = 312, 156
+    state = [seed & MASK64]
+    for i in range(1, n):
+        state.append((6364136223846793005 * (state[-1] ^ (state[-1] >> 62)) + i) & MASK64)
+    index = n
+    while True:
+        if index >= n:
+            for i in range(n):
+                y = (state[i] & 0xFFFFFFFF80000000) | (state[(i + 1) % n] & 0x7FFFFFFF)
+                state[i] = state[(i + m) % n] ^ (y >> 1) ^ (0xB5026F5AA96619E9 if y & 1 else 0)
+            index = 0
+        y = state[index]
+        index += 1
+        y ^= (y >> 29) & 0x5555555555555555
+        y ^= (y << 17) & 0x71D67FFFEDA60000
+        y ^= (y << 37) & 0xFFF7EEE000000000
+        y ^= y >> 43
+        yield y & MASK64
+
+
+def check_mt19937_64():
+    # The C++ standard ([rand.predef]): the 10000th output of a default-constructed mt19937_64 (seed 5489).
+    engine = mt19937_64(5489)
+    for _ in range(9999):
+        next(engine)
+    if next(engine) != 9981545732273789042:
+        raise AssertionError("mt19937_64 here differs from std::mt19937_64")
+
+
+def dtr_epoch_order(seed, epoch, count):
+    """train/dataset.cpp's epoch_order: Fisher-Yates over [0, count) from mt19937_64(seed * golden + epoch + 1)."""
+    engine = mt19937_64((seed * 0x9E3779B97F4A7C15 + epoch + 1) & MASK64)
+    order = list(range(count))
+    for i in range(count - 1, 0, -1):
+        j = next(engine) % (i + 1)
+        order[i], order[j] = order[j], order[i]
+    return torch.tensor(order, dtype=torch.long)
+
+
+def load_dtr_initial_state(model, path):
+    """The model.* entries of a dtr-train --save file, into `model` (names as dtr's; BatchNorm's counters aside)."""
+    entries = read_state_dict(path)
+    state = {k[len("model."):]: v for k, v in entries.items() if k.startswith("model.")}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.endswith("num_batches_tracked")]
+    if missing or unexpected or not state:
+        raise ValueError(f"{path}: model entries differ from the model's: missing {missing}, unexpected {unexpected}")
+
+
+def one_epoch(model, directory, batch, segments, device, order=None):
     def load(prefix):
         x = read_idx(f"{directory}/{prefix}-images-idx3-ubyte.gz", True).float().div(255).sub(0.2860).div(0.3530)
         return x, read_idx(f"{directory}/{prefix}-labels-idx1-ubyte.gz", False)
@@ -109,7 +170,8 @@ def one_epoch(model, directory, batch, segments, device):
     test_x, test_y = load("t10k")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
     model.train()
-    order = torch.randperm(train_x.shape[0])
+    if order is None:
+        order = torch.randperm(train_x.shape[0])
     start = time.perf_counter()
     for first in range(0, train_x.shape[0] - batch + 1, batch):
         index = order[first:first + batch]
@@ -138,6 +200,8 @@ def main():
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--seed", type=int, default=0, help="initialisation and data order")
     parser.add_argument("--epoch", metavar="DIR", help="also train one epoch on Fashion-MNIST from DIR")
+    parser.add_argument("--paired", metavar="FILE", help="with --epoch: start from dtr-train's initial state FILE "
+                        "(dtr-train --steps 0 --save FILE) and visit the data in dtr-train's order for --seed")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -173,9 +237,15 @@ def main():
         "start_bytes": start_bytes,
     }
     if args.epoch:
-        fresh = BUILDERS[args.model](**spec).to(args.device)
-        result["epoch_s"], result["test_accuracy"] = one_epoch(fresh, args.epoch, args.batch, args.checkpoint_segments,
-                                                               args.device)
+        fresh = BUILDERS[args.model](**spec)
+        order = None
+        if args.paired:
+            check_mt19937_64()
+            load_dtr_initial_state(fresh, args.paired)
+            order = dtr_epoch_order(args.seed, 0, 60000)
+            result["paired_with"] = args.paired
+        result["epoch_s"], result["test_accuracy"] = one_epoch(fresh.to(args.device), args.epoch, args.batch,
+                                                               args.checkpoint_segments, args.device, order)
     print(json.dumps(result))
 
 

@@ -1,14 +1,17 @@
 // A reference no one here wrote: every zoo model, trained 20 steps here and in PyTorch (Debian's python3-torch
 // 1.13, run by /usr/bin/python3, bench/torch/reference.py) from the same parameters on the same batches, gives
-// the same loss curve, parameters and running statistics to float32 tolerance. Skipped when PyTorch is not
-// installed (scripts/setup.sh does not install it: it is a benchmark's dependency, not the tests').
+// the same loss curve, parameters and running statistics to float32 tolerance; and the paired epoch's data order
+// (bench/torch/baseline.py --paired) is dtr-train's. Skipped when PyTorch is not installed (scripts/setup.sh
+// does not install it: it is a benchmark's dependency, not the tests').
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../child_process.h"
@@ -16,6 +19,7 @@
 #include "dtr/nn/models.h"
 #include "dtr/nn/optim.h"
 #include "dtr/nn/state_dict.h"
+#include "dtr/train/dataset.h"
 
 namespace dtr::nn::test {
 namespace {
@@ -197,6 +201,28 @@ TEST_P(TorchReference, TwentyStepsGiveTheLossCurveAndParametersOfPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, TorchReference, ::testing::ValuesIn(torch_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// The paired epoch against PyTorch (bench/torch/baseline.py --paired) visits the images in dtr-train's order:
+// the script's Python std::mt19937_64 and Fisher-Yates give train/dataset.cpp's epoch_order, element for element,
+// for several seeds and epochs and Fashion-MNIST's 60,000 images.
+TEST(TorchPairedEpoch, TheScriptsOrderIsDtrTrainsOrder) {
+  if (!torch_available()) GTEST_SKIP() << kPython << " cannot import torch (apt install python3-torch to run this)";
+  ASSERT_TRUE(fs::exists("bench/torch/baseline.py")) << "bench/torch/baseline.py not found from " << fs::current_path();
+  for (const auto& [seed, epoch, count] : {std::tuple<std::uint64_t, std::int64_t, std::int64_t>{0, 0, 1000},
+                                           {1, 0, 60000}, {7, 2, 60000}, {123456789, 1, 97}}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << ", epoch " << epoch << ", count " << count);
+    const std::string program = "import sys; sys.path.insert(0, 'bench/torch'); import baseline; "
+                                "baseline.check_mt19937_64(); print(' '.join(str(i) for i in baseline.dtr_epoch_order(" +
+                                std::to_string(seed) + ", " + std::to_string(epoch) + ", " + std::to_string(count) +
+                                ").tolist()))";
+    const auto result = dtr::test::run_command(std::string(kPython) + " -c " + dtr::test::shell_quote(program));
+    ASSERT_EQ(result.status, 0) << result.output;
+    std::vector<std::int64_t> script;
+    std::istringstream words(result.output);
+    for (std::int64_t i = 0; words >> i;) script.push_back(i);
+    EXPECT_EQ(script, train::epoch_order(seed, epoch, count));
+  }
+}
 
 }  // namespace
 }  // namespace dtr::nn::test
