@@ -79,7 +79,8 @@ void measure(const dtr::Shape& shape, const char* where, bool relu, int rounds) 
   }
   std::printf("| %s | %s | %s | %.0f us | %.0f us | %.0f us | %.2f | %.2f |\n", where, dtr::to_string(shape).c_str(),
               relu ? "yes" : "no", dtr::bench::median(t_single) * 1e6, dtr::bench::median(t_pair) * 1e6,
-              dtr::bench::median(t_normalize) * 1e6, dtr::bench::median(pair_ratio), dtr::bench::median(normalize_ratio));
+              dtr::bench::median(t_normalize) * 1e6, dtr::bench::median(pair_ratio),
+              dtr::bench::median(normalize_ratio));
 }
 
 }  // namespace

@@ -102,7 +102,9 @@ Variable forward_in_order(std::span<const std::shared_ptr<Module>> modules, cons
   Variable y = x;
   for (std::size_t i = 0; i < modules.size(); ++i) {
     // Exact types only: a subclass may mean something else by forward.
-    if (i + 1 < modules.size() && typeid(*modules[i]) == typeid(BatchNorm2d) && typeid(*modules[i + 1]) == typeid(ReLU)) {
+    const bool bn_relu = i + 1 < modules.size() && typeid(*modules[i]) == typeid(BatchNorm2d) &&
+                         typeid(*modules[i + 1]) == typeid(ReLU);
+    if (bn_relu) {
       y = static_cast<BatchNorm2d&>(*modules[i]).forward_relu(y);
       ++i;
       continue;

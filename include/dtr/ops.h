@@ -178,9 +178,9 @@ const OpDef& batch_norm();
 const OpDef& batch_norm_backward();
 // batch_norm in two ops, so that remaking an evicted y is one pass over x, not three: "batch_norm_stats"(x)
 // -> mean [C], invstd [C] ("eps" as batch_norm) and "batch_norm_normalize"(x, weight, bias, mean, invstd) ->
-// y. batch_norm_normalize(x, w, b, batch_norm_stats(x)) equals batch_norm(x, w, b)'s y bit for bit. nn's
-// gradient rule for batch_norm_normalize is batch norm's (batch_norm_backward): it takes mean and invstd to be
-// x's batch statistics, so x's gradient includes their dependence on x, and they get none themselves.
+// y; attribute "relu" (0 or 1, default 0): relu(y) in the same pass, relu's bits. batch_norm_normalize(x, w, b,
+// batch_norm_stats(x)) equals batch_norm(x, w, b)'s y bit for bit. Neither has a gradient rule: nn::batch_norm
+// differentiates the pair as one function of (x, weight, bias), by batch_norm_backward.
 const OpDef& batch_norm_stats();
 const OpDef& batch_norm_normalize();
 // "batch_norm_eval": x [N, C, ...], weight, bias, running_mean, running_var (all [C]) -> y, normalized by the
