@@ -18,12 +18,12 @@ peak_step_bytes is the CUDA caching allocator's peak allocated bytes during a st
 With --checkpoint-segments K the model runs through torch.utils.checkpoint.checkpoint_sequential(model, K, x).
 With --epoch DIR it then trains one epoch on Fashion-MNIST (the .gz files in DIR, normalised as dtr-train does:
 (x / 255 - 0.2860) / 0.3530; shuffled; SGD lr 0.05, momentum 0.9, weight decay 5e-4, as dtr-train's sgd) and
-adds epoch_s (wall time) and test_accuracy (the 10,000 test images) to the JSON. With --paired FILE as well, that
-epoch starts from dtr-train's initial parameters and buffers (FILE: `dtr-train --model M --seed S --steps 0 --save
-FILE`, its model.* entries) and visits the images in dtr-train's order for --seed S (train/dataset.cpp's
-epoch_order, its std::mt19937_64 reproduced here and checked against the C++ standard's known value): the same
-start and the same batches as `dtr-train --model M --seed S --epochs 1`, so the two runs differ only by the
-frameworks' arithmetic.
+adds epoch_s (wall time), test_accuracy (the 10,000 test images) and epoch_losses (each step's) to the JSON.
+With --paired FILE as well, that epoch starts from dtr-train's initial parameters and buffers (FILE: `dtr-train
+--model M --seed S --steps 0 --save FILE`, its model.* entries) and visits the images in dtr-train's order for
+--seed S (train/dataset.cpp's epoch_order, its std::mt19937_64 reproduced here and checked against the C++
+standard's known value): the same start and the same batches as `dtr-train --model M --seed S --epochs 1`, so
+the two runs differ only by the frameworks' arithmetic.
 """
 import gzip
 import argparse
@@ -173,12 +173,13 @@ def one_epoch(model, directory, batch, segments, device, order=None):
     if order is None:
         order = torch.randperm(train_x.shape[0])
     start = time.perf_counter()
+    losses = []
     for first in range(0, train_x.shape[0] - batch + 1, batch):
         index = order[first:first + batch]
         x = train_x[index].to(device)
         if segments > 0:
             x.requires_grad_(True)
-        step(model, optimizer, x, train_y[index].to(device), segments)
+        losses.append(step(model, optimizer, x, train_y[index].to(device), segments))
     seconds = time.perf_counter() - start
     model.eval()
     correct = 0
@@ -186,7 +187,7 @@ def one_epoch(model, directory, batch, segments, device, order=None):
         for first in range(0, test_x.shape[0], batch):
             logits = model(test_x[first:first + batch].to(device)).cpu()
             correct += (logits.argmax(1) == test_y[first:first + batch]).sum().item()
-    return seconds, correct / test_x.shape[0]
+    return seconds, correct / test_x.shape[0], losses
 
 
 def main():
@@ -244,8 +245,8 @@ def main():
             load_dtr_initial_state(fresh, args.paired)
             order = dtr_epoch_order(args.seed, 0, 60000)
             result["paired_with"] = args.paired
-        result["epoch_s"], result["test_accuracy"] = one_epoch(fresh.to(args.device), args.epoch, args.batch,
-                                                               args.checkpoint_segments, args.device, order)
+        result["epoch_s"], result["test_accuracy"], result["epoch_losses"] = one_epoch(
+            fresh.to(args.device), args.epoch, args.batch, args.checkpoint_segments, args.device, order)
     print(json.dumps(result))
 
 
