@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "dtr/dtr.h"
@@ -160,6 +161,44 @@ TEST(Checkpoint, RerunsDrawTheSameMasksAndUpdateRunningStatisticsOnce) {
   EXPECT_EQ(running_mean_after_one_step(0), once);
   EXPECT_EQ(running_mean_after_one_step(1), once);  // one segment: nothing checkpointed
   EXPECT_EQ(running_mean_after_one_step(5), once);  // every module its own segment
+}
+
+// A flat model whose BatchNorm2d + ReLU pairs run fused (forward_in_order) where a segment holds both and unfused
+// where a segment boundary splits them: the same loss, gradients and running statistics either way.
+TEST(Checkpoint, SegmentsSplittingABatchNormFromItsReluGiveTheFusedBits) {
+  const auto build = [](Runtime& rt, Generator& gen) {
+    auto model = std::make_shared<Sequential>();
+    const Conv2dOptions same{{1, 1}, {1, 1}, {1, 1}, 1};
+    model->push_back(std::make_shared<Conv2d>(rt, gen, Conv2dSpec{1, 4, {3, 3}, same, false}));
+    model->push_back(std::make_shared<BatchNorm2d>(rt, 4));
+    model->push_back(std::make_shared<ReLU>());
+    model->push_back(std::make_shared<Conv2d>(rt, gen, Conv2dSpec{4, 4, {3, 3}, same, false}));
+    model->push_back(std::make_shared<BatchNorm2d>(rt, 4));
+    model->push_back(std::make_shared<ReLU>());
+    model->push_back(std::make_shared<GlobalAvgPool2d>());
+    model->push_back(std::make_shared<Flatten>());
+    model->push_back(std::make_shared<Linear>(rt, gen, 4, 10));
+    return model;
+  };
+  const auto buffers_after_one_step = [&](std::int64_t segments) {
+    Runtime rt;
+    Generator gen(11);
+    const auto model = build(rt, gen);
+    const Variable x = constant(rt, {4, 1, 28, 28}, ramp(4 * 784, 1.0F));
+    const Variable logits = segments >= 0 ? checkpoint_sequential(*model, segments, x) : model->forward(x);
+    cross_entropy(logits, labels(rt, 4)).backward();
+    std::vector<std::vector<float>> values;
+    for (const auto& [name, b] : model->named_buffers()) values.push_back(b.to_host());
+    for (const Variable& p : model->parameters()) values.push_back(p.grad().to_host());
+    return values;
+  };
+  const Step plain = one_step(build, 4, -1);
+  const auto fused = buffers_after_one_step(-1);
+  for (const std::int64_t segments : {2, 3, 9}) {  // 3 segments of 3: each BN with its ReLU; 9: every pair split
+    SCOPED_TRACE(segments);
+    EXPECT_EQ(one_step(build, 4, segments).loss, plain.loss);
+    EXPECT_EQ(buffers_after_one_step(segments), fused);
+  }
 }
 
 // Unlike PyTorch's reentrant checkpoint, parameters inside a segment whose input needs no gradient get theirs.
