@@ -3,7 +3,8 @@
 // from the statistics it keeps (three passes when one op made both); autograd sees batch norm as one function
 // of (x, weight, bias), differentiated by batch_norm_backward, as PyTorch's SyncBatchNorm does with the same
 // pair of ops. Neither op has a gradient rule of its own. batch_norm_relu asks the normalization for relu(y) in
-// the same pass: one op and one stored output fewer than relu(batch_norm(x)), and a remade output in one pass.
+// the same pass: one op and one stored output fewer than relu(batch_norm(x)), and a remade output in one pass;
+// batch_norm_add_relu adds a residual first (a ResNet block's end), two ops fewer than relu(add(batch_norm(x), r)).
 #include <memory>
 
 #include "dtr/check.h"
@@ -61,20 +62,39 @@ class FusedReluNode final : public detail::Node {
   Tensor output_;  // undefined once released
 };
 
+// The residual sum of batch_norm_add_relu, as its own node between the relu's and the batch norm's: the gradient
+// of y + residual goes to both unchanged, as add's rule gives it.
+class FusedAddNode final : public detail::Node {
+ public:
+  FusedAddNode(Runtime& runtime, detail::Edges next, TensorMetas output_meta)
+      : Node(runtime, std::move(next), std::move(output_meta)) {}
+
+  std::vector<Tensor> run_backward(std::vector<Tensor> output_grads) override {
+    Tensor grad = output_grads.empty() ? Tensor() : std::move(output_grads.front());
+    return {grad, grad};
+  }
+
+  void release() override {}  // nothing saved
+  std::string name() const override { return "batch_norm_add_relu"; }
+};
+
+// Training: statistics, then the normalization (+ residual when defined, relu'd when `relu`), the running
+// statistics' updates, and the nodes: batch norm's, the residual sum's, the relu's, each feeding the one before.
 Variable train_batch_norm(const Variable& x, const Variable& weight, const Variable& bias,
                           const Variable& running_mean, const Variable& running_var, double momentum, double eps,
-                          bool relu) {
+                          bool relu, const Variable& residual) {
   const std::int64_t count = x.shape().size() >= 2 && x.shape()[1] > 0 ? x.numel() / x.shape()[1] : 0;
   DTR_CHECK(count >= 2, InvalidArgument, "batch_norm: training needs more than one value per channel, got input ",
             to_string(x.shape()));
-  DTR_CHECK(&weight.runtime() == &x.runtime() && &bias.runtime() == &x.runtime(), InvalidArgument,
-            "batch_norm: weight and bias belong to another runtime than x");
+  DTR_CHECK(&weight.runtime() == &x.runtime() && &bias.runtime() == &x.runtime() &&
+                (!residual.defined() || &residual.runtime() == &x.runtime()),
+            InvalidArgument, "batch_norm: weight, bias or residual belong to another runtime than x");
   Runtime& rt = x.runtime();
   const Tensor stats_input[] = {x.data()};
   const std::vector<Tensor> stats = rt.call(ops::batch_norm_stats(), stats_input, {{"eps", eps}});
-  std::vector<Tensor> y = {
-      rt.call1(ops::batch_norm_normalize(), {x.data(), weight.data(), bias.data(), stats[0], stats[1]},
-               {{"relu", std::int64_t{relu}}})};
+  std::vector<Tensor> normalize_inputs{x.data(), weight.data(), bias.data(), stats[0], stats[1]};
+  if (residual.defined()) normalize_inputs.push_back(residual.data());
+  std::vector<Tensor> y = {rt.call1(ops::batch_norm_normalize(), normalize_inputs, {{"relu", std::int64_t{relu}}})};
   if (!recomputing_forward()) {
     Tensor mean_target = running_mean.data();  // a copy of the handle: assign updates every copy
     Tensor var_target = running_var.data();
@@ -82,7 +102,8 @@ Variable train_batch_norm(const Variable& x, const Variable& weight, const Varia
     rt.assign(var_target, ops::running_stat_update(), {var_target, stats[1]},
               {{"momentum", momentum}, {"invstd_eps", eps}, {"unbiased_count", count}});
   }
-  const bool tracked = grad_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
+  const bool tracked = grad_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad() ||
+                                          residual.requires_grad());
   if (!tracked) return detail::attach(rt, std::move(y), nullptr).front();
   detail::Edges next;
   next.push_back(detail::edge_of(x));
@@ -92,6 +113,12 @@ Variable train_batch_norm(const Variable& x, const Variable& weight, const Varia
   output_meta.push_back(y.front().meta());
   std::shared_ptr<detail::Node> node = std::make_shared<BatchNormNode>(
       rt, std::move(next), output_meta, std::vector<Tensor>{x.data(), weight.data(), stats[0], stats[1]});
+  if (residual.defined()) {
+    detail::Edges to_both;
+    to_both.push_back(detail::Edge{node, 0, nullptr});
+    to_both.push_back(detail::edge_of(residual));
+    node = std::make_shared<FusedAddNode>(rt, std::move(to_both), output_meta);
+  }
   if (relu) {
     detail::Edges to_batch_norm;
     to_batch_norm.push_back(detail::Edge{node, 0, nullptr});
@@ -108,13 +135,23 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
     const Variable inputs[] = {x, weight, bias, running_mean, running_var};
     return apply(ops::batch_norm_eval(), inputs, {{"eps", eps}}).front();
   }
-  return train_batch_norm(x, weight, bias, running_mean, running_var, momentum, eps, false);
+  return train_batch_norm(x, weight, bias, running_mean, running_var, momentum, eps, false, Variable());
 }
 
 Variable batch_norm_relu(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
                          const Variable& running_var, bool training, double momentum, double eps) {
   if (!training) return relu(batch_norm(x, weight, bias, running_mean, running_var, false, momentum, eps));
-  return train_batch_norm(x, weight, bias, running_mean, running_var, momentum, eps, true);
+  return train_batch_norm(x, weight, bias, running_mean, running_var, momentum, eps, true, Variable());
+}
+
+Variable batch_norm_add_relu(const Variable& x, const Variable& weight, const Variable& bias,
+                             const Variable& running_mean, const Variable& running_var, const Variable& residual,
+                             bool training, double momentum, double eps) {
+  DTR_CHECK(residual.defined() && residual.shape() == x.shape(), ShapeError,
+            "batch_norm_add_relu: needs a residual of x's shape ", to_string(x.shape()), ", got ",
+            residual.defined() ? to_string(residual.shape()) : std::string("none"));
+  if (!training) return relu(add(batch_norm(x, weight, bias, running_mean, running_var, false, momentum, eps), residual));
+  return train_batch_norm(x, weight, bias, running_mean, running_var, momentum, eps, true, residual);
 }
 
 }  // namespace dtr::nn

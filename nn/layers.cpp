@@ -69,6 +69,11 @@ Variable BatchNorm2d::forward_relu(const Variable& x) {
   return batch_norm_relu(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
 }
 
+Variable BatchNorm2d::forward_add_relu(const Variable& x, const Variable& residual) {
+  DTR_CHECK(x.shape().size() == 4, ShapeError, "BatchNorm2d: expected [N, C, H, W], got ", to_string(x.shape()));
+  return batch_norm_add_relu(x, weight_, bias_, running_mean_, running_var_, residual, is_training(), momentum_, eps_);
+}
+
 LayerNorm::LayerNorm(Runtime& runtime, std::int64_t features, double eps) : eps_(eps) {
   DTR_CHECK(features > 0, InvalidArgument, "LayerNorm: features ", features, " (expected > 0)");
   weight_ = register_parameter("weight", full_variable(runtime, {features}, 1.0F, true));

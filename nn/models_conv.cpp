@@ -55,8 +55,8 @@ class BasicBlock : public Module {
   }
 
   Variable forward(const Variable& x) override {
-    const Variable y = bn2_->forward(conv2_->forward(bn1_->forward_relu(conv1_->forward(x))));
-    return relu(add(y, shortcut_ ? shortcut_->forward(x) : x));
+    const Variable y = conv2_->forward(bn1_->forward_relu(conv1_->forward(x)));
+    return bn2_->forward_add_relu(y, shortcut_ ? shortcut_->forward(x) : x);
   }
 
  private:

@@ -219,6 +219,14 @@ TEST(BatchNorm, StatsThenNormalizeGiveBatchNormsBits) {
       const Tensor with_relu =
           rt.call1(ops::batch_norm_normalize(), {x, w, b, stats[0], stats[1]}, {{"relu", std::int64_t{1}}});
       EXPECT_EQ(read(with_relu), read(rt.call1(ops::relu(), {y})));
+      // With a residual: add's bits, then relu's.
+      std::vector<double> rs(xs.size());
+      for (std::size_t e = 0; e < rs.size(); ++e) rs[e] = static_cast<double>((e * 104729) % 997) / 331.0 - 1.5;
+      const Tensor r = make(shape, rs);
+      const Tensor sum = rt.call1(ops::add(), {y, r});
+      EXPECT_EQ(read(rt.call1(ops::batch_norm_normalize(), {x, w, b, stats[0], stats[1], r})), read(sum));
+      EXPECT_EQ(read(rt.call1(ops::batch_norm_normalize(), {x, w, b, stats[0], stats[1], r}, {{"relu", std::int64_t{1}}})),
+                read(rt.call1(ops::relu(), {sum})));
     }
   }
 }
@@ -329,6 +337,10 @@ TEST(BatchNorm, ShapeDtypeAndAttributeErrors) {
   expect_error<InvalidArgument>(
       [&] { ops::batch_norm_normalize().infer(std::vector<TensorMeta>{x, c, c, c, c}, {{"relu", std::int64_t{2}}}); },
       {"op 'batch_norm_normalize'", "attribute 'relu' is 2, not 0 or 1"});
+  expect_shape_error(ops::batch_norm_normalize(), {x, c, c, c, c, meta({3, 2})},
+                     {"op 'batch_norm_normalize'", "needs a residual of x's shape", "[3, 2]"});
+  expect_shape_error(ops::batch_norm_normalize(), {x, c, c, c}, {"takes 5 or 6 inputs", "got 4"});
+  expect_shape_error(ops::batch_norm_normalize(), {x, c, c, c, c, x, x}, {"takes 5 or 6 inputs", "got 7"});
   // Eval mode reads no batch statistics: an empty batch is fine.
   EXPECT_EQ(ops::batch_norm_eval().infer(std::vector<TensorMeta>{meta({0, 3}), c, c, c, c}, {})[0], meta({0, 3}));
 }

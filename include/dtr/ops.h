@@ -177,8 +177,9 @@ const OpDef& layer_norm_backward();
 const OpDef& batch_norm();
 const OpDef& batch_norm_backward();
 // batch_norm in two ops, so that remaking an evicted y is one pass over x, not three: "batch_norm_stats"(x)
-// -> mean [C], invstd [C] ("eps" as batch_norm) and "batch_norm_normalize"(x, weight, bias, mean, invstd) ->
-// y; attribute "relu" (0 or 1, default 0): relu(y) in the same pass, relu's bits. batch_norm_normalize(x, w, b,
+// -> mean [C], invstd [C] ("eps" as batch_norm) and "batch_norm_normalize"(x, weight, bias, mean, invstd[,
+// residual]) -> y, plus the residual (x's shape) when given, in add's bits; attribute "relu" (0 or 1, default 0):
+// relu of that in the same pass, relu's bits. batch_norm_normalize(x, w, b,
 // batch_norm_stats(x)) equals batch_norm(x, w, b)'s y bit for bit. Neither has a gradient rule: nn::batch_norm
 // differentiates the pair as one function of (x, weight, bias), by batch_norm_backward.
 const OpDef& batch_norm_stats();

@@ -275,15 +275,16 @@ __global__ void __launch_bounds__(reduce_block)
 }
 
 // y = (x - mean) invstd weight + bias, one thread per element, in double from the rounded statistics, then
-// relu's functor when asked: batch_norm_normalize, and batch_norm's second launch.
+// add's functor with a residual and relu's when asked: batch_norm_normalize, and batch_norm's second launch.
 template <typename T>
 __global__ void batch_norm_normalize_kernel(ChannelShape l, bool relu, const T* x, const T* weight, const T* bias,
-                                            const T* mean, const T* invstd, T* y) {
+                                            const T* mean, const T* invstd, const T* residual, T* y) {
   const std::int64_t total = l.n * l.c * l.s;
   for (std::int64_t e = first_index(); e < total; e += grid_stride()) {
     const std::int64_t c = (e / l.s) % l.c;
-    const T v = static_cast<T>((x[e] - static_cast<double>(mean[c])) * static_cast<double>(invstd[c]) * weight[c] +
-                               static_cast<double>(bias[c]));
+    T v = static_cast<T>((x[e] - static_cast<double>(mean[c])) * static_cast<double>(invstd[c]) * weight[c] +
+                         static_cast<double>(bias[c]));
+    if (residual != nullptr) v = Add{}(v, residual[e]);
     y[e] = relu ? Relu{}(v) : v;
   }
 }
@@ -477,10 +478,11 @@ void batch_norm_stats(const ChannelShape& l, double eps, const T* x, T* mean, T*
 
 template <typename T>
 void batch_norm_normalize(const ChannelShape& l, bool relu, const T* x, const T* w, const T* b, const T* mean,
-                          const T* invstd, T* y) {
+                          const T* invstd, const T* residual, T* y) {
   const std::int64_t total = l.n * l.c * l.s;
   if (total <= 0) return;
-  batch_norm_normalize_kernel<T><<<blocks_for(total), block_size, 0, stream>>>(l, relu, x, w, b, mean, invstd, y);
+  batch_norm_normalize_kernel<T><<<blocks_for(total), block_size, 0, stream>>>(l, relu, x, w, b, mean, invstd,
+                                                                               residual, y);
   DTR_CUDA_CHECK_LAUNCH();
 }
 
@@ -488,7 +490,7 @@ void batch_norm_normalize(const ChannelShape& l, bool relu, const T* x, const T*
 template <typename T>
 void batch_norm(const ChannelShape& l, double eps, const T* x, const T* w, const T* b, T* y, T* mean, T* invstd) {
   batch_norm_stats(l, eps, x, mean, invstd);
-  batch_norm_normalize(l, false, x, w, b, mean, invstd, y);
+  batch_norm_normalize(l, false, x, w, b, mean, invstd, static_cast<const T*>(nullptr), y);
 }
 
 template <typename T>
@@ -588,8 +590,8 @@ void embedding_backward(std::int64_t count, std::int64_t dim, std::int64_t rows,
     batch_norm_stats(l, eps, x, mean, invstd);                                                                      \
   }                                                                                                                 \
   void launch_batch_norm_normalize(const ChannelShape& l, bool relu, const T* x, const T* weight, const T* bias,    \
-                                   const T* mean, const T* invstd, T* y) {                                          \
-    batch_norm_normalize(l, relu, x, weight, bias, mean, invstd, y);                                                \
+                                   const T* mean, const T* invstd, const T* residual, T* y) {                       \
+    batch_norm_normalize(l, relu, x, weight, bias, mean, invstd, residual, y);                                      \
   }                                                                                                                 \
   void launch_batch_norm_backward(const ChannelShape& l, const T* grad, const T* x, const T* weight, const T* mean,  \
                                   const T* invstd, T* dx, T* dweight, T* dbias) {                                   \

@@ -54,14 +54,16 @@ void launch_batch_norm(const ChannelShape& l, double eps, const float* x, const 
                        float* y, float* mean, float* invstd);
 void launch_batch_norm(const ChannelShape& l, double eps, const double* x, const double* weight, const double* bias,
                        double* y, double* mean, double* invstd);
-// batch_norm_stats: mean [c], invstd [c]; batch_norm_normalize: y of x's shape from them, relu(y) with `relu`
-// (batch_norm is the two, without relu).
+// batch_norm_stats: mean [c], invstd [c]; batch_norm_normalize: y of x's shape from them, plus `residual` (x's
+// shape) unless null, relu'd with `relu` (batch_norm is the two, with neither).
 void launch_batch_norm_stats(const ChannelShape& l, double eps, const float* x, float* mean, float* invstd);
 void launch_batch_norm_stats(const ChannelShape& l, double eps, const double* x, double* mean, double* invstd);
 void launch_batch_norm_normalize(const ChannelShape& l, bool relu, const float* x, const float* weight,
-                                 const float* bias, const float* mean, const float* invstd, float* y);
+                                 const float* bias, const float* mean, const float* invstd, const float* residual,
+                                 float* y);
 void launch_batch_norm_normalize(const ChannelShape& l, bool relu, const double* x, const double* weight,
-                                 const double* bias, const double* mean, const double* invstd, double* y);
+                                 const double* bias, const double* mean, const double* invstd,
+                                 const double* residual, double* y);
 // batch_norm_backward: dx of x's shape, dweight [c], dbias [c].
 void launch_batch_norm_backward(const ChannelShape& l, const float* grad, const float* x, const float* weight,
                                 const float* mean, const float* invstd, float* dx, float* dweight, float* dbias);

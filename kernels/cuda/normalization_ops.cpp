@@ -98,12 +98,15 @@ void batch_norm_stats_cuda(const KernelArgs& args) {
   });
 }
 
-// (x, weight, bias, mean, invstd) -> y, or relu(y) (attribute "relu").
+// (x, weight, bias, mean, invstd[, residual]) -> y (+ residual), relu'd with attribute "relu".
 void batch_norm_normalize_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    launch_batch_norm_normalize(channel_shape("batch_norm_normalize", args, 0, false),
-                                relu_of("batch_norm_normalize", args.attrs), args.input<T>(0), args.input<T>(1),
-                                args.input<T>(2), args.input<T>(3), args.input<T>(4), args.output<T>(0));
+    const ChannelLayout l =
+        channel_layout("batch_norm_normalize", args.input_meta.first(5), args.input_meta, 1, false);
+    const T* residual = args.input_meta.size() == 6 ? args.input<T>(5) : nullptr;
+    launch_batch_norm_normalize(ChannelShape{l.n, l.c, l.s}, relu_of("batch_norm_normalize", args.attrs),
+                                args.input<T>(0), args.input<T>(1), args.input<T>(2), args.input<T>(3),
+                                args.input<T>(4), residual, args.output<T>(0));
   });
 }
 

@@ -179,17 +179,22 @@ RoundedStats<T> channel_stats(const ChannelLayout& l, std::int64_t c, const T* x
   return {static_cast<T>(mean), static_cast<T>(invstd)};
 }
 
-// y = (x - mean) invstd weight + bias over channel c, in double from the rounded statistics, rounded to T; with
-// Relu, relu of that (relu's own functor, so the bits of relu(y)).
+// y = (x - mean) invstd weight + bias over channel c, in double from the rounded statistics, rounded to T; then,
+// with a residual r, y + r in T (add's functor), and with Relu, relu of that (relu's): the bits of
+// relu(add(y, r)) made by the separate ops.
 template <bool Relu, typename T>
 void normalize_channel(const ChannelLayout& l, std::int64_t c, const T* x, RoundedStats<T> stats, double w, double b,
-                       T* y) {
+                       const T* r, T* y) {
   const double mean = stats.mean;
   const double invstd = stats.invstd;
-  l.for_each_in_channel(c, [&](std::int64_t e) {
-    const T v = static_cast<T>((x[e] - mean) * invstd * w + b);
-    y[e] = Relu ? kernels::Relu{}(v) : v;
-  });
+  const auto finish = [](T v) { return Relu ? kernels::Relu{}(v) : v; };
+  if (r == nullptr) {
+    l.for_each_in_channel(c, [&](std::int64_t e) { y[e] = finish(static_cast<T>((x[e] - mean) * invstd * w + b)); });
+  } else {
+    l.for_each_in_channel(c, [&](std::int64_t e) {
+      y[e] = finish(kernels::Add{}(static_cast<T>((x[e] - mean) * invstd * w + b), r[e]));
+    });
+  }
 }
 
 // batch_norm(x [N, C, ...], weight [C], bias [C]) -> y, batch mean [C], invstd [C].
@@ -209,7 +214,8 @@ void batch_norm_cpu(const KernelArgs& args) {
     const T* x = args.input<T>(0);
     kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
       const RoundedStats<T> stats = channel_stats(l, c, x, eps);
-      normalize_channel<false>(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
+      normalize_channel<false>(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], static_cast<const T*>(nullptr),
+                               args.output<T>(0));
       args.output<T>(1)[c] = stats.mean;
       args.output<T>(2)[c] = stats.invstd;
     });
@@ -239,26 +245,35 @@ void batch_norm_stats_cpu(const KernelArgs& args) {
   });
 }
 
-// batch_norm_normalize(x [N, C, ...], weight, bias, mean, invstd [C]) -> y; attribute "relu" (0 or 1).
+// batch_norm_normalize(x [N, C, ...], weight, bias, mean, invstd [C][, residual of x's shape]) -> y (+ residual);
+// attribute "relu" (0 or 1).
 TensorMetas infer_batch_norm_normalize(std::span<const TensorMeta> inputs, const Attrs& attrs) {
-  kernels::check_arity("batch_norm_normalize", inputs, 5);
-  kernels::check_floating("batch_norm_normalize", inputs);
-  static_cast<void>(channel_layout("batch_norm_normalize", inputs, inputs, 1, false));
-  static_cast<void>(kernels::relu_of("batch_norm_normalize", attrs));
+  const char* op = "batch_norm_normalize";
+  DTR_CHECK(inputs.size() == 5 || inputs.size() == 6, ShapeError, "op '", op,
+            "' takes 5 or 6 inputs (x, weight, bias, mean, invstd[, residual]), got ", inputs.size());
+  kernels::check_floating(op, inputs);
+  static_cast<void>(channel_layout(op, inputs.first(5), inputs, 1, false));
+  DTR_CHECK_SHAPES(inputs.size() == 5 || inputs[5].shape == inputs[0].shape, op, inputs,
+                   "needs a residual of x's shape");
+  static_cast<void>(kernels::relu_of(op, attrs));
   return {inputs[0]};
 }
 
 void batch_norm_normalize_cpu(const KernelArgs& args) {
   kernels::dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const ChannelLayout l = channel_layout("batch_norm_normalize", args.input_meta, args.input_meta, 1, false);
+    const ChannelLayout l =
+        channel_layout("batch_norm_normalize", args.input_meta.first(5), args.input_meta, 1, false);
     const bool relu = kernels::relu_of("batch_norm_normalize", args.attrs);
+    const T* x = args.input<T>(0);
+    const T* residual = args.input_meta.size() == 6 ? args.input<T>(5) : nullptr;
     kernels::parallel_for_items(l.c, l.c * l.count(), [&](std::int64_t c) {
       const RoundedStats<T> stats{args.input<T>(3)[c], args.input<T>(4)[c]};
-      const T* x = args.input<T>(0);
+      const double w = args.input<T>(1)[c];
+      const double b = args.input<T>(2)[c];
       if (relu) {
-        normalize_channel<true>(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
+        normalize_channel<true>(l, c, x, stats, w, b, residual, args.output<T>(0));
       } else {
-        normalize_channel<false>(l, c, x, stats, args.input<T>(1)[c], args.input<T>(2)[c], args.output<T>(0));
+        normalize_channel<false>(l, c, x, stats, w, b, residual, args.output<T>(0));
       }
     });
   });

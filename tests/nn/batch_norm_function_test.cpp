@@ -112,6 +112,54 @@ TEST(BatchNormFunction, WithReluGivesReluOfBatchNormsBits) {
   }
 }
 
+// batch_norm_add_relu against relu(add(batch_norm(...), residual)): the output, the gradients of x, weight, bias and
+// the residual and the running statistics bit for bit, in training (one op) and in evaluation (three ops); and in
+// training an evicted output comes back by the normalization alone.
+TEST(BatchNormFunction, WithAResidualGivesReluOfTheSumsBits) {
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "evaluation");
+    std::vector<std::string> remade;
+    Config config;
+    config.kernel_observer = [&](const KernelRun& run) {
+      if (run.rematerialization) remade.emplace_back(run.name);
+    };
+    Runtime rt(config);
+    const Shape shape{4, 3, 5, 6};
+    const Tensor g = constant(rt, shape, 4);
+    std::vector<std::vector<float>> results[2];
+    for (const bool fused : {false, true}) {
+      const TensorMeta channel{{3}, DType::float32};
+      nn::Variable x(rt, constant(rt, shape, 1), true);
+      nn::Variable w(rt, rt.constant(channel, std::vector<float>{1.0F, 1.5F, 0.5F}), true);
+      nn::Variable b(rt, rt.constant(channel, std::vector<float>{0.1F, -0.2F, 0.0F}), true);
+      nn::Variable r(rt, constant(rt, shape, 7), true);
+      const nn::Variable mean(rt, rt.constant(channel, std::vector<float>{0.25F, 0.0F, -0.5F}));
+      const nn::Variable var(rt, rt.constant(channel, std::vector<float>{0.5F, 1.5F, 2.5F}));
+      const nn::Variable y =
+          fused ? nn::batch_norm_add_relu(x, w, b, mean, var, r, training, 0.2, 1e-3)
+                : nn::relu(nn::add(nn::batch_norm(x, w, b, mean, var, training, 0.2, 1e-3), r));
+      if (fused && training) {  // while the graph holds the statistics
+        remade.clear();
+        const std::vector<float> bits = y.to_host();
+        ASSERT_TRUE(rt.evict(y.data()));
+        EXPECT_EQ(y.to_host(), bits);
+        EXPECT_EQ(remade, std::vector<std::string>{"batch_norm_normalize"});
+      }
+      y.backward(g);
+      results[fused] = {y.to_host(),        x.grad().to_host(), w.grad().to_host(), b.grad().to_host(),
+                        r.grad().to_host(), mean.to_host(),     var.to_host()};
+    }
+    for (std::size_t k = 0; k < results[0].size(); ++k) EXPECT_EQ(results[1][k], results[0][k]) << "result " << k;
+    const auto& y = results[1][0];
+    EXPECT_GT(std::count(y.begin(), y.end(), 0.0F), 10);
+    EXPECT_GT(std::count_if(y.begin(), y.end(), [](float v) { return v > 0; }), 10);
+  }
+  Runtime rt;
+  const nn::Variable x(rt, constant(rt, {4, 3, 5, 6}, 1)), c(rt, constant(rt, {3}, 2));
+  expect_error<ShapeError>([&] { nn::batch_norm_add_relu(x, c, c, c, c, nn::Variable(rt, constant(rt, {4, 3}, 3)), true); },
+                           {"batch_norm_add_relu", "residual of x's shape [4, 3, 5, 6]", "[4, 3]"});
+}
+
 // In training one op makes the output, and it alone remakes it; Sequential runs a BatchNorm2d directly followed by
 // a ReLU so.
 TEST(BatchNormFunction, SequentialRunsBatchNormAndReluAsOneOpThatAloneRemakesTheOutput) {

@@ -92,6 +92,11 @@ Variable batch_norm(const Variable& x, const Variable& weight, const Variable& b
 // op makes the output (no batch-norm output is ever stored, and the runtime remakes the output in one pass).
 Variable batch_norm_relu(const Variable& x, const Variable& weight, const Variable& bias, const Variable& running_mean,
                          const Variable& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+// relu(add(batch_norm(...), residual)), a residual block's end, likewise: one op in training. dtr::ShapeError
+// unless the residual has x's shape.
+Variable batch_norm_add_relu(const Variable& x, const Variable& weight, const Variable& bias,
+                             const Variable& running_mean, const Variable& running_var, const Variable& residual,
+                             bool training, double momentum = 0.1, double eps = 1e-5);
 // weight [V, D], int64 indices [...] -> [..., D].
 Variable embedding(const Variable& weight, const Variable& indices);
 

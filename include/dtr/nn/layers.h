@@ -64,6 +64,8 @@ class BatchNorm2d : public Module {
   // relu(forward(x)), as one op in training (nn::batch_norm_relu). Sequential calls it for a BatchNorm2d
   // directly followed by a ReLU.
   Variable forward_relu(const Variable& x);
+  // relu(forward(x) + residual), as one op in training (nn::batch_norm_add_relu): a residual block's end.
+  Variable forward_add_relu(const Variable& x, const Variable& residual);
   const Variable& running_mean() const { return running_mean_; }
   const Variable& running_var() const { return running_var_; }
 
