@@ -32,6 +32,20 @@ Tensor constant(Runtime& rt, const Shape& shape, std::uint64_t seed) {
   return rt.constant(meta, values(meta.numel(), seed));
 }
 
+// x of `shape` (three channels), weight and bias requiring gradients (positive weights: both signs in y), and
+// running statistics.
+struct Inputs {
+  nn::Variable x, weight, bias, running_mean, running_var;
+};
+Inputs inputs(Runtime& rt, const Shape& shape) {
+  const TensorMeta channel{{3}, DType::float32};
+  return {nn::Variable(rt, constant(rt, shape, 1), true),
+          nn::Variable(rt, rt.constant(channel, std::vector<float>{1.0F, 1.5F, 0.5F}), true),
+          nn::Variable(rt, rt.constant(channel, std::vector<float>{0.1F, -0.2F, 0.0F}), true),
+          nn::Variable(rt, rt.constant(channel, std::vector<float>{0.25F, 0.0F, -0.5F})),
+          nn::Variable(rt, rt.constant(channel, std::vector<float>{0.5F, 1.5F, 2.5F}))};
+}
+
 // x [5, 3, 7, 6], weight and bias [3] requiring gradients; the loss Σ y · r for a fixed r.
 TEST(BatchNormFunction, GradientsAndRunningStatisticsAreBatchNormsBits) {
   Runtime rt;
@@ -91,12 +105,8 @@ TEST(BatchNormFunction, WithReluGivesReluOfBatchNormsBits) {
     const Tensor r = constant(rt, shape, 4);
     std::vector<std::vector<float>> results[2];
     for (const bool fused : {false, true}) {
-      const TensorMeta channel{{3}, DType::float32};
-      nn::Variable x(rt, constant(rt, shape, 1), true);
-      nn::Variable w(rt, rt.constant(channel, std::vector<float>{1.0F, 1.5F, 0.5F}), true);
-      nn::Variable b(rt, rt.constant(channel, std::vector<float>{0.1F, -0.2F, 0.0F}), true);
-      const nn::Variable mean(rt, rt.constant(channel, std::vector<float>{0.25F, 0.0F, -0.5F}));
-      const nn::Variable var(rt, rt.constant(TensorMeta{{3}, DType::float32}, std::vector<float>{0.5F, 1.5F, 2.5F}));
+      const Inputs in = inputs(rt, shape);
+      const auto& [x, w, b, mean, var] = in;
       const nn::Variable y = fused ? nn::batch_norm_relu(x, w, b, mean, var, training, 0.2, 1e-3)
                                    : nn::relu(nn::batch_norm(x, w, b, mean, var, training, 0.2, 1e-3));
       y.backward(r);
@@ -128,13 +138,9 @@ TEST(BatchNormFunction, WithAResidualGivesReluOfTheSumsBits) {
     const Tensor g = constant(rt, shape, 4);
     std::vector<std::vector<float>> results[2];
     for (const bool fused : {false, true}) {
-      const TensorMeta channel{{3}, DType::float32};
-      nn::Variable x(rt, constant(rt, shape, 1), true);
-      nn::Variable w(rt, rt.constant(channel, std::vector<float>{1.0F, 1.5F, 0.5F}), true);
-      nn::Variable b(rt, rt.constant(channel, std::vector<float>{0.1F, -0.2F, 0.0F}), true);
-      nn::Variable r(rt, constant(rt, shape, 7), true);
-      const nn::Variable mean(rt, rt.constant(channel, std::vector<float>{0.25F, 0.0F, -0.5F}));
-      const nn::Variable var(rt, rt.constant(channel, std::vector<float>{0.5F, 1.5F, 2.5F}));
+      const Inputs in = inputs(rt, shape);
+      const auto& [x, w, b, mean, var] = in;
+      const nn::Variable r(rt, constant(rt, shape, 7), true);
       const nn::Variable y =
           fused ? nn::batch_norm_add_relu(x, w, b, mean, var, r, training, 0.2, 1e-3)
                 : nn::relu(nn::add(nn::batch_norm(x, w, b, mean, var, training, 0.2, 1e-3), r));

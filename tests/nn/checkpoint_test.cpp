@@ -54,6 +54,24 @@ Step one_step(const Build& build, std::int64_t batch, std::int64_t segments, boo
   return step;
 }
 
+// The model's buffers (BatchNorm's running statistics) after one forward and backward of a batch of 4, through
+// checkpoint_sequential in `segments` (-1: not), then with `grads` its parameters' gradients.
+template <typename Build>
+std::vector<std::vector<float>> after_one_step(const Build& build, std::int64_t segments, bool grads) {
+  Runtime rt;
+  Generator gen(11);
+  const auto model = build(rt, gen);
+  const Variable x = constant(rt, {4, 1, 28, 28}, ramp(4 * 784, 1.0F));
+  const Variable logits = segments >= 0 ? checkpoint_sequential(*model, segments, x) : model->forward(x);
+  cross_entropy(logits, labels(rt, 4)).backward();
+  std::vector<std::vector<float>> values;
+  for (const auto& [name, b] : model->named_buffers()) values.push_back(b.to_host());
+  if (grads) {
+    for (const Variable& p : model->parameters()) values.push_back(p.grad().to_host());
+  }
+  return values;
+}
+
 // The forward ops of modules [begin, end) of the model, counted on a runtime of their own.
 template <typename Build>
 std::uint64_t forward_ops(const Build& build, std::int64_t batch, std::size_t begin, std::size_t end) {
@@ -146,21 +164,10 @@ TEST(Checkpoint, RerunsDrawTheSameMasksAndUpdateRunningStatisticsOnce) {
   EXPECT_EQ(checkpointed.loss, plain.loss);
   EXPECT_EQ(checkpointed.grads, plain.grads);
 
-  const auto running_mean_after_one_step = [&](std::int64_t segments) {
-    Runtime rt;
-    Generator gen(11);
-    const auto model = build(rt, gen);
-    const Variable x = constant(rt, {4, 1, 28, 28}, ramp(4 * 784, 1.0F));
-    const Variable logits = segments >= 0 ? checkpoint_sequential(*model, segments, x) : model->forward(x);
-    cross_entropy(logits, labels(rt, 4)).backward();
-    std::vector<std::vector<float>> stats;
-    for (const auto& [name, b] : model->named_buffers()) stats.push_back(b.to_host());
-    return stats;
-  };
-  const auto once = running_mean_after_one_step(-1);
-  EXPECT_EQ(running_mean_after_one_step(0), once);
-  EXPECT_EQ(running_mean_after_one_step(1), once);  // one segment: nothing checkpointed
-  EXPECT_EQ(running_mean_after_one_step(5), once);  // every module its own segment
+  const auto once = after_one_step(build, -1, false);
+  EXPECT_EQ(after_one_step(build, 0, false), once);
+  EXPECT_EQ(after_one_step(build, 1, false), once);  // one segment: nothing checkpointed
+  EXPECT_EQ(after_one_step(build, 5, false), once);  // every module its own segment
 }
 
 // A flat model whose BatchNorm2d + ReLU pairs run fused (forward_in_order) where a segment holds both and unfused
@@ -180,24 +187,12 @@ TEST(Checkpoint, SegmentsSplittingABatchNormFromItsReluGiveTheFusedBits) {
     model->push_back(std::make_shared<Linear>(rt, gen, 4, 10));
     return model;
   };
-  const auto buffers_after_one_step = [&](std::int64_t segments) {
-    Runtime rt;
-    Generator gen(11);
-    const auto model = build(rt, gen);
-    const Variable x = constant(rt, {4, 1, 28, 28}, ramp(4 * 784, 1.0F));
-    const Variable logits = segments >= 0 ? checkpoint_sequential(*model, segments, x) : model->forward(x);
-    cross_entropy(logits, labels(rt, 4)).backward();
-    std::vector<std::vector<float>> values;
-    for (const auto& [name, b] : model->named_buffers()) values.push_back(b.to_host());
-    for (const Variable& p : model->parameters()) values.push_back(p.grad().to_host());
-    return values;
-  };
   const Step plain = one_step(build, 4, -1);
-  const auto fused = buffers_after_one_step(-1);
+  const auto fused = after_one_step(build, -1, true);
   for (const std::int64_t segments : {2, 3, 9}) {  // 3 segments of 3: each BN with its ReLU; 9: every pair split
     SCOPED_TRACE(segments);
     EXPECT_EQ(one_step(build, 4, segments).loss, plain.loss);
-    EXPECT_EQ(buffers_after_one_step(segments), fused);
+    EXPECT_EQ(after_one_step(build, segments, true), fused);
   }
 }
 
