@@ -98,14 +98,20 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
   modules_.push_back(std::move(module));
 }
 
+namespace {
+
+bool is_relu(const Module& module) { return typeid(module) == typeid(ReLU); }
+
+}  // namespace
+
 Variable forward_in_order(std::span<const std::shared_ptr<Module>> modules, const Variable& x) {
   Variable y = x;
   for (std::size_t i = 0; i < modules.size(); ++i) {
     // Exact types only: a subclass may mean something else by forward.
-    const bool bn_relu = i + 1 < modules.size() && typeid(*modules[i]) == typeid(BatchNorm2d) &&
-                         typeid(*modules[i + 1]) == typeid(ReLU);
+    Module& here = *modules[i];
+    const bool bn_relu = i + 1 < modules.size() && typeid(here) == typeid(BatchNorm2d) && is_relu(*modules[i + 1]);
     if (bn_relu) {
-      y = static_cast<BatchNorm2d&>(*modules[i]).forward_relu(y);
+      y = static_cast<BatchNorm2d&>(here).forward_relu(y);
       ++i;
       continue;
     }
