@@ -1,9 +1,10 @@
-// Launchers of the normalization family's device kernels (kernels/cuda/normalization.cu): plain pointers to
-// device memory and int64 sizes, no CUDA or dtr type, so the host glue (normalization_ops.cpp) compiles as
-// ordinary C++. Each enqueues its work on cuda::stream and launches nothing when there is nothing to write.
+// Launchers of the normalization family's device kernels (kernels/cuda/normalization.cu; batch norm's in
+// batch_norm.cu): plain pointers to device memory and int64 sizes, no CUDA or dtr type, so the host glue
+// (normalization_ops.cpp) compiles as ordinary C++. Each enqueues its work on cuda::stream and launches nothing
+// when there is nothing to write.
 // Every kernel reproduces its CPU kernel's arithmetic (kernels/softmax.cpp, normalization.cpp, embedding.cpp):
 // the same accumulation type (double) and, per output, the same summation order, except batch norm's sums and
-// layer norm's weight and bias gradients, which a block splits in a fixed tree (normalization.cu says how).
+// layer norm's weight and bias gradients, which a block splits in a fixed tree (block_reduce.cuh says how).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // running_stat_update's per-element arithmetic, one definition for the CPU kernel (kernels/normalization.cpp)
-// and the CUDA kernel (kernels/cuda/normalization.cu), so the two cannot drift apart. C++17, no dtr/op.h:
+// and the CUDA kernel (kernels/cuda/batch_norm.cu), so the two cannot drift apart. C++17, no dtr/op.h:
 // nvcc compiles it. The attributes are read and checked by running_stat_of (kernels/normalization_layout.h).
 #pragma once
 
