@@ -161,13 +161,15 @@ def load_dtr_initial_state(model, path):
         raise ValueError(f"{path}: model entries differ from the model's: missing {missing}, unexpected {unexpected}")
 
 
-def one_epoch(model, directory, batch, segments, device, order=None):
-    def load(prefix):
-        x = read_idx(f"{directory}/{prefix}-images-idx3-ubyte.gz", True).float().div(255).sub(0.2860).div(0.3530)
-        return x, read_idx(f"{directory}/{prefix}-labels-idx1-ubyte.gz", False)
+def read_fashion_mnist(directory, prefix):
+    """Images normalised as dtr-train does, (x / 255 - 0.2860) / 0.3530, and labels: `prefix` train or t10k."""
+    x = read_idx(f"{directory}/{prefix}-images-idx3-ubyte.gz", True).float().div(255).sub(0.2860).div(0.3530)
+    return x, read_idx(f"{directory}/{prefix}-labels-idx1-ubyte.gz", False)
 
-    train_x, train_y = load("train")
-    test_x, test_y = load("t10k")
+
+def one_epoch(model, directory, batch, segments, device, order=None):
+    train_x, train_y = read_fashion_mnist(directory, "train")
+    test_x, test_y = read_fashion_mnist(directory, "t10k")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
     model.train()
     if order is None:

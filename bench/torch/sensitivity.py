@@ -30,9 +30,7 @@ def main():
     parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    images = baseline.read_idx(f"{args.data}/train-images-idx3-ubyte.gz", True).float().div(255).sub(0.2860)
-    images = images.div(0.3530)
-    labels = baseline.read_idx(f"{args.data}/train-labels-idx1-ubyte.gz", False)
+    images, labels = baseline.read_fashion_mnist(args.data, "train")
     baseline.check_mt19937_64()
     order = baseline.dtr_epoch_order(args.seed, 0, images.shape[0])
 

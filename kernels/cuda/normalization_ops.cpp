@@ -3,6 +3,7 @@
 // before a kernel runs; here they are only read, with the layouts and attributes the CPU kernels read
 // (kernels/normalization_layout.h).
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "cuda_kernels.h"
@@ -73,10 +74,12 @@ void layer_norm_backward_cuda(const KernelArgs& args) {
 // ---- batch norm: channels of dimension 1 ----
 
 // The device kernels' plain view of x [N, C, ...]; `x_input` is x's position among the inputs (after
-// grad_y in the backward ops).
-ChannelShape channel_shape(const char* op, const KernelArgs& args, std::size_t x_input, bool need_elements) {
+// grad_y in the backward ops), and the `count` inputs from it on are x and its per-channel inputs (all the rest
+// by default; batch_norm_normalize's optional residual follows them).
+ChannelShape channel_shape(const char* op, const KernelArgs& args, std::size_t x_input, bool need_elements,
+                           std::size_t count = std::dynamic_extent) {
   const ChannelLayout l =
-      channel_layout(op, args.input_meta.subspan(x_input), args.input_meta, 1, need_elements);
+      channel_layout(op, args.input_meta.subspan(x_input, count), args.input_meta, 1, need_elements);
   return ChannelShape{l.n, l.c, l.s};
 }
 
@@ -101,10 +104,9 @@ void batch_norm_stats_cuda(const KernelArgs& args) {
 // (x, weight, bias, mean, invstd[, residual]) -> y (+ residual), relu'd with attribute "relu".
 void batch_norm_normalize_cuda(const KernelArgs& args) {
   dispatch_floating(args.input_meta[0].dtype, [&]<typename T>(T /*zero*/) {
-    const ChannelLayout l =
-        channel_layout("batch_norm_normalize", args.input_meta.first(5), args.input_meta, 1, false);
     const T* residual = args.input_meta.size() == 6 ? args.input<T>(5) : nullptr;
-    launch_batch_norm_normalize(ChannelShape{l.n, l.c, l.s}, relu_of("batch_norm_normalize", args.attrs),
+    launch_batch_norm_normalize(channel_shape("batch_norm_normalize", args, 0, false, 5),
+                                relu_of("batch_norm_normalize", args.attrs),
                                 args.input<T>(0), args.input<T>(1), args.input<T>(2), args.input<T>(3),
                                 args.input<T>(4), residual, args.output<T>(0));
   });
