@@ -9,7 +9,6 @@
 // dtr-bench-axis-loops [--rounds N] (default 31).
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +21,6 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using dtr::Shape;
 using dtr::kernels::AxisMask;
 
@@ -80,12 +78,7 @@ void sum_baseline(const float* in, const Shape& shape, const AxisMask& mask, flo
   for (std::int64_t o = 0; o < out_count; ++o) out[o] = static_cast<float>(totals[static_cast<std::size_t>(o)]);
 }
 
-template <typename Fn>
-double seconds(const Fn& fn) {
-  const auto start = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using dtr::bench::seconds;
 
 // Times `baseline` and `loops` alternately (who goes first alternates), after checking they write the same bits.
 template <typename Baseline, typename Loops>

@@ -11,7 +11,6 @@
 // dtr-bench-batch-norm-split [--rounds N] (default 21).
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,14 +22,7 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-template <typename Fn>
-double seconds(const Fn& fn) {
-  const auto start = Clock::now();
-  fn();
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using dtr::bench::seconds;
 
 void measure(const dtr::Shape& shape, const char* where, bool relu, int rounds) {
   dtr::Runtime rt;

@@ -1,0 +1,1 @@
+"""The parts of scripts/error_sites.py (docs/error-sites.md): lexing, messages, triggers, sites, matching."""
