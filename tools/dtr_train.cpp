@@ -36,6 +36,7 @@ struct Flags {
   std::int64_t batch = 128;
   std::optional<std::int64_t> steps;
   std::optional<std::int64_t> epochs;
+  std::optional<std::int64_t> rounds;
   std::string budget;
   std::string heuristic;
   std::string checkpoint = "none";
@@ -142,12 +143,18 @@ int run_compare(const Flags& f, const dtr::train::TrainOptions& o, const dtr::tr
     flush_stdout();
     std::size_t extra = 0;
     for (const std::string& h : c.also_heuristics) extra += h != o.runtime.heuristic ? 1 : 0;
-    c.steps = steps_within(o, data, f.time_budget, 3 * (1 + extra));
+    // Half the steps that fit go to the paired rounds, which give the step times and slowdowns.
+    const std::int64_t fit = steps_within(o, data, f.time_budget, 3 * (1 + extra));
+    c.steps = (fit + 1) / 2;
+    c.paired_rounds = fit - c.steps;
   }
+  if (f.rounds) c.paired_rounds = *f.rounds;
   const std::string title = model_title(o, data);
   if (!f.json) {
-    std::printf("dtr-train --compare: %s; %lld steps per row; budgets in %s mode%s; recomputation order %s\n",
-                title.c_str(), static_cast<long long>(c.steps), dtr::to_string(o.runtime.budget_mode),
+    const std::string rounds =
+        c.paired_rounds > 0 ? fmt::format(", then {} in turns (the step times)", c.paired_rounds) : "";
+    std::printf("dtr-train --compare: %s; %lld steps per row%s; budgets in %s mode%s; recomputation order %s\n",
+                title.c_str(), static_cast<long long>(c.steps), rounds.c_str(), dtr::to_string(o.runtime.budget_mode),
                 o.runtime.allocator.expandable_segments ? " (expandable segments)" : "",
                 dtr::to_string(o.runtime.recompute_order));
   }
@@ -155,7 +162,7 @@ int run_compare(const Flags& f, const dtr::train::TrainOptions& o, const dtr::tr
   std::string current;
   const auto on_step = [&](const dtr::train::Strategy& s, std::int64_t step, std::int64_t steps,
                            const dtr::train::StepResult& r, const dtr::RuntimeStats& stats) {
-    if (f.json) return;
+    if (f.json || step >= c.steps) return;  // the paired rounds report by round (on_round)
     if (s.name != current || step == 0) {
       if (progress) progress->finish();
       progress.emplace(s.name, steps, terminal, std::max<std::int64_t>(1, steps / 5));
@@ -163,7 +170,20 @@ int run_compare(const Flags& f, const dtr::train::TrainOptions& o, const dtr::tr
     }
     progress->step(step, data.train.count / o.batch, r, o.batch, stats);
   };
-  const std::vector<dtr::train::RowResult> rows = dtr::train::run_compare(c, data, on_step);
+  const auto on_round = [&](std::int64_t round, std::int64_t rounds) {
+    if (f.json) return;
+    if (round == 0 && progress) progress->finish();
+    if (terminal) {
+      std::printf("\rpaired rounds (one step of each row in turn): %lld/%lld", static_cast<long long>(round + 1),
+                  static_cast<long long>(rounds));
+      if (round + 1 == rounds) std::printf("\n");
+    } else if ((round + 1) % std::max<std::int64_t>(1, rounds / 5) == 0 || round + 1 == rounds) {
+      std::printf("paired rounds (one step of each row in turn): %lld/%lld\n", static_cast<long long>(round + 1),
+                  static_cast<long long>(rounds));
+    }
+    flush_stdout();
+  };
+  const std::vector<dtr::train::RowResult> rows = dtr::train::run_compare(c, data, on_step, on_round);
   if (progress) progress->finish();
   if (f.json) {
     std::printf("%s\n", dtr::tools::compare_json(rows, o.model, o.batch).c_str());
@@ -291,6 +311,11 @@ int main(int argc, char** argv) {
   app.add_option("--compare-heuristics", f.compare_heuristics,
                  "--compare: the DTR rows again under each of these heuristics (comma-separated; none: no more rows)")
       ->capture_default_str();
+  app.add_option("--rounds", f.rounds, "--compare: then this many more steps of every row in turns, the rows side by "
+                                       "side, whose times give the step times and slowdowns (default: 0 with "
+                                       "--steps/--epochs, else half the steps that fit)")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(compare);
   app.add_option("--time-budget", f.time_budget, "--compare without --steps/--epochs: seconds for all rows")
       ->capture_default_str();
   app.add_flag("--json", f.json, "print JSON instead of tables and progress");

@@ -23,11 +23,6 @@ std::string budget_text(const train::RowResult& row) {
   return row.strategy.budget ? format_bytes(*row.strategy.budget) : "none";
 }
 
-double slowdown(const train::RowResult& row, const train::RowResult& first) {
-  const double base = first.median_step_seconds();
-  return base > 0 ? row.median_step_seconds() / base : 0;
-}
-
 }  // namespace
 
 std::string format_bytes(std::uint64_t bytes) {
@@ -100,7 +95,7 @@ void print_compare_table(const std::vector<train::RowResult>& rows, const std::s
                 format_bytes(row.stats.peak_resident_bytes).c_str(),
                 static_cast<unsigned long long>(row.stats.evictions),
                 static_cast<unsigned long long>(row.stats.rematerializations), 100 * row.extra_compute(),
-                100 * row.search_share(), row.median_step_seconds(), slowdown(row, rows.front()),
+                100 * row.search_share(), row.median_step_seconds(), row.slowdown(rows.front()),
                 row.losses.empty() ? 0.0 : static_cast<double>(row.losses.back()),
                 row.test_accuracy >= 0 ? fmt::format("{:.2f}%", 100 * row.test_accuracy).c_str() : "-");
   }
@@ -130,7 +125,7 @@ std::string compare_csv(const std::vector<train::RowResult>& rows) {
         << row.stats.peak_reserved_bytes << ',' << row.stats.peak_resident_bytes << ',' << row.stats.evictions << ','
         << row.stats.rematerializations << ',' << fmt::format("{:.6f}", row.extra_compute()) << ','
         << fmt::format("{:.6f}", row.search_share()) << ',' << fmt::format("{:.6f}", row.median_step_seconds())
-        << ',' << fmt::format("{:.4f}", slowdown(row, rows.front())) << ','
+        << ',' << fmt::format("{:.4f}", row.slowdown(rows.front())) << ','
         << (row.losses.empty() ? "" : fmt::format("{:.9g}", row.losses.back())) << ','
         << (row.test_accuracy >= 0 ? fmt::format("{:.4f}", row.test_accuracy) : "") << '\n';
   }
@@ -144,14 +139,14 @@ std::string compare_plot_script(const std::vector<train::RowResult>& rows, const
   gp << "$dtr << EOD\n";
   for (const train::RowResult& row : rows) {
     if (row.completed && row.strategy.checkpoint_segments < 0) {
-      gp << mib(row.stats.peak_reserved_bytes) << ' ' << slowdown(row, first) << ' '
+      gp << mib(row.stats.peak_reserved_bytes) << ' ' << row.slowdown(first) << ' '
          << gnuplot_quote(row.strategy.name) << '\n';
     }
   }
   gp << "EOD\n$static << EOD\n";
   for (const train::RowResult& row : rows) {
     if (row.completed && row.strategy.checkpoint_segments >= 0) {
-      gp << mib(row.stats.peak_reserved_bytes) << ' ' << slowdown(row, first) << ' '
+      gp << mib(row.stats.peak_reserved_bytes) << ' ' << row.slowdown(first) << ' '
          << gnuplot_quote(row.strategy.name) << '\n';
     }
   }
@@ -183,8 +178,9 @@ std::string compare_json(const std::vector<train::RowResult>& rows, const std::s
     if (!row.completed) r["failure"] = row.failure;
     r["losses"] = row.losses;
     r["step_seconds"] = row.step_seconds;
+    r["paired_step_seconds"] = row.paired_step_seconds;
     r["median_step_seconds"] = row.median_step_seconds();
-    r["slowdown"] = slowdown(row, rows.front());
+    r["slowdown"] = row.slowdown(rows.front());
     r["peak_reserved_bytes"] = row.stats.peak_reserved_bytes;
     r["peak_resident_bytes"] = row.stats.peak_resident_bytes;
     r["evictions"] = row.stats.evictions;

@@ -37,11 +37,30 @@ std::uint64_t peak_of(const RuntimeStats& stats, BudgetMode mode) {
   return mode == BudgetMode::device ? stats.peak_reserved_bytes : stats.peak_resident_bytes;
 }
 
-// One row: `steps` steps of a fresh trainer under `strategy`. A budgeted row that runs out of memory or
-// thrashes is a result (the table says so); `contain` false lets those errors through unchanged (the
-// unbudgeted row: without it there is nothing to compare with).
-RowResult run_row(const CompareOptions& options, const Strategy& strategy, const TrainTest& data,
-                  const StepCallback& on_step, bool evaluate, bool contain = true) {
+// One step of `row`'s trainer. A budgeted row that runs out of memory or thrashes is a result (the table says
+// so): false, with the row's failure; `contain` false lets those errors through unchanged (the unbudgeted row:
+// without it there is nothing to compare with).
+bool step_row(RowResult& row, Trainer& trainer, bool contain, StepResult& result) {
+  try {
+    result = trainer.step();
+  } catch (const OutOfMemory& e) {
+    if (!contain) throw;
+    row.failure = std::string("out of memory: ") + e.what();
+    return false;
+  } catch (const Thrashing& e) {
+    if (!contain) throw;
+    row.failure = std::string("thrashing: ") + e.what();
+    return false;
+  }
+  row.losses.push_back(result.loss);
+  row.step_seconds.push_back(result.seconds);
+  return true;
+}
+
+// One row's `steps` steps in a fresh trainer, left in `trainer` for more (null when it could not be made:
+// its parameters may not fit the budget either).
+RowResult start_row(const CompareOptions& options, const Strategy& strategy, const TrainTest& data,
+                    const StepCallback& on_step, bool contain, std::unique_ptr<Trainer>& trainer) {
   RowResult row;
   row.strategy = strategy;
   TrainOptions train = options.train;
@@ -52,42 +71,65 @@ RowResult run_row(const CompareOptions& options, const Strategy& strategy, const
     train.runtime.trace_path.clear();
     train.runtime.stats_path.clear();
   }
-  std::unique_ptr<Trainer> trainer;
   try {
-    trainer = std::make_unique<Trainer>(train, data.train);  // its parameters may not fit the budget either
-    for (std::int64_t s = 0; s < options.steps; ++s) {
-      const StepResult step = trainer->step();
-      row.losses.push_back(step.loss);
-      row.step_seconds.push_back(step.seconds);
-      if (s == 0 && options.steps > 1) row.after_first_step = trainer->runtime().stats();
-      if (on_step) on_step(strategy, s, options.steps, step, trainer->runtime().stats());
-    }
-    row.completed = true;
+    trainer = std::make_unique<Trainer>(train, data.train);
   } catch (const OutOfMemory& e) {
     if (!contain) throw;
     row.failure = std::string("out of memory: ") + e.what();
-  } catch (const Thrashing& e) {
-    if (!contain) throw;
-    row.failure = std::string("thrashing: ") + e.what();
+    return row;
   }
-  if (trainer == nullptr) return row;
+  for (std::int64_t s = 0; s < options.steps; ++s) {
+    StepResult step;
+    if (!step_row(row, *trainer, contain, step)) return row;
+    if (s == 0 && options.steps > 1) row.after_first_step = trainer->runtime().stats();
+    if (on_step) on_step(strategy, s, options.steps, step, trainer->runtime().stats());
+  }
+  row.completed = true;
+  return row;
+}
+
+// What the row's runtime counted and, for a completed row, its parameters' hash and (when asked) its accuracy.
+void finish_row(RowResult& row, Trainer* trainer, const TrainTest& data, bool evaluate) {
+  if (trainer == nullptr) return;
   row.stats = trainer->runtime().stats();
   row.recomputed_by_op = trainer->runtime().recomputations_by_op();
   if (row.completed) {
     row.parameters_hash = hash_parameters(trainer->model());
     if (evaluate) row.test_accuracy = trainer->evaluate(data.test);
   }
+}
+
+// A row run alone from start to end (the accuracy of a row whose parameters differ).
+RowResult run_row(const CompareOptions& options, const Strategy& strategy, const TrainTest& data, bool evaluate) {
+  std::unique_ptr<Trainer> trainer;
+  RowResult row = start_row(options, strategy, data, {}, true, trainer);
+  finish_row(row, trainer.get(), data, evaluate);
   return row;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace
 
 double RowResult::median_step_seconds() const {
-  if (step_seconds.empty()) return 0;
-  std::vector<double> sorted = step_seconds;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t n = sorted.size();
-  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  return median(paired_step_seconds.empty() ? step_seconds : paired_step_seconds);
+}
+
+double RowResult::slowdown(const RowResult& unbudgeted) const {
+  if (paired_step_seconds.empty() || paired_step_seconds.size() != unbudgeted.paired_step_seconds.size()) {
+    const double base = unbudgeted.median_step_seconds();
+    return base > 0 ? median_step_seconds() / base : 0;
+  }
+  std::vector<double> ratios;
+  for (std::size_t r = 0; r < paired_step_seconds.size(); ++r) {
+    if (unbudgeted.paired_step_seconds[r] > 0) ratios.push_back(paired_step_seconds[r] / unbudgeted.paired_step_seconds[r]);
+  }
+  return median(std::move(ratios));
 }
 
 double RowResult::extra_compute() const {
@@ -111,25 +153,45 @@ double RowResult::search_share() const {
   return total > 0 ? static_cast<double>(stats.search_ns) * 1e-9 / total : 0;
 }
 
-std::vector<RowResult> run_compare(const CompareOptions& options, const TrainTest& data, const StepCallback& on_step) {
+std::vector<RowResult> run_compare(const CompareOptions& options, const TrainTest& data, const StepCallback& on_step,
+                                   const RoundCallback& on_round) {
   check(options.train);
   DTR_CHECK(options.steps > 0, InvalidArgument, "--compare needs at least one step, got ", options.steps);
+  DTR_CHECK(options.paired_rounds >= 0, InvalidArgument, "--compare's paired rounds: ", options.paired_rounds,
+            " (expected 0 or more)");
   const BudgetMode mode = options.train.runtime.budget_mode;
+  const bool paired = options.paired_rounds > 0;
   std::vector<RowResult> rows;
-  rows.push_back(run_row(options, {"unbudgeted", std::nullopt, -1, {}}, data, on_step, options.evaluate, false));
-  const std::uint64_t peak = peak_of(rows[0].stats, mode);
+  std::vector<std::unique_ptr<Trainer>> trainers;  // each row's, kept for the paired rounds
+  // A row's trainer is let go when its row ends unless the paired rounds need it.
+  const auto run = [&](const CompareOptions& o, const Strategy& strategy, bool contain) {
+    std::unique_ptr<Trainer> trainer;
+    rows.push_back(start_row(o, strategy, data, on_step, contain, trainer));
+    if (!paired || !rows.back().completed) {
+      finish_row(rows.back(), trainer.get(), data, rows.size() == 1 && options.evaluate);
+      trainer.reset();
+    }
+    trainers.push_back(std::move(trainer));
+  };
+  run(options, {"unbudgeted", std::nullopt, -1, {}}, false);
+  // The budgets: the unbudgeted row's peak over its steps (the paired rounds repeat steps it has taken).
+  const std::uint64_t peak = peak_of(paired ? trainers[0]->runtime().stats() : rows[0].stats, mode);
   // The thrash limit's base for the budgeted rows: the unbudgeted row's compute over the same steps, known
   // ahead as a replay knows its trace's, rather than the compute so far, which early in a first backward is a
   // fraction of a step and stops rows whose whole run stays under the limit.
   CompareOptions budgeted = options;
   if (!budgeted.train.runtime.thrash_base_compute) {
-    budgeted.train.runtime.thrash_base_compute = rows[0].stats.base_compute;
+    budgeted.train.runtime.thrash_base_compute =
+        (paired ? trainers[0]->runtime().stats() : rows[0].stats).base_compute;
   }
   const std::int64_t segments = options.static_segments;
   const std::string static_name = segments == 0 ? "static, sqrt(N) segments" : "static, " + std::to_string(segments) + " segments";
-  rows.push_back(run_row(options, {static_name, std::nullopt, segments, {}}, data, on_step, false));
+  run(options, {static_name, std::nullopt, segments, {}}, true);
   std::vector<Strategy> dtr_rows;
-  if (rows[1].completed) dtr_rows.push_back({"DTR at static's peak", peak_of(rows[1].stats, mode), -1, {}});
+  if (rows[1].completed) {
+    const RuntimeStats stats = paired ? trainers[1]->runtime().stats() : rows[1].stats;
+    dtr_rows.push_back({"DTR at static's peak", peak_of(stats, mode), -1, {}});
+  }
   for (const double fraction : options.budget_fractions) {
     const auto budget = static_cast<std::uint64_t>(fraction * static_cast<double>(peak));
     dtr_rows.push_back({"DTR at " + std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "%", budget, -1, {}});
@@ -144,14 +206,44 @@ std::vector<RowResult> run_compare(const CompareOptions& options, const TrainTes
       dtr_rows.push_back(std::move(s));
     }
   }
-  for (const Strategy& s : dtr_rows) rows.push_back(run_row(budgeted, s, data, on_step, false));
+  for (const Strategy& s : dtr_rows) run(budgeted, s, true);
+  if (paired) {
+    // One step of every row still running, then the next round: what slows the machine during a round slows
+    // every row in it.
+    for (std::int64_t round = 0; round < options.paired_rounds; ++round) {
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (trainers[i] == nullptr) continue;
+        StepResult step;
+        if (step_row(rows[i], *trainers[i], i > 0, step)) {
+          rows[i].paired_step_seconds.push_back(step.seconds);
+          if (on_step) {
+            on_step(rows[i].strategy, options.steps + round, options.steps + options.paired_rounds, step,
+                    trainers[i]->runtime().stats());
+          }
+        } else {
+          rows[i].completed = false;
+          finish_row(rows[i], trainers[i].get(), data, false);
+          trainers[i].reset();
+        }
+      }
+      if (on_round) on_round(round, options.paired_rounds);
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (trainers[i] == nullptr) continue;
+      finish_row(rows[i], trainers[i].get(), data, i == 0 && options.evaluate);
+      trainers[i].reset();
+    }
+  }
   for (std::size_t i = 1; i < rows.size(); ++i) {
     RowResult& row = rows[i];
     if (!row.completed || !options.evaluate) continue;
     if (row.parameters_hash == rows[0].parameters_hash) {
       row.test_accuracy = rows[0].test_accuracy;
     } else {  // a bug: the table shows it, and this row's own accuracy
-      row.test_accuracy = run_row(budgeted, row.strategy, data, {}, true).test_accuracy;
+      CompareOptions alone = budgeted;
+      alone.steps += options.paired_rounds;
+      alone.paired_rounds = 0;
+      row.test_accuracy = run_row(alone, row.strategy, data, true).test_accuracy;
     }
   }
   return rows;

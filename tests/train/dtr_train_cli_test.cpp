@@ -107,6 +107,19 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
   const nlohmann::json out = last_json_line(j.output);
   EXPECT_TRUE(out["losses_bitwise_equal"].get<bool>());
   EXPECT_EQ(out["rows"].size(), 5U);
+  // Paired rounds: each row's steps then the rounds' (the step times), the losses compared over all of them.
+  const Outcome paired = train(kSmall + " --compare --steps 2 --rounds 3 --json --compare-heuristics none");
+  ASSERT_EQ(exit_code(paired), 0) << paired.output;
+  const nlohmann::json rounds = last_json_line(paired.output);
+  EXPECT_TRUE(rounds["losses_bitwise_equal"].get<bool>());
+  for (const nlohmann::json& row : rounds["rows"]) {
+    EXPECT_EQ(row["losses"].size(), 5U) << row.dump();
+    EXPECT_EQ(row["paired_step_seconds"].size(), 3U) << row.dump();
+  }
+  const Outcome shown = train(kSmall + " --compare --steps 2 --rounds 2 --compare-heuristics none");
+  ASSERT_EQ(exit_code(shown), 0) << shown.output;
+  EXPECT_NE(shown.output.find("2 steps per row, then 2 in turns (the step times)"), std::string::npos) << shown.output;
+  EXPECT_NE(shown.output.find("paired rounds (one step of each row in turn): 2/2"), std::string::npos) << shown.output;
   // Each row says where its recomputation went: per op, runs adding up to the row's rematerializations (costs
   // counted, not timed, so that the same rows recompute on a slow machine). A wider MLP: the small one's budgets
   // are mostly its parameters (its row at 30% of the peak may run out of memory before it evicts anything).
@@ -205,6 +218,8 @@ TEST_F(DtrTrainCli, BadInputIsAClearErrorNamingIt) {
   refused(kSmall + " --compare --save x.dtr", 2, {"--save/--load"});
   refused(kSmall + " --steps 1 --epochs 1", 108, {"excludes"});
   refused(kSmall + " --data imagenet", 105, {"--data"});
+  refused(kSmall + " --steps 1 --rounds 2", 107, {"--rounds", "--compare"});
+  refused(kSmall + " --compare --steps 1 --rounds -1", 105, {"--rounds"});
   // Refused before a step runs, not written as an SVG under a PDF's name after minutes of training.
   refused(kSmall + " --compare --steps 1 --plot rows.pdf", 105, {"--plot", "rows.pdf", ".svg", ".png"});
 }

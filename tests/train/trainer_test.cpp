@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -317,6 +318,89 @@ TEST(Compare, AnUnbudgetedRunThatFailsStopsWithItsOwnError) {
     EXPECT_STREQ(e.what(), "the device ran out (a test's observer)");
   }
   EXPECT_EQ(kernels, 5) << "nothing ran after the unbudgeted row failed";
+}
+
+// Paired rounds: after every row's own steps, one step of each row in turn, the trainers side by side. The
+// rounds continue the same training (the losses still agree bit for bit, the parameters are those of a run of
+// as many plain steps), each row's steps are reported in order, and the rounds' times are the step times.
+TEST(Compare, PairedRoundsStepEveryRowInTurnsAndContinueTheSameTraining) {
+  CompareOptions c;
+  c.train = small("resnet", 16);
+  c.train.zoo.depth = 20;
+  c.train.runtime.thrash_limit = 10;
+  c.steps = 2;
+  c.paired_rounds = 3;
+  c.budget_fractions = {0.5};
+  std::vector<std::pair<std::string, std::int64_t>> reported;
+  std::vector<std::int64_t> rounds;
+  const auto on_step = [&](const Strategy& s, std::int64_t step, std::int64_t steps, const StepResult&,
+                           const RuntimeStats&) {
+    reported.emplace_back(s.name, step);
+    EXPECT_EQ(steps, step < 2 ? 2 : 5) << s.name << " step " << step;
+  };
+  const auto on_round = [&](std::int64_t round, std::int64_t of) {
+    EXPECT_EQ(of, 3);
+    rounds.push_back(round);
+  };
+  const std::vector<RowResult> rows = run_compare(c, data(), on_step, on_round);
+  ASSERT_EQ(rows.size(), 4U);
+  EXPECT_TRUE(losses_agree(rows));
+  std::vector<std::pair<std::string, std::int64_t>> expected;
+  for (const RowResult& row : rows) {
+    for (std::int64_t s = 0; s < 2; ++s) expected.emplace_back(row.strategy.name, s);
+  }
+  for (std::int64_t r = 0; r < 3; ++r) {
+    for (const RowResult& row : rows) expected.emplace_back(row.strategy.name, 2 + r);
+  }
+  EXPECT_EQ(reported, expected);
+  EXPECT_EQ(rounds, (std::vector<std::int64_t>{0, 1, 2}));
+  for (const RowResult& row : rows) {
+    SCOPED_TRACE(row.strategy.name);
+    ASSERT_TRUE(row.completed) << row.failure;
+    EXPECT_EQ(row.losses.size(), 5U);
+    ASSERT_EQ(row.paired_step_seconds.size(), 3U);
+    EXPECT_TRUE(std::equal(row.paired_step_seconds.begin(), row.paired_step_seconds.end(), row.step_seconds.begin() + 2));
+    EXPECT_EQ(row.parameters_hash, rows[0].parameters_hash);
+    EXPECT_EQ(row.test_accuracy, rows[0].test_accuracy);
+    if (row.strategy.budget) {
+      EXPECT_LE(row.stats.peak_resident_bytes, *row.strategy.budget);
+    }
+  }
+  EXPECT_GT(rows[3].stats.evictions, 0U);
+  // The same five steps without rounds: the same losses and parameters, and the same budgets (the unbudgeted
+  // peak over the first two steps is that over five: the rounds repeat steps taken).
+  c.steps = 5;
+  c.paired_rounds = 0;
+  const std::vector<RowResult> plain = run_compare(c, data());
+  ASSERT_EQ(plain.size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(rows[i].strategy.name);
+    EXPECT_TRUE(plain[i].paired_step_seconds.empty());
+    EXPECT_TRUE(std::memcmp(plain[i].losses.data(), rows[i].losses.data(), 5 * sizeof(float)) == 0);
+    EXPECT_EQ(plain[i].parameters_hash, rows[i].parameters_hash);
+    EXPECT_EQ(plain[i].strategy.budget, rows[i].strategy.budget);
+  }
+  c.paired_rounds = -1;
+  dtr::test::expect_error<InvalidArgument>([&] { run_compare(c, data()); }, {"paired rounds", "-1", "0 or more"});
+}
+
+// With paired rounds a row's slowdown is the median over the rounds of its step over the unbudgeted row's in
+// the same round; without, the ratio of the two rows' median steps.
+TEST(Compare, SlowdownPairsTheRoundsStepsWhenThereAreAny) {
+  RowResult unbudgeted, row;
+  unbudgeted.step_seconds = {5, 1, 2, 2};
+  row.step_seconds = {9, 2.2, 2.2, 4.4};
+  EXPECT_DOUBLE_EQ(unbudgeted.median_step_seconds(), 2.0);
+  EXPECT_DOUBLE_EQ(row.slowdown(unbudgeted), 3.3 / 2.0);  // medians 3.3 and 2
+  // Rounds: the machine slowed in the row's third round and in the unbudgeted row's second.
+  unbudgeted.paired_step_seconds = {1, 2, 2};
+  row.paired_step_seconds = {2.2, 2.2, 4.4};
+  EXPECT_DOUBLE_EQ(row.median_step_seconds(), 2.2);
+  EXPECT_DOUBLE_EQ(row.slowdown(unbudgeted), 2.2);  // ratios 2.2, 1.1, 2.2
+  row.paired_step_seconds = {1.1, 2.2, 2.2};
+  EXPECT_DOUBLE_EQ(row.slowdown(unbudgeted), 1.1);  // ratios 1.1, 1.1, 1.1
+  EXPECT_DOUBLE_EQ(unbudgeted.slowdown(unbudgeted), 1.0);
+  EXPECT_DOUBLE_EQ(row.slowdown(RowResult{}), 0.0);
 }
 
 // A CNN, whose activations outweigh its parameters, as in the DTR paper's batch-size experiments.
