@@ -226,24 +226,41 @@ std::vector<Variable> apply(const OpDef& op, std::span<const Variable> inputs, c
   std::vector<Tensor> outputs = runtime.call(op, std::span<const Tensor>(data), attrs);
   if (!tracked) return detail::attach(runtime, std::move(outputs), nullptr);
 
-  const SavedForBackward saved = saved_for_backward(op);
   detail::Edges next;
-  Tensors saved_inputs(inputs.size());
   TensorMetas input_meta;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     next.push_back(detail::edge_of(inputs[i]));
-    if (saved.input(i)) saved_inputs[i] = data[i];
     input_meta.push_back(data[i].meta());
   }
-  Tensors saved_outputs(outputs.size());
   TensorMetas output_meta;
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    if (saved.output(i)) saved_outputs[i] = outputs[i];
-    output_meta.push_back(outputs[i].meta());
-  }
-  auto node = std::make_shared<OpNode>(runtime, std::move(next), std::move(output_meta), op, attrs,
-                                       std::move(saved_inputs), std::move(saved_outputs), std::move(input_meta));
+  for (const Tensor& output : outputs) output_meta.push_back(output.meta());
+  const std::shared_ptr<detail::Node> node = detail::op_node(runtime, op, attrs, std::move(next), data,
+                                                             std::move(input_meta), outputs, std::move(output_meta));
   return detail::attach(runtime, std::move(outputs), node);
+}
+
+std::shared_ptr<detail::Node> detail::op_node(Runtime& runtime, const OpDef& op, const Attrs& attrs, Edges next,
+                                              std::span<const Tensor> inputs, TensorMetas input_meta,
+                                              std::span<const Tensor> outputs, TensorMetas output_meta) {
+  DTR_CHECK(next.size() == input_meta.size() && inputs.size() == input_meta.size() &&
+                outputs.size() == output_meta.size(),
+            InvalidArgument, "op_node: '", op.name, "': ", next.size(), " edges, ", inputs.size(), " inputs, ",
+            input_meta.size(), " input metas, ", outputs.size(), " outputs, ", output_meta.size(), " output metas");
+  const SavedForBackward saved = saved_for_backward(op);
+  Tensors saved_inputs(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!saved.input(i)) continue;
+    DTR_CHECK(inputs[i].defined(), InvalidArgument, "op_node: '", op.name, "' reads its input ", i, ", not given");
+    saved_inputs[i] = inputs[i];
+  }
+  Tensors saved_outputs(outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (!saved.output(i)) continue;
+    DTR_CHECK(outputs[i].defined(), InvalidArgument, "op_node: '", op.name, "' reads its output ", i, ", not given");
+    saved_outputs[i] = outputs[i];
+  }
+  return std::make_shared<OpNode>(runtime, std::move(next), std::move(output_meta), op, attrs,
+                                  std::move(saved_inputs), std::move(saved_outputs), std::move(input_meta));
 }
 
 Variable apply1(const OpDef& op, std::span<const Variable> inputs, const Attrs& attrs) {

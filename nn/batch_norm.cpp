@@ -5,6 +5,7 @@
 // pair of ops. Neither op has a gradient rule of its own. batch_norm_relu asks the normalization for relu(y) in
 // the same pass: one op and one stored output fewer than relu(batch_norm(x)), and a remade output in one pass;
 // batch_norm_add_relu adds a residual first (a ResNet block's end), two ops fewer than relu(add(batch_norm(x), r)).
+// Their backward is the unfused ops': relu's and add's nodes (detail::op_node) in front of batch norm's.
 #include <memory>
 
 #include "dtr/check.h"
@@ -36,46 +37,6 @@ class BatchNormNode final : public detail::Node {
 
  private:
   std::vector<Tensor> saved_;  // x, weight, mean, invstd; empty once released
-};
-
-// The relu of batch_norm_relu, as its own node in front of the batch norm's: relu_backward(grad, output), the
-// op relu's node runs. Being a node of its own, it lets go of the output before batch_norm_backward runs, as
-// the unfused pair does (one node holding both would keep it through that op: a larger peak).
-class FusedReluNode final : public detail::Node {
- public:
-  FusedReluNode(Runtime& runtime, detail::Edges next, TensorMetas output_meta, Tensor output)
-      : Node(runtime, std::move(next), std::move(output_meta)), output_(std::move(output)) {}
-
-  std::vector<Tensor> run_backward(std::vector<Tensor> output_grads) override {
-    DTR_CHECK(output_.defined(), InvalidArgument, "backward: the graph through 'batch_norm_relu' was already freed "
-              "by an earlier backward; pass retain_graph = true to the first backward to run backward through it "
-              "again");
-    Tensor grad = output_grads.empty() ? Tensor() : std::move(output_grads.front());
-    if (!grad.defined()) return {Tensor()};  // no gradient flows on
-    return {runtime().call1(ops::relu_backward(), {grad, output_})};
-  }
-
-  void release() override { output_ = Tensor(); }
-  std::string name() const override { return "batch_norm_relu"; }
-
- private:
-  Tensor output_;  // undefined once released
-};
-
-// The residual sum of batch_norm_add_relu, as its own node between the relu's and the batch norm's: the gradient
-// of y + residual goes to both unchanged, as add's rule gives it.
-class FusedAddNode final : public detail::Node {
- public:
-  FusedAddNode(Runtime& runtime, detail::Edges next, TensorMetas output_meta)
-      : Node(runtime, std::move(next), std::move(output_meta)) {}
-
-  std::vector<Tensor> run_backward(std::vector<Tensor> output_grads) override {
-    Tensor grad = output_grads.empty() ? Tensor() : std::move(output_grads.front());
-    return {grad, grad};
-  }
-
-  void release() override {}  // nothing saved
-  std::string name() const override { return "batch_norm_add_relu"; }
 };
 
 // Training: statistics, then the normalization (+ residual when defined, relu'd when `relu`), the running
@@ -113,16 +74,22 @@ Variable train_batch_norm(const Variable& x, const Variable& weight, const Varia
   output_meta.push_back(y.front().meta());
   std::shared_ptr<detail::Node> node = std::make_shared<BatchNormNode>(
       rt, std::move(next), output_meta, std::vector<Tensor>{x.data(), weight.data(), stats[0], stats[1]});
+  // The residual sum and the relu done inside the normalization get add's and relu's own nodes, each in
+  // front of the one before: relu's keeps only the output and lets it go before batch_norm_backward runs, as
+  // the unfused ops' nodes do (one node holding both kept it through that op: a larger peak).
   if (residual.defined()) {
     detail::Edges to_both;
     to_both.push_back(detail::Edge{node, 0, nullptr});
     to_both.push_back(detail::edge_of(residual));
-    node = std::make_shared<FusedAddNode>(rt, std::move(to_both), output_meta);
+    const Tensor unread[2];  // add's rule reads neither input nor the output
+    node = detail::op_node(rt, ops::add(), {}, std::move(to_both), unread, {output_meta[0], residual.meta()},
+                           std::span(unread, 1), output_meta);
   }
   if (relu) {
-    detail::Edges to_batch_norm;
-    to_batch_norm.push_back(detail::Edge{node, 0, nullptr});
-    node = std::make_shared<FusedReluNode>(rt, std::move(to_batch_norm), output_meta, y.front());
+    detail::Edges to_below;
+    to_below.push_back(detail::Edge{node, 0, nullptr});
+    const Tensor unread[1];  // relu's rule reads its output alone
+    node = detail::op_node(rt, ops::relu(), {}, std::move(to_below), unread, output_meta, y, output_meta);
   }
   return detail::attach(rt, std::move(y), node).front();
 }

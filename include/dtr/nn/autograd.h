@@ -176,6 +176,13 @@ Edge edge_of(const Variable& input);
 Variable stand_in_leaf(Runtime& runtime, Tensor data, bool requires_grad);
 // Variables for a node's outputs.
 std::vector<Variable> attach(Runtime& runtime, std::vector<Tensor> outputs, const std::shared_ptr<Node>& node);
+// The node apply() records for `op`: `next` one edge per input, of `input_meta`; of `inputs` and `outputs` (one
+// entry per input and per output, of `output_meta`) it keeps what op's rule reads, and those must be defined.
+// Also op's backward for a function that computed op's outputs some other way (batch_norm_relu's relu and
+// residual sum, done inside the normalization, have relu's and add's nodes).
+std::shared_ptr<Node> op_node(Runtime& runtime, const OpDef& op, const Attrs& attrs, Edges next,
+                              std::span<const Tensor> inputs, TensorMetas input_meta, std::span<const Tensor> outputs,
+                              TensorMetas output_meta);
 
 }  // namespace detail
 }  // namespace dtr::nn
