@@ -59,18 +59,26 @@ BatchNorm2d::BatchNorm2d(Runtime& runtime, std::int64_t channels, double eps, do
   running_var_ = register_buffer("running_var", full_variable(runtime, {channels}, 1.0F, false));
 }
 
-Variable BatchNorm2d::forward(const Variable& x) {
+namespace {
+
+void check_batch_norm_input(const Variable& x) {
   DTR_CHECK(x.shape().size() == 4, ShapeError, "BatchNorm2d: expected [N, C, H, W], got ", to_string(x.shape()));
+}
+
+}  // namespace
+
+Variable BatchNorm2d::forward(const Variable& x) {
+  check_batch_norm_input(x);
   return batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
 }
 
 Variable BatchNorm2d::forward_relu(const Variable& x) {
-  DTR_CHECK(x.shape().size() == 4, ShapeError, "BatchNorm2d: expected [N, C, H, W], got ", to_string(x.shape()));
+  check_batch_norm_input(x);
   return batch_norm_relu(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
 }
 
 Variable BatchNorm2d::forward_add_relu(const Variable& x, const Variable& residual) {
-  DTR_CHECK(x.shape().size() == 4, ShapeError, "BatchNorm2d: expected [N, C, H, W], got ", to_string(x.shape()));
+  check_batch_norm_input(x);
   return batch_norm_add_relu(x, weight_, bias_, running_mean_, running_var_, residual, is_training(), momentum_, eps_);
 }
 

@@ -115,7 +115,7 @@ Variable forward_in_order(std::span<const std::shared_ptr<Module>> modules, cons
       ++i;
       continue;
     }
-    y = modules[i]->forward(y);
+    y = here.forward(y);
   }
   return y;
 }
