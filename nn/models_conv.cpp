@@ -75,7 +75,7 @@ std::shared_ptr<Sequential> conv_block(Runtime& rt, Generator& gen, std::int64_t
   return s;
 }
 
-// One level of the U: x (c channels) -> the inner levels on its pooled half -> upsampled, 1x1 to c, joined to x
+// One level of the U: x (c channels) -> the inner levels on its pooled half -> 1x1 to c, upsampled, joined to x
 // and convolved back to c. The innermost level is two convolutions to 2c.
 class UNetLevel : public Module {
  public:
@@ -94,7 +94,9 @@ class UNetLevel : public Module {
 
   Variable forward(const Variable& x) override {
     const Variable below = inner_->forward(max_pool2d(x, {2, 2}));
-    const Variable up = reduce_->forward(upsample_nearest2d(below, 2));
+    // The 1x1 convolution before the upsampling: the same function (a per-pixel map commutes with copying
+    // pixels), on a quarter of the pixels, and no upsampled copy of `below`'s 2c channels to hold.
+    const Variable up = upsample_nearest2d(reduce_->forward(below), 2);
     const Variable joined[] = {x, up};
     return merge_->forward(concat(joined, 1));
   }

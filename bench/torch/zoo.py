@@ -207,7 +207,8 @@ class UNetLevel(nn.Module):
     def forward(self, x):
         inner = self.bottom if hasattr(self, "bottom") else self.inner
         below = inner(F.max_pool2d(x, 2))
-        up = self.reduce(F.interpolate(below, scale_factor=2, mode="nearest"))
+        # the 1x1 convolution before the upsampling, as dtr's zoo: the same function on a quarter of the pixels
+        up = F.interpolate(self.reduce(below), scale_factor=2, mode="nearest")
         return self.merge(torch.cat([x, up], 1))
 
 

@@ -60,9 +60,10 @@ struct LstmSpec {
 std::shared_ptr<Sequential> make_lstm(Runtime& runtime, Generator& generator, const LstmSpec& spec);
 
 // A small U-Net (Ronneberger et al. 2015): `levels` (1 or 2: 28 is divisible by 4, not 8) of `convs` (2 in the
-// paper) 3x3 conv-BN-ReLU at `width`·2^level channels, max-pooled on the way down, nearest-upsampled,
-// 1x1-convolved and concatenated with the skip on the way up; a 1x1 convolution to 10 per-pixel class scores
-// (the segmentation head), averaged over the image into the logits.
+// paper) 3x3 conv-BN-ReLU at `width`·2^level channels, max-pooled on the way down, 1x1-convolved to half the
+// channels, nearest-upsampled and concatenated with the skip on the way up (the 1x1 convolution before the
+// upsampling: the same function as after it, on a quarter of the pixels); a 1x1 convolution to 10 per-pixel
+// class scores (the segmentation head), averaged over the image into the logits.
 struct UNetSpec {
   std::int64_t width = 16;
   std::int64_t levels = 2;
