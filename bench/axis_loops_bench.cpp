@@ -1,9 +1,10 @@
 // broadcast_to and the sums over axes on the CPU (kernels/elementwise/axis_loops.h: merged dimensions, spread
 // over the threads) against the loops the kernels ran before (one thread walking every element's index,
 // dimension by dimension), kept here as the baseline, on the same buffers in one run. Shapes: U-Net's nearest
-// upsampling at both levels of the zoo's default (batch 128, width 16) and its gradient, a global average
-// pool's gradient (ResNet-32's last stage), a bias's row sums (a linear layer's gradient), a mean over the last
-// axis. Rounds alternate the two; each figure is the median over rounds of one call's time, and each ratio the
+// upsampling at both levels of the zoo's default (batch 128, width 16) as it was until 2026-11-30, of 2c
+// channels (it now upsamples c, after its 1x1 convolution; the shapes stay, for the results' sake), and its
+// gradient, a global average pool's gradient (ResNet-32's last stage), a bias's row sums (a linear layer's
+// gradient), a mean over the last axis. Rounds alternate the two; each figure is the median over rounds of one call's time, and each ratio the
 // median of the per-round ratios. The outputs are checked equal (bitwise) before timing.
 //
 // dtr-bench-axis-loops [--rounds N] (default 31).
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::printf("| op | shapes | elements | index walk, one thread (median) | axis loops (median) | loops / walk |\n"
               "|---|---|---:|---:|---:|---:|\n");
-  broadcast_case({128, 32, 14, 1, 14, 1}, {128, 32, 14, 2, 14, 2}, rounds);  // U-Net's upper upsampling
+  broadcast_case({128, 32, 14, 1, 14, 1}, {128, 32, 14, 2, 14, 2}, rounds);  // U-Net's upper upsampling (until 2026-11-30)
   broadcast_case({128, 64, 7, 1, 7, 1}, {128, 64, 7, 2, 7, 2}, rounds);      // its lower one
   broadcast_case({128, 64, 1, 1}, {128, 64, 7, 7}, rounds);                  // a global average pool's gradient
   broadcast_case({512}, {1024, 512}, rounds);                                // a bias repeated over rows
