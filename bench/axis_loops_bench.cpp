@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::printf("| op | shapes | elements | index walk, one thread (median) | axis loops (median) | loops / walk |\n"
               "|---|---|---:|---:|---:|---:|\n");
-  broadcast_case({128, 32, 14, 1, 14, 1}, {128, 32, 14, 2, 14, 2}, rounds);  // U-Net's upper upsampling (until 2026-11-30)
+  broadcast_case({128, 32, 14, 1, 14, 1}, {128, 32, 14, 2, 14, 2}, rounds);  // U-Net's upper one (to 2026-11-30)
   broadcast_case({128, 64, 7, 1, 7, 1}, {128, 64, 7, 2, 7, 2}, rounds);      // its lower one
   broadcast_case({128, 64, 1, 1}, {128, 64, 7, 7}, rounds);                  // a global average pool's gradient
   broadcast_case({512}, {1024, 512}, rounds);                                // a bias repeated over rows
