@@ -4,8 +4,9 @@
 // upsampling at both levels of the zoo's default (batch 128, width 16) as it was until 2026-11-30, of 2c
 // channels (it now upsamples c, after its 1x1 convolution; the shapes stay, for the results' sake), and its
 // gradient, a global average pool's gradient (ResNet-32's last stage), a bias's row sums (a linear layer's
-// gradient), a mean over the last axis. Rounds alternate the two; each figure is the median over rounds of one call's time, and each ratio the
-// median of the per-round ratios. The outputs are checked equal (bitwise) before timing.
+// gradient), a mean over the last axis. Rounds alternate the two; each figure is the median over rounds of one
+// call's time, and each ratio the median of the per-round ratios. The outputs are checked equal (bitwise)
+// before timing.
 //
 // dtr-bench-axis-loops [--rounds N] (default 31).
 #include <CLI/CLI.hpp>
