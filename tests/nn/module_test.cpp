@@ -159,6 +159,25 @@ TEST(Layers, OutputShapes) {
   EXPECT_EQ(Embedding(rt, g, 4, 5).forward(idx).shape(), (Shape{2, 2, 5}));
 }
 
+// U-Net's levels convolve by 1x1 before they upsample (nn/models_conv.cpp): the function of the other order,
+// since a 1x1 convolution maps each pixel alone and the upsampling copies pixels. To float rounding: the
+// kernel may sum the channels in a different order at another size.
+TEST(Layers, AOneByOneConvolutionCommutesWithNearestUpsampling) {
+  Runtime rt;
+  Generator g(9);
+  Conv2d conv(rt, g, Conv2dSpec{6, 4, {1, 1}});
+  const Variable x = constant(rt, {2, 6, 5, 7}, ramp(2 * 6 * 5 * 7));
+  const std::vector<float> upsampled_first = conv.forward(upsample_nearest2d(x, 2)).to_host();
+  const std::vector<float> convolved_first = upsample_nearest2d(conv.forward(x), 2).to_host();
+  ASSERT_EQ(convolved_first.size(), std::size_t{2 * 4 * 10 * 14});
+  for (std::size_t i = 0; i < convolved_first.size(); ++i) {
+    EXPECT_NEAR(convolved_first[i], upsampled_first[i], 1e-6F * (1.0F + std::abs(upsampled_first[i]))) << i;
+  }
+  // A 3x3 convolution does not commute with it: the check above can tell the orders apart.
+  Conv2d wide(rt, g, Conv2dSpec{6, 4, {3, 3}, Conv2dOptions{{1, 1}, {1, 1}}});
+  EXPECT_NE(wide.forward(upsample_nearest2d(x, 2)).to_host(), upsample_nearest2d(wide.forward(x), 2).to_host());
+}
+
 TEST(Models, EveryZooModelMapsImagesToTenLogits) {
   Runtime rt;
   Generator g(5);
