@@ -94,11 +94,12 @@ OpDef update_op(const std::string& name, std::size_t base, const std::string& na
   def.infer = [=](std::span<const TensorMeta> inputs, const Attrs& attrs) {
     static_cast<void>(make(attrs));
     const std::size_t expected = arity(attrs);
-    const std::string which = extra.empty() ? names
-                              : expected > base ? names + ", " + extra + ": " + extra_when
-                                                : names + "; also " + extra + " " + extra_when;
-    DTR_CHECK(inputs.size() == expected, ShapeError, "op '", name, "' takes ", expected, " inputs (", which, "), got ",
-              inputs.size());
+    if (inputs.size() != expected) {  // the message's text only on the way out: every optimizer step infers
+      const std::string which = extra.empty() ? names
+                                : expected > base ? names + ", " + extra + ": " + extra_when
+                                                  : names + "; also " + extra + " " + extra_when;
+      DTR_THROW(ShapeError, "op '", name, "' takes ", expected, " inputs (", which, "), got ", inputs.size());
+    }
     kernels::check_floating(name, inputs);
     for (const TensorMeta& input : inputs) {
       DTR_CHECK_SHAPES(input.shape == inputs[0].shape, name, inputs, "needs inputs of the same shape");

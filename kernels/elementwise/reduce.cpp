@@ -1,6 +1,7 @@
 // Reductions: sum and mean over axes, and sum_to (the sum that undoes a broadcast, for gradients).
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -124,10 +125,16 @@ namespace dtr::kernels {
 // when neither is given. Negative axes count from the end; an axis out of range or named twice is a ShapeError.
 AxisMask reduced_axes(const std::string& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
   const auto rank = static_cast<std::int64_t>(inputs[0].shape.size());
-  std::vector<std::int64_t> axes;
-  if (attrs.has("axis")) axes.push_back(attrs.get_int("axis"));
-  if (attrs.has("axes")) axes = attrs.get_ints("axes");
-  AxisMask mask(static_cast<std::size_t>(rank), axes.empty() && !attrs.has("axes"));
+  // A view of the attribute's axes, not a copy: every sum's infer and kernel come here.
+  const bool listed = attrs.has("axes");
+  const std::int64_t single = !listed && attrs.has("axis") ? attrs.get_int("axis") : 0;
+  std::span<const std::int64_t> axes;
+  if (listed) {
+    axes = attrs.get_ints("axes");
+  } else if (attrs.has("axis")) {
+    axes = std::span<const std::int64_t>(&single, 1);
+  }
+  AxisMask mask(static_cast<std::size_t>(rank), axes.empty() && !listed);
   for (const std::int64_t axis : axes) {
     DTR_CHECK_SHAPES(axis >= -rank && axis < rank, op, inputs, "has axis ", axis, " outside [", -rank, ", ", rank, ")");
     const auto d = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
