@@ -13,8 +13,15 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-Attrs transposes(bool a, bool b) {
-  return Attrs{{"transpose_a", std::int64_t{a ? 1 : 0}}, {"transpose_b", std::int64_t{b ? 1 : 0}}};
+// The four products' attributes, built once: every backward of a product or a linear layer takes two.
+const Attrs& transposes(bool a, bool b) {
+  static const Attrs table[4] = {
+      Attrs{{"transpose_a", std::int64_t{0}}, {"transpose_b", std::int64_t{0}}},
+      Attrs{{"transpose_a", std::int64_t{0}}, {"transpose_b", std::int64_t{1}}},
+      Attrs{{"transpose_a", std::int64_t{1}}, {"transpose_b", std::int64_t{0}}},
+      Attrs{{"transpose_a", std::int64_t{1}}, {"transpose_b", std::int64_t{1}}},
+  };
+  return table[(a ? 2 : 0) + (b ? 1 : 0)];
 }
 
 // The gradients of a (batched) product `product` (matmul or bmm).
@@ -50,7 +57,8 @@ Grads linear_grads(const GradientContext& c, std::size_t bias) {
   Grads grads(c.inputs.size());
   if (c.wants(0)) grads[0] = rt.view(call(c, ops::matmul(), {g2, w}), x.shape());
   if (c.wants(1)) grads[1] = call(c, ops::matmul(), {g2, x2}, transposes(true, false));
-  if (c.inputs.size() > bias && c.wants(bias)) grads[bias] = call(c, ops::sum(), {g2}, {{"axis", std::int64_t{0}}});
+  static const Attrs over_rows{{"axis", std::int64_t{0}}};
+  if (c.inputs.size() > bias && c.wants(bias)) grads[bias] = call(c, ops::sum(), {g2}, over_rows);
   return grads;
 }
 
