@@ -127,13 +127,11 @@ AxisMask reduced_axes(const std::string& op, std::span<const TensorMeta> inputs,
   const auto rank = static_cast<std::int64_t>(inputs[0].shape.size());
   // A view of the attribute's axes, not a copy: every sum's infer and kernel come here.
   const bool listed = attrs.has("axes");
-  const std::int64_t single = !listed && attrs.has("axis") ? attrs.get_int("axis") : 0;
-  std::span<const std::int64_t> axes;
-  if (listed) {
-    axes = attrs.get_ints("axes");
-  } else if (attrs.has("axis")) {
-    axes = std::span<const std::int64_t>(&single, 1);
-  }
+  const bool one = !listed && attrs.has("axis");
+  const std::int64_t single = one ? attrs.get_int("axis") : 0;
+  const std::span<const std::int64_t> axes = listed ? std::span<const std::int64_t>(attrs.get_ints("axes"))
+                                             : one  ? std::span<const std::int64_t>(&single, 1)
+                                                    : std::span<const std::int64_t>();
   AxisMask mask(static_cast<std::size_t>(rank), axes.empty() && !listed);
   for (const std::int64_t axis : axes) {
     DTR_CHECK_SHAPES(axis >= -rank && axis < rank, op, inputs, "has axis ", axis, " outside [", -rank, ", ", rank, ")");
