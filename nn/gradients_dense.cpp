@@ -43,7 +43,9 @@ Grads product_grads(const GradientContext& c, const OpDef& product) {
 }
 
 // linear's and linear_add's gradients of x, w and the bias (input `bias`, when there is one): y = x wᵀ + ...
-// over rows of x, dx = g w, dw = gᵀ x, dbias = the column sums of g.
+// over rows of x, dx = g w, dw = gᵀ x, dbias = the column sums of g. dx last (as a convolution's): dw is the
+// last read of the saved x, so while dx is made a budget can let x go for good; made first, dx would wait,
+// evictable, through dw's product, beside the x that product pins.
 Grads linear_grads(const GradientContext& c, std::size_t bias) {
   Runtime& rt = c.runtime;
   const Tensor& x = c.inputs[0];
@@ -55,10 +57,10 @@ Grads linear_grads(const GradientContext& c, std::size_t bias) {
   const Tensor g2 = rt.view(g, {rows, out});
   const Tensor x2 = rt.view(x, {rows, in});
   Grads grads(c.inputs.size());
-  if (c.wants(0)) grads[0] = rt.view(call(c, ops::matmul(), {g2, w}), x.shape());
   if (c.wants(1)) grads[1] = call(c, ops::matmul(), {g2, x2}, transposes(true, false));
   static const Attrs over_rows{{"axis", std::int64_t{0}}};
   if (c.inputs.size() > bias && c.wants(bias)) grads[bias] = call(c, ops::sum(), {g2}, over_rows);
+  if (c.wants(0)) grads[0] = rt.view(call(c, ops::matmul(), {g2, w}), x.shape());
   return grads;
 }
 
@@ -90,20 +92,22 @@ void add_dense_rules(GradientTable& table) {
     return grads;
   });
   // y = conv2d(x, w) + b: dx = conv2d_backward_input(g, w), dw = conv2d_backward_weight(g, x), db = g summed
-  // over images and positions.
+  // over images and positions. dx last, as linear's: once dw has read the saved x, a budget may evict x for
+  // good while dx is made, where dx made first was evicted during dw and remade (U-Net's costliest
+  // recomputation at half its peak; AutogradMemory.ALayersBackwardLetsItsSavedInputGoBeforeMakingTheInputsGradient).
   table.add(ops::conv2d(), {bits(0, 1)}, [](const GradientContext& c) {
     const Tensor g = output_grad(c, 0);
     const Tensor& x = c.inputs[0];
     const Tensor& w = c.inputs[1];
     Grads grads(c.inputs.size());
-    if (c.wants(0)) {
-      grads[0] = call(c, ops::conv2d_backward_input(), {g, w}, with_shape(c.attrs, "input_shape", x.shape()));
-    }
     if (c.wants(1)) {
       grads[1] = call(c, ops::conv2d_backward_weight(), {g, x}, with_shape(c.attrs, "weight_shape", w.shape()));
     }
     if (c.inputs.size() == 3 && c.wants(2)) {
       grads[2] = call(c, ops::sum(), {g}, {{"axes", std::vector<std::int64_t>{0, 2, 3}}});
+    }
+    if (c.wants(0)) {
+      grads[0] = call(c, ops::conv2d_backward_input(), {g, w}, with_shape(c.attrs, "input_shape", x.shape()));
     }
     return grads;
   });
