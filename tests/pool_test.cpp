@@ -2,7 +2,11 @@
 // ops, and the errors.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
 #include <limits>
 #include <vector>
 
@@ -94,6 +98,56 @@ TEST(Pool2d, ALargeInputsPlanesGetTheBitsEachGetsAlone) {
     EXPECT_EQ(part(max_dx.values, p, side * side), run(ops::max_pool2d_backward(), {gp, xp}, attrs).values) << p;
     EXPECT_EQ(part(avg_y.values, p, out_plane), run(ops::avg_pool2d(), {xp}, attrs).values) << p;
     EXPECT_EQ(part(avg_dx.values, p, side * side), run(ops::avg_pool2d_backward(), {gp}, one_backward).values) << p;
+  }
+}
+
+// 2x2 windows at stride 2 take a path of their own (kernels/dense/pool.cpp): against the rule every max pooling
+// follows, computed here window by window (the first maximal cell in window order, the first NaN once one
+// is met, the gradient 0 + g at that cell and zero elsewhere), bit for bit, on planes with ties, signed zeros,
+// NaNs of two payloads, odd sides whose last row or column no window covers, and gradients of -0.
+TEST(MaxPool2d, TwoByTwoWindowsFollowTheRuleBitForBit) {
+  const float nan_a = std::bit_cast<float>(0x7FC00001U);
+  const float nan_b = std::bit_cast<float>(0xFFC00002U);
+  const std::vector<float> palette{-1.0F, 0.0F, -0.0F, 1.0F, 2.0F, 2.0F, 1.0F, nan_a, nan_b};
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<std::uint32_t> b;
+    for (const float f : v) b.push_back(std::bit_cast<std::uint32_t>(f));
+    return b;
+  };
+  const Attrs attrs{{"kernel", Ints{2, 2}}};
+  std::uint64_t state = 7;
+  const auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::size_t>(state >> 33);
+  };
+  for (const auto& [h, w] : {std::pair{2, 2}, {3, 5}, {6, 4}, {7, 7}, {28, 28}}) {
+    SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w));
+    const std::int64_t planes = 6;
+    const std::int64_t oh = h / 2, ow = w / 2;
+    std::vector<float> x(static_cast<std::size_t>(planes * h * w));
+    for (float& v : x) v = palette[next() % palette.size()];
+    std::vector<float> g(static_cast<std::size_t>(planes * oh * ow));
+    for (float& v : g) v = next() % 4 == 0 ? -0.0F : static_cast<float>(next() % 9) - 4.0F;
+    std::vector<float> y(g.size());
+    std::vector<float> dx(x.size(), 0.0F);
+    for (std::int64_t p = 0; p < planes; ++p) {
+      for (std::int64_t i = 0; i < oh; ++i) {
+        for (std::int64_t j = 0; j < ow; ++j) {
+          std::int64_t best = (p * h + 2 * i) * w + 2 * j;
+          for (const std::int64_t cell : {best + 1, best + w, best + w + 1}) {
+            const float b = x[static_cast<std::size_t>(best)];
+            const float c = x[static_cast<std::size_t>(cell)];
+            if (!std::isnan(b) && (c > b || std::isnan(c))) best = cell;
+          }
+          const std::size_t out = static_cast<std::size_t>((p * oh + i) * ow + j);
+          y[out] = x[static_cast<std::size_t>(best)];
+          dx[static_cast<std::size_t>(best)] = 0.0F + g[out];
+        }
+      }
+    }
+    const Input xin{{2, 3, h, w}, x};
+    EXPECT_EQ(bits(run(ops::max_pool2d(), {xin}, attrs).values), bits(y));
+    EXPECT_EQ(bits(run(ops::max_pool2d_backward(), {Input{{2, 3, oh, ow}, g}, xin}, attrs).values), bits(dx));
   }
 }
 

@@ -17,14 +17,18 @@
 namespace dtr::ops {
 namespace {
 
+// Whether `candidate` replaces `best` as a window's maximum in window order: larger, or the first NaN (a NaN,
+// once the maximum, stays it). The rule of every max pooling here.
+template <typename T>
+bool replaces(T best, T candidate) {
+  return !std::isnan(best) && (candidate > best || std::isnan(candidate));
+}
+
 // The offset in `plane` of window (y, x)'s maximum: the first maximal cell in row-major window order, or
 // the first NaN (NaN propagates). Padding never wins; every window holds an input cell.
 template <typename T>
 std::int64_t window_argmax(const kernels::PoolGeometry& g, const T* plane, std::int64_t y, std::int64_t x) {
-  const auto better = [plane](std::int64_t best, std::int64_t offset) {
-    const T v = plane[offset];
-    return !std::isnan(plane[best]) && (v > plane[best] || std::isnan(v));
-  };
+  const auto better = [plane](std::int64_t best, std::int64_t offset) { return replaces(plane[best], plane[offset]); };
   const std::int64_t top = y * g.stride_h - g.pad_h;
   const std::int64_t left = x * g.stride_w - g.pad_w;
   if (top >= 0 && left >= 0 && top + g.kh <= g.h && left + g.kw <= g.w) {  // inside: no clipping to compute
@@ -44,6 +48,58 @@ std::int64_t window_argmax(const kernels::PoolGeometry& g, const T* plane, std::
   return best;
 }
 
+// 2x2 windows at stride 2 without padding (U-Net's and most CNNs' pooling): disjoint and inside the input, so
+// each output compares its four cells in window order with no clipping, in loops the compiler vectorizes;
+// the same maxima as window_argmax and, for the gradient, each cell its window's gradient or zero.
+bool two_by_two(const kernels::PoolGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// The maxima of one plane's 2x2 windows.
+template <typename T>
+void max_pool_plane_2x2(const kernels::PoolGeometry& g, const T* plane, T* y) {
+  for (std::int64_t i = 0; i < g.oh; ++i) {
+    const T* top = plane + 2 * i * g.w;
+    const T* bottom = top + g.w;
+    T* row = y + i * g.ow;
+    for (std::int64_t j = 0; j < g.ow; ++j) {
+      T best = top[2 * j];
+      best = replaces(best, top[2 * j + 1]) ? top[2 * j + 1] : best;
+      best = replaces(best, bottom[2 * j]) ? bottom[2 * j] : best;
+      best = replaces(best, bottom[2 * j + 1]) ? bottom[2 * j + 1] : best;
+      row[j] = best;
+    }
+  }
+}
+
+// One plane's input gradient through 2x2 windows: each window's gradient to its maximal cell (0 + g, as the
+// general path's scatter into zeros gives), zero elsewhere, rows and columns no window covers included.
+template <typename T>
+void max_pool_backward_plane_2x2(const kernels::PoolGeometry& g, const T* plane, const T* grad, T* dplane) {
+  for (std::int64_t i = 0; i < g.oh; ++i) {
+    const T* top = plane + 2 * i * g.w;
+    const T* bottom = top + g.w;
+    T* dtop = dplane + 2 * i * g.w;
+    T* dbottom = dtop + g.w;
+    const T* grad_row = grad + i * g.ow;
+    for (std::int64_t j = 0; j < g.ow; ++j) {
+      T best = top[2 * j];
+      int which = 0;
+      if (replaces(best, top[2 * j + 1])) best = top[2 * j + 1], which = 1;
+      if (replaces(best, bottom[2 * j])) best = bottom[2 * j], which = 2;
+      if (replaces(best, bottom[2 * j + 1])) which = 3;
+      const T sum = T{0} + grad_row[j];
+      dtop[2 * j] = which == 0 ? sum : T{0};
+      dtop[2 * j + 1] = which == 1 ? sum : T{0};
+      dbottom[2 * j] = which == 2 ? sum : T{0};
+      dbottom[2 * j + 1] = which == 3 ? sum : T{0};
+    }
+    std::fill(dtop + 2 * g.ow, dtop + g.w, T{0});
+    std::fill(dbottom + 2 * g.ow, dbottom + g.w, T{0});
+  }
+  std::fill(dplane + 2 * g.oh * g.w, dplane + g.h * g.w, T{0});
+}
+
 // ---- max_pool2d -------------------------------------------------------------------------------------------
 
 TensorMetas infer_max_pool2d(std::span<const TensorMeta> inputs, const Attrs& attrs) {
@@ -57,9 +113,11 @@ void max_pool2d_cpu(T /*zero*/, const KernelArgs& args) {
   const kernels::PoolGeometry g = kernels::pool_geometry("max_pool2d", args.input_meta, args.input_meta[0].shape, args.attrs);
   const T* x = args.input<T>(0);
   T* out = args.output<T>(0);
+  const bool fast = two_by_two(g);
   kernels::parallel_for_items(g.planes(), g.planes() * g.h * g.w, [&](std::int64_t p) {
     const T* plane = x + p * g.h * g.w;
     T* y = out + p * g.oh * g.ow;
+    if (fast) return max_pool_plane_2x2(g, plane, y);
     for (std::int64_t i = 0; i < g.oh; ++i) {
       for (std::int64_t j = 0; j < g.ow; ++j) *y++ = plane[window_argmax(g, plane, i, j)];
     }
@@ -92,10 +150,12 @@ void max_pool2d_backward_cpu(T /*zero*/, const KernelArgs& args) {
   const T* grads = args.input<T>(0);
   const T* x = args.input<T>(1);
   T* dx = args.output<T>(0);
+  const bool fast = two_by_two(g);
   kernels::parallel_for_items(g.planes(), g.planes() * g.h * g.w, [&](std::int64_t p) {
     const T* plane = x + p * g.h * g.w;
     T* dplane = dx + p * g.h * g.w;
     const T* grad = grads + p * g.oh * g.ow;
+    if (fast) return max_pool_backward_plane_2x2(g, plane, grad, dplane);
     std::fill(dplane, dplane + g.h * g.w, T{0});
     for (std::int64_t i = 0; i < g.oh; ++i) {
       for (std::int64_t j = 0; j < g.ow; ++j) dplane[window_argmax(g, plane, i, j)] += *grad++;
