@@ -49,8 +49,9 @@ std::int64_t window_argmax(const kernels::PoolGeometry& g, const T* plane, std::
 }
 
 // 2x2 windows at stride 2 without padding (U-Net's and most CNNs' pooling): disjoint and inside the input, so
-// each output compares its four cells in window order with no clipping, in loops the compiler vectorizes;
-// the same maxima as window_argmax and, for the gradient, each cell its window's gradient or zero.
+// each output compares its four cells in window order with no geometry to walk, and the gradient writes each
+// cell once (no zeroing pass, no scatter): the same bits as window_argmax's loops, 2-4x faster
+// (bench/pool_bench.cpp).
 bool two_by_two(const kernels::PoolGeometry& g) {
   return g.kh == 2 && g.kw == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
 }
