@@ -95,9 +95,35 @@ void Runtime::Impl::detach_buffer(Storage& s) {
 
 void Runtime::Impl::evict(Storage& s) {
   release_buffer(s);
+  if (!heuristic_started) {
+    s.unreported_slot = unreported_evictions.size();
+    unreported_evictions.push_back(&s);
+    return;
+  }
   // What the heuristic does to keep its scores (dtr's evicted neighbourhoods, dtr-eq's classes, the index's
   // refreshes) is search time.
   heuristic_upkeep([&] { heuristic->on_evict(s); });
+}
+
+void Runtime::Impl::drop_unreported(Storage& s) {
+  if (s.unreported_slot == Storage::kNotResident) return;
+  Storage* last = unreported_evictions.back();
+  unreported_evictions[s.unreported_slot] = last;
+  last->unreported_slot = s.unreported_slot;
+  unreported_evictions.pop_back();
+  s.unreported_slot = Storage::kNotResident;
+}
+
+void Runtime::Impl::start_heuristic() {
+  if (heuristic_started) return;
+  heuristic_started = true;
+  std::vector<Storage*> evicted = std::move(unreported_evictions);
+  unreported_evictions.clear();
+  std::sort(evicted.begin(), evicted.end(), [](const Storage* a, const Storage* b) { return a->id < b->id; });
+  for (Storage* s : evicted) {
+    s->unreported_slot = Storage::kNotResident;
+    heuristic_upkeep([&] { heuristic->on_evict(*s); });
+  }
 }
 
 // Forecasts serve decisions, which only a budget asks for: without one the program's uses are not recorded,
@@ -126,6 +152,7 @@ void Runtime::Impl::set_budget(std::optional<std::uint64_t> bytes) {
             "set_memory_budget: a budget of 0 bytes holds nothing; pass nullopt for no budget");
   const CurrentOp running(*this, "set_memory_budget");
   if (bytes) start_forecasts();  // without a budget none were kept: they start with the ops from now on
+  if (bytes) start_heuristic();
   if (bytes && !index) build_index();
   if (config.budget_mode == BudgetMode::bytes || !allocator) {
     DTR_CHECK(config.budget_mode == BudgetMode::bytes || !bytes, ConfigError, "set_memory_budget: this runtime takes "

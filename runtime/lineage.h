@@ -54,6 +54,7 @@ struct Storage final : heuristics::StorageView {
   };
   SmallVector<Dependent, 2> dependents;  // most storages have one or two readers: no heap block for them
   std::size_t resident_slot = kNotResident;  // index in the runtime's list of evictable resident storages
+  std::size_t unreported_slot = kNotResident;  // index in Runtime::Impl::unreported_evictions, while there
   // When it last became an eviction candidate (a runtime-wide arrival count; 0: not a candidate). Equal
   // scores go to the latest arrival, as in the DTR authors' runtime (its candidate list is in arrival order).
   std::uint64_t candidate_since = 0;

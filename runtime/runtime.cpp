@@ -23,6 +23,7 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
   windows = heuristic->fragmentation_aware();
   walking_scores = heuristic->scores_walk_lineage();
   if (config.memory_budget) start_forecasts();
+  if (config.memory_budget) start_heuristic();
   // One rule in both budget modes (the caching allocator refused 0 in device mode; bytes mode took it).
   DTR_CHECK(config.memory_budget != std::uint64_t{0}, ConfigError,
             "Config::memory_budget: a budget of 0 bytes holds nothing; leave it unset (nullopt) for no budget");
@@ -324,7 +325,8 @@ RuntimeFootprint Runtime::footprint() const {
   f.storages = static_cast<std::uint64_t>(impl_->live_storages);
   f.lineage_objects = impl_->pool.outstanding();
   f.candidates = impl_->recomputable.size();
-  f.heuristic_records = impl_->heuristic != nullptr ? impl_->heuristic->live_slots() : 0;
+  f.heuristic_records =
+      (impl_->heuristic != nullptr ? impl_->heuristic->live_slots() : 0) + impl_->unreported_evictions.size();
   f.forecast_records = impl_->forecaster != nullptr ? impl_->forecaster->records() : 0;
   f.indexed_candidates = impl_->index != nullptr ? impl_->index->size() : 0;
   f.segments = impl_->allocator != nullptr ? impl_->allocator->stats().segments.current : 0;

@@ -67,6 +67,13 @@ struct Runtime::Impl final : Reclaimer {
   bool walking_scores = false;  // heuristic->scores_walk_lineage(), read once: timed as search
   std::unique_ptr<heuristics::CandidateIndex> index;  // the candidates in score order; none: scan `recomputable`
   std::unique_ptr<detail::Forecaster> forecaster;  // a heuristic that reads forecasts, under a budget
+  // Whether the heuristic hears the lineage's events: from the first budget on (start_heuristic). Before it
+  // nothing is decided, so an unbudgeted run pays nothing for its heuristic: the storages evicted meanwhile
+  // (dead values kept for their lineage, Runtime::evict's) wait in `unreported_evictions` (their
+  // Storage::unreported_slot) to be told at the start, and the other events are dropped, which changes
+  // nothing: a heuristic that was told of no eviction keeps no state about any storage.
+  bool heuristic_started = false;
+  std::vector<Storage*> unreported_evictions;
   // Where buffers come from: the caching allocator, or (BufferSource::memory_resource) `direct_memory` itself;
   // `memory` is the one in use.
   std::unique_ptr<CachingAllocator> allocator;
@@ -207,6 +214,11 @@ struct Runtime::Impl final : Reclaimer {
   void build_index();
   // Keeps forecasts from now on, if the heuristic reads them (once a budget is set).
   void start_forecasts();
+  // Tells the heuristic the evictions it has not heard of, in the order their storages were made, and every
+  // event from now on (once a budget is set; before build_index, whose keys read the heuristic's state).
+  void start_heuristic();
+  // Takes `s` off the unreported evictions (it is back, or dies, before the heuristic heard of it).
+  void drop_unreported(Storage& s);
   void evict(Storage& s);
   // Runs `upkeep` (the heuristic keeping its scores: a new candidate's, an eviction's, a rematerialization's, a
   // death's) and counts its time as search time (RuntimeStats::search_ns), under a budget only (without one

@@ -47,7 +47,8 @@ struct RuntimeFootprint {
   std::uint64_t lineage_objects = 0;    // storages, closures and tensor handles alive (the lineage's blocks)
   std::uint64_t candidates = 0;         // resident storages that could be evicted (pinned ones included)
   std::uint64_t heuristic_records = 0;  // the heuristic's own records (dtr-eq: its union-find nodes; dtr: its
-                                        // lists of evicted readers)
+                                        // lists of evicted readers), and before a first budget the evictions
+                                        // it will be told of then
   std::uint64_t forecast_records = 0;   // signatures whose last uses the forecast heuristic keeps (at most 2^20)
   std::uint64_t indexed_candidates = 0;  // candidates in the eviction index (0 where decisions scan: no budget,
                                          // DTR_SEARCH=scan, a size floor, random)
