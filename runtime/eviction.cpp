@@ -95,10 +95,9 @@ void Runtime::Impl::detach_buffer(Storage& s) {
 
 void Runtime::Impl::evict(Storage& s) {
   release_buffer(s);
-  if (!heuristic_started) {
+  if (!heuristic_started) {  // told when it starts
     s.unreported_slot = unreported_evictions.size();
     unreported_evictions.push_back(&s);
-    return;
   }
   // What the heuristic does to keep its scores (dtr's evicted neighbourhoods, dtr-eq's classes, the index's
   // refreshes) is search time.
@@ -115,6 +114,7 @@ void Runtime::Impl::drop_unreported(Storage& s) {
 }
 
 void Runtime::Impl::start_heuristic() {
+  start_forecasts();
   if (heuristic_started) return;
   heuristic_started = true;
   std::vector<Storage*> evicted = std::move(unreported_evictions);
@@ -151,8 +151,7 @@ void Runtime::Impl::set_budget(std::optional<std::uint64_t> bytes) {
   DTR_CHECK(!bytes || *bytes > 0, InvalidArgument,
             "set_memory_budget: a budget of 0 bytes holds nothing; pass nullopt for no budget");
   const CurrentOp running(*this, "set_memory_budget");
-  if (bytes) start_forecasts();  // without a budget none were kept: they start with the ops from now on
-  if (bytes) start_heuristic();
+  if (bytes) start_heuristic();  // without a budget no forecast was kept: they start with the ops from now on
   if (bytes && !index) build_index();
   if (config.budget_mode == BudgetMode::bytes || !allocator) {
     DTR_CHECK(config.budget_mode == BudgetMode::bytes || !bytes, ConfigError, "set_memory_budget: this runtime takes "

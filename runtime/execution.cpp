@@ -253,10 +253,7 @@ class UndoRestores {
     done_ = true;
     for (Storage* s : restored_) s->restoring = false;
     if (restored_.empty()) return;
-    if (!runtime_.heuristic_started) {  // back before the heuristic heard they had gone
-      for (Storage* s : restored_) runtime_.drop_unreported(*s);
-      return;
-    }
+    for (Storage* s : restored_) runtime_.drop_unreported(*s);  // back before the heuristic heard they went
     runtime_.heuristic_upkeep([&] {
       for (Storage* s : restored_) runtime_.heuristic->on_rematerialize(*s);
     });

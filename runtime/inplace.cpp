@@ -139,7 +139,7 @@ void Runtime::Impl::make_constant(const Tensor& value) {
 }
 
 std::shared_ptr<Closure> Runtime::Impl::make_constant(Storage& s) {
-  if (heuristic_started) heuristic_upkeep([&] { heuristic->on_cut(s); });
+  heuristic_upkeep([&] { heuristic->on_cut(s); });
   remove_resident(s);
   s.producer->outputs[s.output_index] = nullptr;
   std::shared_ptr<Closure> producer = std::move(s.producer);

@@ -30,7 +30,7 @@ void Runtime::Impl::release_handle(Storage& s, std::uint64_t handle_id, bool las
   if (s.handles == 0) {
     s.handles_released = true;
     // An eviction tells the heuristic as much; otherwise the release is an event of its own.
-    if (!evicting && !s.constant() && heuristic_started) heuristic_upkeep([&] { heuristic->on_release(s); });
+    if (!evicting && !s.constant()) heuristic_upkeep([&] { heuristic->on_release(s); });
   }
   if (trace && handle_id != 0) trace->release(handle_id);
   if (evicting) {
@@ -42,11 +42,8 @@ void Runtime::Impl::release_handle(Storage& s, std::uint64_t handle_id, bool las
 // `s` is dying, already detached from its producer's outputs (so no walk finds it from its inputs).
 void Runtime::Impl::destroyed(Storage& s) {
   // A storage leaving the lineage changes the evicted regions next to it, which the heuristic's scores follow.
-  if (heuristic_started) {
-    heuristic_upkeep([&] { heuristic->on_destroy(s); });
-  } else {
-    drop_unreported(s);
-  }
+  drop_unreported(s);  // dead before the heuristic heard it went
+  heuristic_upkeep([&] { heuristic->on_destroy(s); });
   if (s.in_memory) release_buffer(s);  // first: it leaves the index, which may still read its forecast
   if (forecaster) forecaster->destroyed(s);
   live_storages -= 1;

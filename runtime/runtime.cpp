@@ -22,7 +22,6 @@ Runtime::Impl::Impl(Config cfg, std::unique_ptr<MemoryResource> memory) : config
   heuristic = heuristics::make_heuristic(config.heuristic, "Config::heuristic");
   windows = heuristic->fragmentation_aware();
   walking_scores = heuristic->scores_walk_lineage();
-  if (config.memory_budget) start_forecasts();
   if (config.memory_budget) start_heuristic();
   // One rule in both budget modes (the caching allocator refused 0 in device mode; bytes mode took it).
   DTR_CHECK(config.memory_budget != std::uint64_t{0}, ConfigError,

@@ -214,18 +214,21 @@ struct Runtime::Impl final : Reclaimer {
   void build_index();
   // Keeps forecasts from now on, if the heuristic reads them (once a budget is set).
   void start_forecasts();
-  // Tells the heuristic the evictions it has not heard of, in the order their storages were made, and every
-  // event from now on (once a budget is set; before build_index, whose keys read the heuristic's state).
+  // Once a budget is set: starts the forecasts, tells the heuristic the evictions it has not heard of, in the
+  // order their storages were made, and every event from now on (before build_index, whose keys read the
+  // heuristic's state).
   void start_heuristic();
   // Takes `s` off the unreported evictions (it is back, or dies, before the heuristic heard of it).
   void drop_unreported(Storage& s);
   void evict(Storage& s);
   // Runs `upkeep` (the heuristic keeping its scores: a new candidate's, an eviction's, a rematerialization's, a
-  // death's) and counts its time as search time (RuntimeStats::search_ns), under a budget only (without one
-  // nothing is chosen) and for the heuristics whose scores walk the lineage: the others keep none of it, and
-  // an op should not pay two clock reads for their empty hooks.
+  // death's) once the heuristic has started (before, it hears nothing: `heuristic_started`), and counts its time
+  // as search time (RuntimeStats::search_ns), under a budget only (without one nothing is chosen) and for the
+  // heuristics whose scores walk the lineage: the others keep none of it, and an op should not pay two clock
+  // reads for their empty hooks.
   template <class Upkeep>
   void heuristic_upkeep(Upkeep&& upkeep) {
+    if (!heuristic_started) return;
     if (!walking_scores || !config.memory_budget) return upkeep();
     const std::uint64_t start = detail::steady_ns();
     upkeep();
