@@ -80,8 +80,6 @@ void sum_baseline(const float* in, const Shape& shape, const AxisMask& mask, flo
   for (std::int64_t o = 0; o < out_count; ++o) out[o] = static_cast<float>(totals[static_cast<std::size_t>(o)]);
 }
 
-using dtr::bench::seconds;
-
 // Times `baseline` and `loops` alternately (who goes first alternates), after checking they write the same bits.
 template <typename Baseline, typename Loops>
 void compare(const std::string& what, const std::string& shapes, std::int64_t elements, std::vector<float>& a,
@@ -93,23 +91,9 @@ void compare(const std::string& what, const std::string& shapes, std::int64_t el
                  what.c_str(), shapes.c_str());
     std::exit(1);
   }
-  std::vector<double> base_s, loops_s, ratios;
-  for (int r = 0; r < rounds; ++r) {
-    double tb = 0, tl = 0;
-    if (r % 2 == 0) {
-      tb = seconds(baseline);
-      tl = seconds(loops);
-    } else {
-      tl = seconds(loops);
-      tb = seconds(baseline);
-    }
-    base_s.push_back(tb);
-    loops_s.push_back(tl);
-    ratios.push_back(tl / tb);
-  }
+  const dtr::bench::Alternated t = dtr::bench::alternate(baseline, loops, rounds);
   std::printf("| %s | %s | %lld | %.0f us | %.0f us | %.3f |\n", what.c_str(), shapes.c_str(),
-              static_cast<long long>(elements), dtr::bench::median(base_s) * 1e6, dtr::bench::median(loops_s) * 1e6,
-              dtr::bench::median(ratios));
+              static_cast<long long>(elements), t.baseline_s * 1e6, t.candidate_s * 1e6, t.ratio);
 }
 
 std::vector<float> values(std::int64_t count) {

@@ -31,6 +31,32 @@ double seconds(const Fn& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Medians of two calls timed in turns (who goes first alternates each round, so the machine's drift falls on
+// both): each one's median time and the median of the per-round ratios candidate / baseline.
+struct Alternated {
+  double baseline_s = 0;
+  double candidate_s = 0;
+  double ratio = 0;
+};
+template <typename Baseline, typename Candidate>
+Alternated alternate(const Baseline& baseline, const Candidate& candidate, int rounds) {
+  std::vector<double> base_s, candidate_s, ratios;
+  for (int round = 0; round < rounds; ++round) {
+    double tb = 0, tc = 0;
+    if (round % 2 == 0) {
+      tb = seconds(baseline);
+      tc = seconds(candidate);
+    } else {
+      tc = seconds(candidate);
+      tb = seconds(baseline);
+    }
+    base_s.push_back(tb);
+    candidate_s.push_back(tc);
+    ratios.push_back(tc / tb);
+  }
+  return {median(base_s), median(candidate_s), median(ratios)};
+}
+
 // The console report, plus each benchmark's median real time per iteration (ns) and counters: the "median"
 // aggregate when there are repetitions, else the median of the runs seen. Keyed by the benchmark's name,
 // followed by "/args" when it has arguments.

@@ -1,11 +1,11 @@
-// max_pool2d and its backward op on the CPU (kernels/dense/pool.cpp): the kernels the op table runs now, whose
-// 2x2 windows at stride 2 take a loop of their own, against the loop every window took before (each output's
-// window searched cell by cell, the gradient scattered into a zeroed plane), kept here as the baseline with
-// the same spread of planes over the threads, on the same buffers in one run. Shapes: the zoo U-Net's two
-// pools (batch 128, width 16), and a 3x3 window at stride 2 with padding 1 (ResNet-style stems), which takes
-// the general loop in both (a control: its ratio should be 1). Rounds alternate the two; each figure is the
-// median over rounds of one call's time, and each ratio the median of the per-round ratios. The outputs are
-// checked equal (bitwise) before timing.
+// max_pool2d and its backward op on the CPU (kernels/dense/pool.cpp): the kernels the op table runs now, whose 2x2
+// windows at stride 2 take a loop of their own, against the loop every window took before and every other geometry
+// still takes (each output's window searched cell by cell by kernels::window_argmax, the gradient scattered into a
+// zeroed plane), as the baseline with the same spread of planes over the threads, on the same buffers in one run.
+// Shapes: the zoo U-Net's two pools (batch 128, width 16), and a 3x3 window at stride 2 with padding 1
+// (ResNet-style stems), which takes the general loop in both (a control: its ratio should be 1). Rounds alternate
+// the two; each figure is the median over rounds of one call's time, and each ratio the median of the per-round
+// ratios. The outputs are checked equal (bitwise) before timing.
 //
 // dtr-bench-pool [--rounds N] (default 31).
 #include <CLI/CLI.hpp>
@@ -23,43 +23,19 @@
 #include "dtr/ops.h"
 #include "kernels/cpu_threads.h"
 #include "kernels/dense/window_geometry.h"
+#include "kernels/dense/window_max.h"
 
 namespace {
 
 using dtr::Shape;
 using Ints = std::vector<std::int64_t>;
 
-// The baseline: kernels/dense/pool.cpp's window search before the 2x2 loop (2026-11-30), as it was.
-std::int64_t baseline_argmax(const dtr::kernels::PoolGeometry& g, const float* plane, std::int64_t y, std::int64_t x) {
-  const auto better = [plane](std::int64_t best, std::int64_t offset) {
-    const float v = plane[offset];
-    return !std::isnan(plane[best]) && (v > plane[best] || std::isnan(v));
-  };
-  const std::int64_t top = y * g.stride_h - g.pad_h;
-  const std::int64_t left = x * g.stride_w - g.pad_w;
-  if (top >= 0 && left >= 0 && top + g.kh <= g.h && left + g.kw <= g.w) {
-    std::int64_t best = top * g.w + left;
-    for (std::int64_t row = 0; row < g.kh; ++row) {
-      const std::int64_t start = (top + row) * g.w + left;
-      for (std::int64_t column = 0; column < g.kw; ++column) {
-        if (better(best, start + column)) best = start + column;
-      }
-    }
-    return best;
-  }
-  std::int64_t best = -1;
-  g.for_window(y, x, [&](std::int64_t offset) {
-    if (best < 0 || better(best, offset)) best = offset;
-  });
-  return best;
-}
-
 void baseline_forward(const dtr::kernels::PoolGeometry& g, const float* x, float* out) {
   dtr::kernels::parallel_for_items(g.planes(), g.planes() * g.h * g.w, [&](std::int64_t p) {
     const float* plane = x + p * g.h * g.w;
     float* y = out + p * g.oh * g.ow;
     for (std::int64_t i = 0; i < g.oh; ++i) {
-      for (std::int64_t j = 0; j < g.ow; ++j) *y++ = plane[baseline_argmax(g, plane, i, j)];
+      for (std::int64_t j = 0; j < g.ow; ++j) *y++ = plane[dtr::kernels::window_argmax(g, plane, i, j)];
     }
   });
 }
@@ -71,7 +47,7 @@ void baseline_backward(const dtr::kernels::PoolGeometry& g, const float* grads, 
     const float* grad = grads + p * g.oh * g.ow;
     std::fill(dplane, dplane + g.h * g.w, 0.0F);
     for (std::int64_t i = 0; i < g.oh; ++i) {
-      for (std::int64_t j = 0; j < g.ow; ++j) dplane[baseline_argmax(g, plane, i, j)] += *grad++;
+      for (std::int64_t j = 0; j < g.ow; ++j) dplane[dtr::kernels::window_argmax(g, plane, i, j)] += *grad++;
     }
   });
 }
@@ -82,11 +58,7 @@ std::vector<float> values(std::int64_t count, std::uint64_t salt) {
   return v;
 }
 
-std::int64_t count(const Shape& shape) {
-  std::int64_t n = 1;
-  for (const std::int64_t d : shape) n *= d;
-  return n;
-}
+std::int64_t count(const Shape& shape) { return dtr::TensorMeta{shape}.numel(); }
 
 template <typename Baseline, typename Kernel>
 void compare(const char* what, const std::string& shapes, std::vector<float>& a, std::vector<float>& b,
@@ -98,22 +70,9 @@ void compare(const char* what, const std::string& shapes, std::vector<float>& a,
                  shapes.c_str());
     std::exit(1);
   }
-  std::vector<double> base_s, kernel_s, ratios;
-  for (int round = 0; round < rounds; ++round) {
-    double tb = 0, tk = 0;
-    if (round % 2 == 0) {
-      tb = dtr::bench::seconds(baseline);
-      tk = dtr::bench::seconds(kernel);
-    } else {
-      tk = dtr::bench::seconds(kernel);
-      tb = dtr::bench::seconds(baseline);
-    }
-    base_s.push_back(tb);
-    kernel_s.push_back(tk);
-    ratios.push_back(tk / tb);
-  }
-  std::printf("| %s | %s | %.0f us | %.0f us | %.3f |\n", what, shapes.c_str(), dtr::bench::median(base_s) * 1e6,
-              dtr::bench::median(kernel_s) * 1e6, dtr::bench::median(ratios));
+  const dtr::bench::Alternated t = dtr::bench::alternate(baseline, kernel, rounds);
+  std::printf("| %s | %s | %.0f us | %.0f us | %.3f |\n", what, shapes.c_str(), t.baseline_s * 1e6,
+              t.candidate_s * 1e6, t.ratio);
 }
 
 void pool_case(const Shape& in, const Ints& kernel, const Ints& stride, const Ints& padding, int rounds) {
