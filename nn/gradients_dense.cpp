@@ -103,9 +103,8 @@ void add_dense_rules(GradientTable& table) {
     if (c.wants(1)) {
       grads[1] = call(c, ops::conv2d_backward_weight(), {g, x}, with_shape(c.attrs, "weight_shape", w.shape()));
     }
-    if (c.inputs.size() == 3 && c.wants(2)) {
-      grads[2] = call(c, ops::sum(), {g}, {{"axes", std::vector<std::int64_t>{0, 2, 3}}});
-    }
+    static const Attrs over_images_and_positions{{"axes", std::vector<std::int64_t>{0, 2, 3}}};
+    if (c.inputs.size() == 3 && c.wants(2)) grads[2] = call(c, ops::sum(), {g}, over_images_and_positions);
     if (c.wants(0)) {
       grads[0] = call(c, ops::conv2d_backward_input(), {g, w}, with_shape(c.attrs, "input_shape", x.shape()));
     }

@@ -59,8 +59,14 @@ void max_pool_backward_plane_2x2(const kernels::PoolGeometry& g, const T* plane,
     for (std::int64_t j = 0; j < g.ow; ++j) {
       T best = top[2 * j];
       int which = 0;
-      if (replaces(best, top[2 * j + 1])) best = top[2 * j + 1], which = 1;
-      if (replaces(best, bottom[2 * j])) best = bottom[2 * j], which = 2;
+      if (replaces(best, top[2 * j + 1])) {
+        best = top[2 * j + 1];
+        which = 1;
+      }
+      if (replaces(best, bottom[2 * j])) {
+        best = bottom[2 * j];
+        which = 2;
+      }
       if (replaces(best, bottom[2 * j + 1])) which = 3;
       const T sum = T{0} + grad_row[j];
       dtop[2 * j] = which == 0 ? sum : T{0};

@@ -134,12 +134,8 @@ TEST(AutogradMemory, ALayersBackwardLetsItsSavedInputGoBeforeMakingTheInputsGrad
       {"conv2d", {n, 4, 16, 16}, {4, 4, 3, 3}, {n, 4, 16, 16},
        [](const Variable& x, const Variable& w) { return conv2d(x, w, {}, Conv2dOptions{.padding = {1, 1}}); }},
   };
-  const auto elements = [](const Shape& shape) {
-    std::int64_t count = 1;
-    for (const std::int64_t d : shape) count *= d;
-    return count;
-  };
-  const auto bytes = [&](const Shape& shape) { return static_cast<std::uint64_t>(elements(shape)) * sizeof(float); };
+  const auto elements = [](const Shape& shape) { return TensorMeta{shape}.numel(); };
+  const auto bytes = [](const Shape& shape) { return TensorMeta{shape}.nbytes(); };
   for (const Layer& layer : layers) {
     // x is made from the leaf a by an op whose rule does not read x: once the layer's rule has read it, nothing
     // will again. The budget holds what the weight's gradient needs (a, w, x, the output's gradient, dw) and
