@@ -237,6 +237,7 @@ void ForecastIndex::rekey(StorageView& s) {
   } else {
     DeadlineHeap& heap = deadline_heap(group);
     const bool new_deadline = heap.b(r.handle) != static_cast<double>(*k.deadline);
+    if (!new_deadline && heap.a(r.handle) == k.a) return;  // the same curve: the heap's order stands
     heap.update(r.handle, k.a, static_cast<double>(*k.deadline), static_cast<double>(clocks_.program));
     if (new_deadline) push_deadline(slot, *k.deadline);  // the old entry is stale by its stamp
   }
