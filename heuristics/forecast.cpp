@@ -43,12 +43,21 @@ class ForecastHeuristic final : public Heuristic {
     return cost_per_byte(s) / std::max(s.forecast_distance(), 1.0);
   }
   bool last_resort(StorageView& s) override { return !s.released() && s.forecast_unread(); }
-  ForecastKey forecast_key(StorageView& s) override { return forecast_key_after_use(s, cost_per_byte(s)); }
+  ForecastKey forecast_key(StorageView& s) override {
+    bool walked = false;
+    ForecastKey k = forecast_key_after_use(s, cost_per_byte(s, &walked));
+    k.floored = walked;
+    return k;
+  }
   ForecastKey forecast_key_after_use(StorageView& s, double a) override {
     return ForecastKey{a, s.forecast_deadline(), static_cast<double>(s.last_use_op()) - 1.0, last_resort(s)};
   }
 
-  void on_evict(StorageView& s) override { both(&Heuristic::on_evict, s); }
+  void on_evict(StorageView& s) override {
+    relay_.raising = true;
+    both(&Heuristic::on_evict, s);
+    relay_.raising = false;
+  }
   void on_rematerialize(StorageView& s) override { both(&Heuristic::on_rematerialize, s); }
   void on_destroy(StorageView& s) override { both(&Heuristic::on_destroy, s); }
   void on_cut(StorageView& s) override {
@@ -62,16 +71,24 @@ class ForecastHeuristic final : public Heuristic {
   // sorting the reports to drop repeats cost more than that).
   void set_listener(ScoreListener* listener) override {
     Heuristic::set_listener(listener);
-    classes_->set_listener(listener);
-    walks_->set_listener(listener);
+    relay_.to = listener;
+    relay_.classes = classes_.get();
+    classes_->set_listener(listener != nullptr ? &relay_ : nullptr);
+    walks_->set_listener(listener != nullptr ? &relay_ : nullptr);
   }
 
  private:
   // (c0 + Σ c0 over e*) / m: the walks' e* where they counted all of it, else h_DTR^eq's; 0 for a released
   // storage nothing held waits on or is made from while larger.
-  double cost_per_byte(StorageView& s) {
+  // `walked`, if given: set where the a is a complete walk's cost for a storage the program holds, which an
+  // eviction beside it only raises (the walks then reach more) unless they stop being complete, and then it
+  // is the classes' a (ForecastKey::floored). Not a fallback's: an eviction can complete a walk (a shorter
+  // way past the depth bound), and a walk's cost may be below the classes'; nor a released storage's, whose
+  // 0 depends on what is held.
+  double cost_per_byte(StorageView& s, bool* walked = nullptr) {
     const EvictedReach reach = walks_->reach(s);
     if (s.released() && reach.complete && !reach.holds_dependent && !feeds_larger_held(s)) return 0.0;
+    if (walked != nullptr) *walked = reach.complete && !s.released();
     return reach.complete ? (s.cost() + reach.cost) / bytes_of(s) : classes_->key(s).a;
   }
 
@@ -92,8 +109,24 @@ class ForecastHeuristic final : public Heuristic {
     (walks_.get()->*event)(s);
   }
 
+  // The bases' reports, passed on; during an eviction with the classes' a now as the floor (sums kept up to
+  // date: no walk), what a floored key's a can fall to (cost_per_byte).
+  struct Relay final : ScoreListener {
+    ScoreListener* to = nullptr;
+    Heuristic* classes = nullptr;
+    bool raising = false;
+    void score_changed(StorageView& s) override {
+      if (raising && !s.released() && !s.evicted() && s.index_handle != StorageView::kNotIndexed) {
+        to->score_raised(s, classes->key(s).a);
+      } else {
+        to->score_changed(s);
+      }
+    }
+  };
+
   std::unique_ptr<Heuristic> classes_;
   std::unique_ptr<EvictedNeighbourhood> walks_;
+  Relay relay_;
 };
 
 }  // namespace

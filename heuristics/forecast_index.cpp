@@ -63,6 +63,24 @@ void ForecastIndex::score_changed(StorageView& s) {
   if (s.index_handle != StorageView::kNotIndexed) mark_pending(s.index_handle, /*cost_changed=*/true);
 }
 
+void ForecastIndex::score_raised(StorageView& s, double floor) {
+  if (s.index_handle == StorageView::kNotIndexed) return;
+  Record& r = records_[s.index_handle];
+  // Not placed yet (placed with a walked key at the next decision anyway), or possibly lower than its heap's
+  // key: keyed at the next decision.
+  if (r.group == Group::none || !r.floored || floor < held_a(r)) {
+    mark_pending(s.index_handle, /*cost_changed=*/true);
+    return;
+  }
+  r.raised = true;
+}
+
+void ForecastIndex::settle_raised() {
+  for (Record& r : records_) {
+    if (r.storage != nullptr && r.raised) rekey(*r.storage);
+  }
+}
+
 void ForecastIndex::mark_pending(std::uint32_t slot, bool cost_changed) {
   Record& r = records_[slot];
   r.cost_changed = r.cost_changed || cost_changed;
@@ -90,27 +108,34 @@ StorageView* ForecastIndex::choose(const IndexClocks& clocks) {
   settle();
   const auto program = static_cast<double>(clocks_.program);
   const auto ops = static_cast<double>(clocks_.ops);
-  const Record* best = nullptr;
-  double best_score = 0;
-  if (!ahead_.empty()) {
-    const auto h = ahead_.top(program);
-    best = &records_[ahead_.payload(h)];
-    best_score = ahead_.score(h, program);
+  // A raised record's heap holds a lower bound of its score: where one would be chosen it is keyed, and the
+  // choice made again (every other candidate's true score is at least what its heap holds).
+  for (;;) {
+    Record* best = nullptr;
+    double best_score = 0;
+    if (!ahead_.empty()) {
+      const auto h = ahead_.top(program);
+      best = &records_[ahead_.payload(h)];
+      best_score = ahead_.score(h, program);
+    }
+    if (!stale_.empty()) {
+      const auto h = stale_.top(ops);
+      Record& r = records_[stale_.payload(h)];
+      const double score = stale_.score(h, ops);
+      if (best == nullptr || score < best_score || (score == best_score && r.arrival > best->arrival)) best = &r;
+    }
+    if (best == nullptr && !unread_.empty()) best = &records_[unread_.payload(unread_.top(program))];
+    if (best == nullptr) return nullptr;
+    if (!best->raised) return best->storage;
+    rekey(*best->storage);
   }
-  if (!stale_.empty()) {
-    const auto h = stale_.top(ops);
-    const Record& r = records_[stale_.payload(h)];
-    const double score = stale_.score(h, ops);
-    if (best == nullptr || score < best_score || (score == best_score && r.arrival > best->arrival)) best = &r;
-  }
-  if (best == nullptr && !unread_.empty()) best = &records_[unread_.payload(unread_.top(program))];
-  return best != nullptr ? best->storage : nullptr;
 }
 
 double ForecastIndex::score(const StorageView& s, const IndexClocks& clocks) {
   DTR_CHECK(s.index_handle != StorageView::kNotIndexed, InvalidArgument, "forecast index: not a candidate");
   sync(clocks);
   settle();
+  settle_raised();
   const Record& r = records_[s.index_handle];
   if (r.group == Group::stale) return stale_.current_score(r.handle, static_cast<double>(clocks_.ops));
   return deadline_heap(r.group).current_score(r.handle, static_cast<double>(clocks_.program));
@@ -119,12 +144,14 @@ double ForecastIndex::score(const StorageView& s, const IndexClocks& clocks) {
 bool ForecastIndex::last_resort(const StorageView& s) {
   DTR_CHECK(s.index_handle != StorageView::kNotIndexed, InvalidArgument, "forecast index: not a candidate");
   settle();
+  settle_raised();
   return records_[s.index_handle].group == Group::unread;
 }
 
 bool ForecastIndex::valid(const IndexClocks& clocks) {
   sync(clocks);
   settle();
+  settle_raised();
   const auto program = static_cast<double>(clocks_.program);
   const auto ops = static_cast<double>(clocks_.ops);
   ahead_.advance(program);
@@ -165,11 +192,13 @@ ForecastIndex::Group ForecastIndex::group_of(const ForecastKey& k) {
 // its a as last keyed with the timing a use moved. The record is keyed from then on.
 ForecastKey ForecastIndex::key_of(Record& r) {
   // A record in no heap is new (marked with its cost changed): only a record in a heap keys without walking.
-  const ForecastKey k = r.cost_changed || r.group == Group::none
-                            ? heuristic_.forecast_key(*r.storage)
-                            : heuristic_.forecast_key_after_use(*r.storage, held_a(r));
+  const bool walk = r.cost_changed || r.raised || r.group == Group::none;
+  const ForecastKey k = walk ? heuristic_.forecast_key(*r.storage)
+                             : heuristic_.forecast_key_after_use(*r.storage, held_a(r));
+  if (walk) r.floored = k.floored;  // a use keeps the a, and what it was
   r.pending = false;
   r.cost_changed = false;
+  r.raised = false;
   return k;
 }
 

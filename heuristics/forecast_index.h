@@ -12,7 +12,11 @@
 // deadline (its next forecast use, or its staleness, takes over): a queue of deadlines moves it, before any
 // heap's clock passes that deadline. A new candidate, a use and a neighbourhood change mark it pending; the
 // next decision keys each pending candidate once (a key walks the lineage, and between two decisions the same
-// storage is reported tens of times), so the heaps hold a scan's keys whenever a decision reads them.
+// storage is reported tens of times), so the heaps hold a scan's keys whenever a decision reads them. An
+// eviction reported beside a candidate whose key was floored, with a floor no lower than that key's a, can
+// only have raised its score (ScoreListener::score_raised): it is noted, its heap keeping the old key as a
+// lower bound, and keyed only where a decision would choose it (then the choice is made again), so that of
+// the candidates an eviction reports, only those near the top are walked.
 //
 // Thread safety: none; an index belongs to one runtime's thread.
 #pragma once
@@ -43,6 +47,9 @@ class ForecastIndex final : public CandidateIndex {
   // ScoreListener: marks it pending (keyed at the next decision). It must not walk the lineage: a heuristic
   // reports in the middle of its own walks (dtr-eq's report loop reads marks the walks also write).
   void score_changed(StorageView& s) override;
+  // Where its key was floored and `floor` is no lower than the a its heap holds, noted only: its key stays a
+  // lower bound until a decision would choose it, and choose() keys it then; else as score_changed.
+  void score_raised(StorageView& s, double floor) override;
 
   // Tests: the score and tier the index holds for a candidate at `clocks` (a scan's, if the index is right;
   // pending keys are settled first, as for a decision).
@@ -63,6 +70,8 @@ class ForecastIndex final : public CandidateIndex {
     std::uint32_t stamp = 0;    // of its current deadline entry
     bool pending = false;       // its key may have changed since it was keyed (settle() keys it) ...
     bool cost_changed = false;  // ... and more than a use changed it: its a too (else its heap's a stands)
+    bool raised = false;        // its a may have risen since it was keyed: the heap holds a lower bound
+    bool floored = false;       // its last walked key was ForecastKey::floored
   };
   using DeadlineHeap = KineticHeap<std::uint32_t, Curve::deadline>;
 
@@ -77,6 +86,7 @@ class ForecastIndex final : public CandidateIndex {
   void rekey(StorageView& s);
   void mark_pending(std::uint32_t slot, bool cost_changed);
   void settle();
+  void settle_raised();  // keys every raised record (the accessors that read a key; a scan of the records)
   DeadlineHeap& deadline_heap(Group g) { return g == Group::unread ? unread_ : ahead_; }
 
   Heuristic& heuristic_;

@@ -30,6 +30,9 @@ struct ForecastKey {
   std::optional<std::uint64_t> deadline;
   double stale_b = 0;
   bool last_resort = false;
+  // Whether an eviction beside the storage leaves a no lower than it is, or no lower than the floor the
+  // heuristic reports with it (ScoreListener::score_raised): forecast's a complete walk's cost, not a fallback.
+  bool floored = false;
 };
 
 // m in the scores: a storage's bytes, at least 1 (so that an empty storage divides by one byte).
@@ -42,6 +45,13 @@ inline double stale_base(const StorageView& s) { return static_cast<double>(s.la
 class ScoreListener {
  public:
   virtual void score_changed(StorageView& storage) = 0;
+  // An eviction beside the storage changed its score. Where its last key was ForecastKey::floored, its a is
+  // now at least the smaller of that key's a and `floor`: where `floor` is no lower, the score can only have
+  // risen, and a listener may key it lazily.
+  virtual void score_raised(StorageView& storage, double floor) {
+    (void)floor;
+    score_changed(storage);
+  }
 
  protected:
   ~ScoreListener() = default;

@@ -284,6 +284,119 @@ TEST(ForecastIndex, KeysACandidateOnceADecisionHoweverOftenReported) {
   index.remove(s, IndexClocks{2, 2, 2});
 }
 
+// An eviction only raises its neighbours' scores (their e* gains it), so the index keys a neighbour it reports
+// only when the neighbour would be chosen: s, cheapest, is keyed and found dearer than t, which goes; u, raised
+// too but never the cheapest, is not keyed at that decision, and still scores as a scan does when asked.
+TEST(ForecastIndex, AnEvictionKeysANeighbourOnlyWhereItWouldBeChosen) {
+  auto heuristic = heuristics::make_heuristic("forecast");
+  heuristics::ForecastIndex index(*heuristic);
+  const IndexClocks clocks{1, 1, 1};
+  FakeStorage p;  // p -> s -> d, p -> t, p -> u -> e
+  FakeStorage s;
+  FakeStorage t;
+  FakeStorage u;
+  FakeStorage d;
+  FakeStorage e;
+  const std::uint64_t tick = 1;  // both clocks, as `clocks`: no forecast use, scores by staleness
+  for (FakeStorage* c : {&s, &t, &u, &d, &e}) {
+    c->program_clock = &tick;
+    c->ops_clock = &tick;
+  }
+  for (FakeStorage* c : {&s, &t, &u}) {
+    c->inputs = {&p};
+    p.dependents.push_back(c);
+  }
+  s.c0 = 1;
+  t.c0 = 5;
+  u.c0 = 50;
+  d.c0 = 100;
+  e.c0 = 100;
+  d.inputs = {&s};
+  s.dependents = {&d};
+  e.inputs = {&u};
+  u.dependents = {&e};
+  for (FakeStorage* c : {&s, &t, &u, &d, &e}) index.add(*c, clocks);
+  EXPECT_EQ(index.choose(clocks), &s);
+  for (FakeStorage* gone : {&d, &e}) {  // s's and u's e* gain 100 each
+    index.remove(*gone, clocks);
+    gone->is_evicted = true;
+    heuristic->on_evict(*gone);
+  }
+  const std::size_t s_visits = s.visits;
+  const std::size_t u_visits = u.visits;
+  EXPECT_EQ(index.choose(clocks), &t) << "s keyed at the top, and found dearer than t";
+  EXPECT_GT(s.visits, s_visits);
+  EXPECT_EQ(u.visits, u_visits) << "u, never the cheapest, keyed at no decision";
+  EXPECT_EQ(index.score(u, clocks), heuristic->score(u, 1));
+  EXPECT_EQ(index.score(s, clocks), heuristic->score(s, 1));
+  for (FakeStorage* c : {&d, &e, &s, &t, &u}) heuristic->on_destroy(*c);
+}
+
+// An eviction can also lower a score: where the walks stopped at their depth (the classes' a, which counts an
+// evicted reader of the chain the walks never see), a shorter way past the depth bound completes them, and the
+// walked a is lower. s reads a chain of 33 evicted storages (one past the depth) beside which w, dear, is
+// evicted; evicting v, which s reads and which reads the chain's end, completes s's walk: a 1034 -> 35, below
+// t's 500.
+TEST(ForecastIndex, AnEvictionThatCompletesAWalkLowersTheScoreAtOnce) {
+  auto heuristic = heuristics::make_heuristic("forecast");
+  heuristics::ForecastIndex index(*heuristic);
+  const IndexClocks clocks{1, 1, 1};
+  const std::uint64_t tick = 1;
+  std::vector<std::unique_ptr<FakeStorage>> chain;
+  FakeStorage p;  // a constant: t's input
+  p.is_constant = true;
+  FakeStorage s;
+  FakeStorage t;
+  FakeStorage v;
+  FakeStorage w;
+  const auto link = [](FakeStorage& reader, FakeStorage& in) {
+    reader.inputs.push_back(&in);
+    in.dependents.push_back(&reader);
+  };
+  for (int k = 0; k < heuristics::kWalkDepth + 1; ++k) {
+    chain.push_back(std::make_unique<FakeStorage>());
+    if (k > 0) link(*chain[static_cast<std::size_t>(k) - 1], *chain.back());
+  }
+  link(s, *chain.front());
+  link(s, v);
+  link(v, *chain.back());
+  link(w, *chain[4]);
+  link(t, p);
+  t.c0 = 500;
+  w.c0 = 1000;
+  v.forecast_uses = {5};  // made and not read yet, read later: a last resort, not chosen before s or t
+  for (FakeStorage* c : {&s, &t, &v, &w}) {
+    c->program_clock = &tick;
+    c->ops_clock = &tick;
+  }
+  for (auto& c : chain) {
+    c->program_clock = &tick;
+    c->ops_clock = &tick;
+  }
+  for (FakeStorage* c : {&s, &t, &v}) index.add(*c, clocks);
+  std::vector<FakeStorage*> evicted;
+  for (auto& c : chain) evicted.push_back(c.get());
+  evicted.push_back(&w);
+  for (FakeStorage* gone : evicted) {
+    gone->is_evicted = true;
+    heuristic->on_evict(*gone);
+  }
+  EXPECT_EQ(index.choose(clocks), &t) << "s's walk stops at the depth: the class, with w, is dearer than t";
+  index.remove(v, clocks);
+  v.is_evicted = true;
+  heuristic->on_evict(v);
+  EXPECT_LT(heuristic->score(s, 1), heuristic->score(t, 1));
+  EXPECT_EQ(index.choose(clocks), &s) << "the walk now complete, s is cheaper than t";
+  for (FakeStorage* c : {&s, &t}) index.remove(*c, clocks);
+  const auto destroy = [&](FakeStorage& dying) {  // readers first, as storages die
+    for (FakeStorage* in : dying.inputs) std::erase(in->dependents, &dying);
+    heuristic->on_destroy(dying);
+  };
+  for (FakeStorage* c : {&s, &t, &w, &v}) destroy(*c);
+  for (auto& c : chain) destroy(*c);
+  EXPECT_EQ(heuristic->live_slots(), 0u);
+}
+
 // The runtime removes and re-adds an op's inputs at every op (pinned while it runs): with no decision for a
 // long time (a budget never reached), the pending list must stay one entry a slot.
 TEST(ForecastIndex, PendingCandidatesStayOneEntryASlotWithoutDecisions) {
