@@ -10,6 +10,28 @@ namespace dtr {
 
 using detail::Storage;
 
+namespace {
+
+// A list of storages each of which keeps its place in it (`Slot`, Storage::kNotResident while out): O(1) in
+// and out, the last entry moved into the gap.
+template <std::size_t Storage::*Slot>
+void list_in(std::vector<Storage*>& list, Storage& s) {
+  s.*Slot = list.size();
+  list.push_back(&s);
+}
+
+template <std::size_t Storage::*Slot>
+void unlist(std::vector<Storage*>& list, Storage& s) {
+  if (s.*Slot == Storage::kNotResident) return;
+  Storage* last = list.back();
+  list[s.*Slot] = last;
+  last->*Slot = s.*Slot;
+  list.pop_back();
+  s.*Slot = Storage::kNotResident;
+}
+
+}  // namespace
+
 void Runtime::Impl::sync_candidate(Storage& s) {
   const bool is_candidate = candidate(s);
   if (is_candidate == (s.candidate_since != 0)) return;
@@ -38,22 +60,13 @@ void Runtime::Impl::Pins::release_last(const Storage* s) {
 }
 
 void Runtime::Impl::add_resident(Storage& s) {
-  if (!s.constant()) {
-    s.resident_slot = recomputable.size();
-    recomputable.push_back(&s);
-  }
+  if (!s.constant()) list_in<&Storage::resident_slot>(recomputable, s);
   resident_bytes += s.nbytes;
   stats.peak_resident_bytes = std::max(stats.peak_resident_bytes, resident_bytes);
 }
 
 void Runtime::Impl::remove_resident(Storage& s) {
-  if (s.resident_slot != Storage::kNotResident) {
-    Storage* last = recomputable.back();
-    recomputable[s.resident_slot] = last;
-    last->resident_slot = s.resident_slot;
-    recomputable.pop_back();
-    s.resident_slot = Storage::kNotResident;
-  }
+  unlist<&Storage::resident_slot>(recomputable, s);
   resident_bytes -= s.nbytes;
 }
 
@@ -95,23 +108,13 @@ void Runtime::Impl::detach_buffer(Storage& s) {
 
 void Runtime::Impl::evict(Storage& s) {
   release_buffer(s);
-  if (!heuristic_started) {  // told when it starts
-    s.unreported_slot = unreported_evictions.size();
-    unreported_evictions.push_back(&s);
-  }
+  if (!heuristic_started) list_in<&Storage::unreported_slot>(unreported_evictions, s);  // told when it starts
   // What the heuristic does to keep its scores (dtr's evicted neighbourhoods, dtr-eq's classes, the index's
   // refreshes) is search time.
   heuristic_upkeep([&] { heuristic->on_evict(s); });
 }
 
-void Runtime::Impl::drop_unreported(Storage& s) {
-  if (s.unreported_slot == Storage::kNotResident) return;
-  Storage* last = unreported_evictions.back();
-  unreported_evictions[s.unreported_slot] = last;
-  last->unreported_slot = s.unreported_slot;
-  unreported_evictions.pop_back();
-  s.unreported_slot = Storage::kNotResident;
-}
+void Runtime::Impl::drop_unreported(Storage& s) { unlist<&Storage::unreported_slot>(unreported_evictions, s); }
 
 void Runtime::Impl::start_heuristic() {
   start_forecasts();
