@@ -29,6 +29,24 @@ bool two_by_two(const kernels::PoolGeometry& g) {
   return g.kh == 2 && g.kw == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0;
 }
 
+// Which of a 2x2 window's cells, in window order (top left, top right, bottom left, bottom right), is its
+// maximum by window_argmax's rule.
+template <typename T>
+int max_cell_2x2(const T* top, const T* bottom) {
+  T best = top[0];
+  int which = 0;
+  if (replaces(best, top[1])) {
+    best = top[1];
+    which = 1;
+  }
+  if (replaces(best, bottom[0])) {
+    best = bottom[0];
+    which = 2;
+  }
+  if (replaces(best, bottom[1])) which = 3;
+  return which;
+}
+
 // The maxima of one plane's 2x2 windows.
 template <typename T>
 void max_pool_plane_2x2(const kernels::PoolGeometry& g, const T* plane, T* y) {
@@ -37,11 +55,8 @@ void max_pool_plane_2x2(const kernels::PoolGeometry& g, const T* plane, T* y) {
     const T* bottom = top + g.w;
     T* row = y + i * g.ow;
     for (std::int64_t j = 0; j < g.ow; ++j) {
-      T best = top[2 * j];
-      best = replaces(best, top[2 * j + 1]) ? top[2 * j + 1] : best;
-      best = replaces(best, bottom[2 * j]) ? bottom[2 * j] : best;
-      best = replaces(best, bottom[2 * j + 1]) ? bottom[2 * j + 1] : best;
-      row[j] = best;
+      const int which = max_cell_2x2(top + 2 * j, bottom + 2 * j);
+      row[j] = (which < 2 ? top : bottom)[2 * j + (which & 1)];
     }
   }
 }
@@ -57,17 +72,7 @@ void max_pool_backward_plane_2x2(const kernels::PoolGeometry& g, const T* plane,
     T* dbottom = dtop + g.w;
     const T* grad_row = grad + i * g.ow;
     for (std::int64_t j = 0; j < g.ow; ++j) {
-      T best = top[2 * j];
-      int which = 0;
-      if (replaces(best, top[2 * j + 1])) {
-        best = top[2 * j + 1];
-        which = 1;
-      }
-      if (replaces(best, bottom[2 * j])) {
-        best = bottom[2 * j];
-        which = 2;
-      }
-      if (replaces(best, bottom[2 * j + 1])) which = 3;
+      const int which = max_cell_2x2(top + 2 * j, bottom + 2 * j);
       const T sum = T{0} + grad_row[j];
       dtop[2 * j] = which == 0 ? sum : T{0};
       dtop[2 * j + 1] = which == 1 ? sum : T{0};
