@@ -62,10 +62,10 @@ CachingAllocator::~CachingAllocator() {
     detail::logger().warn("{}: destroyed with {} block(s) ({}) still allocated", name(),
                           s.stats.active_blocks.current, format_bytes(s.stats.allocated_bytes.current));
   }
-  for (auto& [address, segment] : s.segments) {
+  for (auto& [serial, segment] : s.segments) {
     if (segment->expandable) continue;
     try {
-      upstream_.deallocate(to_pointer(address), segment->size);
+      upstream_.deallocate(to_pointer(segment->address), segment->size);
     } catch (const std::exception& e) {
       detail::logger().error("{}: returning a segment failed: {}", name(), e.what());
     }
@@ -218,9 +218,9 @@ MemorySnapshot CachingAllocator::snapshot() const {
   std::lock_guard lock(state_->mutex);
   snap.stats = state_->current_stats();
   snap.segments.reserve(state_->segments.size());
-  for (const auto& [address, segment] : state_->segments) {
+  for (const auto& [serial, segment] : state_->segments) {
     SegmentInfo info;
-    info.address = address;
+    info.address = segment->address;
     info.size = segment->size;
     info.pool = segment->pool;
     info.expandable = segment->expandable;
@@ -232,13 +232,15 @@ MemorySnapshot CachingAllocator::snapshot() const {
     }
     snap.segments.push_back(std::move(info));
   }
+  std::sort(snap.segments.begin(), snap.segments.end(),
+            [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
   return snap;
 }
 
 void CachingAllocator::for_each_block(Pool pool,
                                       const std::function<void(const BlockInfo& block, bool segment_start)>& visit) const {
   std::lock_guard lock(state_->mutex);
-  for (const auto& [address, segment] : state_->segments) {
+  for (const auto& [serial, segment] : state_->segments) {
     if (segment->pool != pool || segment->expandable) continue;
     for (const Block* b = segment->head; b != nullptr; b = b->next) {
       visit(BlockInfo{b->address, b->size, b->requested, b->allocated, b->owner}, b == segment->head);

@@ -29,11 +29,14 @@ namespace dtr::detail {
 struct Segment;
 struct Block;
 
-struct BySizeThenAddress {
+// Best fit's order: size, then the segment's creation order, then address. Not the address alone: where the
+// upstream puts segments is its choice (the host's allocator differs from run to run), and ties between
+// blocks of one size would then place a program's tensors differently each run.
+struct BySizeThenPlace {
   bool operator()(const Block* a, const Block* b) const;
 };
 
-using FreeSet = std::set<Block*, BySizeThenAddress>;
+using FreeSet = std::set<Block*, BySizeThenPlace>;
 
 // A run of bytes inside a segment, allocated or free. Blocks of a segment form a doubly linked list in
 // address order.
@@ -42,6 +45,7 @@ struct Block {
   std::size_t size = 0;
   std::size_t requested = 0;
   Segment* segment = nullptr;
+  std::uint64_t segment_serial = 0;  // its segment's, kept here so that ordering the free set reads no segment
   Block* prev = nullptr;
   Block* next = nullptr;
   bool allocated = false;
@@ -49,11 +53,13 @@ struct Block {
   FreeSet::iterator position;  // where the block sits in its pool's free set, while it is free
 };
 
-inline bool BySizeThenAddress::operator()(const Block* a, const Block* b) const {
-  return a->size != b->size ? a->size < b->size : a->address < b->address;
+inline bool BySizeThenPlace::operator()(const Block* a, const Block* b) const {
+  if (a->size != b->size) return a->size < b->size;
+  return a->segment_serial != b->segment_serial ? a->segment_serial < b->segment_serial : a->address < b->address;
 }
 
 struct Segment {
+  std::uint64_t serial = 0;  // creation order: the order of every walk over segments (see BySizeThenPlace)
   std::uintptr_t address = 0;
   std::size_t size = 0;
   Pool pool = Pool::small;
@@ -95,7 +101,7 @@ struct CachingAllocator::State {
   using Segment = detail::Segment;
   using FreeSet = detail::FreeSet;
   using Request = detail::Request;
-  using BySizeThenAddress = detail::BySizeThenAddress;
+  using BySizeThenPlace = detail::BySizeThenPlace;
 
   State(MemoryResource& upstream_resource, const CachingAllocatorOptions& opts)
       : upstream(upstream_resource),
@@ -117,16 +123,17 @@ struct CachingAllocator::State {
   std::array<FreeSet, 2> free_blocks;  // by pool
   std::vector<FreeSet::node_type> spare_free_nodes;
   detail::AddressMap<Block*> live;  // address -> allocated block
-  std::map<std::uintptr_t, std::unique_ptr<Segment>> segments;  // by address
+  std::map<std::uint64_t, std::unique_ptr<Segment>> segments;  // by serial (creation order)
+  std::uint64_t segments_made = 0;  // the last serial given
   std::deque<Block> block_storage;
   Block* spare_blocks = nullptr;  // recycled blocks, linked through `next`
   // The bytes of the segments that are one free block, kept as blocks change: a request under the budget's
   // cap asks whether releasing them could make room, and a scan of every segment per miss made each
   // rematerialization under a device budget cost as much as the rest of its replay.
   std::uint64_t empty_segment_bytes = 0;
-  // The same segments by (size, address), so that choosing which to release never scans every segment (with
+  // The same segments by (size, serial), so that choosing which to release never scans every segment (with
   // one segment per large block, that scan made a long program quadratic).
-  std::set<std::pair<std::size_t, std::uintptr_t>> empty_by_size;
+  std::set<std::pair<std::size_t, std::uint64_t>> empty_by_size;
 
   AllocatorStats stats;
   std::uint64_t blocks_freed = 0;  // how the reclaim loop sees progress
@@ -226,12 +233,13 @@ struct CachingAllocator::State {
     const Block* merged = prev != nullptr ? prev : next != nullptr ? next : block;
     if (merged->prev == nullptr && merged->next == nullptr && !merged->segment->expandable) {  // one free block
       empty_segment_bytes += merged->size;
-      empty_by_size.emplace(merged->size, merged->segment->address);
+      empty_by_size.emplace(merged->size, merged->segment->serial);
     }
     update_free_stats();
   }
 
-  // The smallest free block of the request's pool that holds it (the lowest address among equals), or end().
+  // The smallest free block of the request's pool that holds it (among equals, the oldest segment's, then the
+  // lowest address), or end().
   FreeSet::iterator best_fit(const Request& r, Pool pool) {
     Block key;
     key.size = r.rounded;
@@ -243,7 +251,7 @@ struct CachingAllocator::State {
     Block* free_block = *it;
     if (free_block->prev == nullptr && free_block->next == nullptr) {
       empty_segment_bytes -= free_block->size;
-      empty_by_size.erase({free_block->size, free_block->segment->address});
+      empty_by_size.erase({free_block->size, free_block->segment->serial});
     }
     return take(it, r.rounded, should_split(split_as, free_block->size - r.rounded));
   }
@@ -258,7 +266,7 @@ struct CachingAllocator::State {
     }
     Block* front = carve_front(free_block, bytes);
     const FreeSet& set = free_blocks[detail::index_of(free_block->segment->pool)];
-    if (it != set.begin() && !BySizeThenAddress{}(*std::prev(it), free_block)) rerank(free_block);
+    if (it != set.begin() && !BySizeThenPlace{}(*std::prev(it), free_block)) rerank(free_block);
     return front;
   }
 
@@ -274,6 +282,7 @@ struct CachingAllocator::State {
     front->address = free_block->address;
     front->size = bytes;
     front->segment = free_block->segment;
+    front->segment_serial = free_block->segment_serial;
     front->prev = free_block->prev;
     front->next = free_block;
     if (free_block->prev != nullptr) {
@@ -297,7 +306,7 @@ struct CachingAllocator::State {
   void rerank_if_grown(Block* block) {
     const FreeSet& set = free_blocks[detail::index_of(block->segment->pool)];
     auto after = std::next(block->position);
-    if (after != set.end() && !BySizeThenAddress{}(block, *after)) rerank(block);
+    if (after != set.end() && !BySizeThenPlace{}(block, *after)) rerank(block);
   }
 
   // Folds `second`, the block right after `first`, into `first`; `second` must be in no free set.
@@ -319,6 +328,26 @@ struct CachingAllocator::State {
   // A new segment holding one free block (in no free set), or nullptr when neither the nominal segment nor one
   // of exactly the request fits under the budget (after releasing empty segments) and in the upstream.
   Block* reserve_segment(const Request& r);
+
+  // Records the segment of `size` bytes the upstream gave at `address`, with the next serial; returns its one
+  // block (free, in no free set).
+  Block* add_segment(std::uintptr_t address, std::size_t size, Pool pool, bool expandable_range) {
+    auto segment = std::make_unique<Segment>();
+    segment->serial = ++segments_made;
+    segment->address = address;
+    segment->size = size;
+    segment->pool = pool;
+    segment->expandable = expandable_range;
+    Block* block = new_block();
+    block->address = address;
+    block->size = size;
+    block->segment = segment.get();
+    block->segment_serial = segment->serial;
+    segment->head = block;
+    segments.emplace(segment->serial, std::move(segment));
+    raise(stats.segments, 1);
+    return block;
+  }
 
   // When no segment can be had (the cap): for a small request, the best-fitting free block of a large segment,
   // split as a small block would be, rather than wait for a whole segment to empty; else memory reserved by one

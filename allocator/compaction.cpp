@@ -15,7 +15,7 @@ namespace detail {
 // not the same Block objects (merges recycle them).
 struct Clearing {
   struct Run {
-    std::uintptr_t segment = 0;  // the segment's address
+    std::uint64_t segment = 0;   // the segment's serial
     std::uintptr_t begin = 0;    // a block's address
     std::uintptr_t end = 0;      // the end of a block
   };
@@ -53,18 +53,19 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
   // Segments that could be emptied, by the bytes to move per byte released: under a budget, enough of them
   // released make room for the request's new segment.
   struct Emptiable {
+    std::uint64_t serial;
     std::uintptr_t address;
     std::size_t size;
     std::uint64_t moved;
   };
   std::vector<Emptiable> emptiable;
-  const auto whole = [](const Emptiable& e) { return Clearing::Run{e.address, e.address, e.address + e.size}; };
-  for (const auto& [address, segment] : segments) {
+  const auto whole = [](const Emptiable& e) { return Clearing::Run{e.serial, e.address, e.address + e.size}; };
+  for (const auto& [serial, segment] : segments) {
     if (segment->expandable) continue;
     // One walk per segment: in the request's pool, the runs that cover it, each as short as it can be; and
     // whether the whole segment could be emptied.
     const bool runs = segment->pool == r.pool;
-    Emptiable e{address, segment->size, 0};
+    Emptiable e{serial, segment->address, segment->size, 0};
     bool all_movable = true;
     Block* first = segment->head;
     std::uint64_t span = 0;
@@ -87,7 +88,7 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
         first = first->next;
       }
       if (span >= r.rounded && moved > 0) {
-        found.push_back(Clearing{{Clearing::Run{address, first->address, b->address + b->size}}, moved});
+        found.push_back(Clearing{{Clearing::Run{serial, first->address, b->address + b->size}}, moved});
       }
     }
     if (budget && all_movable && !segment->empty()) emptiable.push_back(e);
@@ -145,9 +146,10 @@ bool CachingAllocator::State::take_destinations(const Clearing& clearing, std::v
       if (b->allocated && b->address >= run.begin) sources.push_back(b);
     }
   }
-  // The largest first: best fit then leaves the smaller holes to the smaller blocks.
-  std::sort(sources.begin(), sources.end(),
-            [](const Block* a, const Block* b) { return a->size != b->size ? a->size > b->size : a->address < b->address; });
+  // The largest first: best fit then leaves the smaller holes to the smaller blocks. Equals in best fit's order.
+  std::sort(sources.begin(), sources.end(), [](const Block* a, const Block* b) {
+    return a->size != b->size ? a->size > b->size : detail::BySizeThenPlace{}(a, b);
+  });
   const std::size_t first_move = moves.size();
   for (Block* source : sources) {
     const Request r{source->requested, detail::round_up(source->requested, options.rounding), source->segment->pool};

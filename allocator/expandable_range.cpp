@@ -35,20 +35,9 @@ bool CachingAllocator::State::reserve_range() {
                           "serve from now on", upstream.name(), e.what());
     return false;
   }
-  auto segment = std::make_unique<Segment>();
-  segment->address = reinterpret_cast<std::uintptr_t>(ptr);
-  segment->size = size;
-  segment->pool = Pool::large;
-  segment->expandable = true;
-  Block* block = new_block();
-  block->address = segment->address;
-  block->size = size;
-  block->segment = segment.get();
-  segment->head = block;
+  Block* block = add_segment(reinterpret_cast<std::uintptr_t>(ptr), size, Pool::large, /*expandable_range=*/true);
   insert_free(block);
-  range.segment = segment.get();
-  segments.emplace(segment->address, std::move(segment));
-  raise(stats.segments, 1);
+  range.segment = block->segment;
   return true;
 }
 

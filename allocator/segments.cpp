@@ -29,18 +29,8 @@ auto CachingAllocator::State::reserve_segment(const Request& r) -> Block* {
     if (ptr == nullptr && size != r.rounded) ptr = upstream_allocate(size = r.rounded);
     if (ptr == nullptr) return nullptr;
   }
-  auto segment = std::make_unique<Segment>();
-  segment->address = reinterpret_cast<std::uintptr_t>(ptr);
-  segment->size = size;
-  segment->pool = r.pool;
-  Block* block = new_block();
-  block->address = segment->address;
-  block->size = size;
-  block->segment = segment.get();
-  segment->head = block;
-  segments.emplace(segment->address, std::move(segment));
+  Block* block = add_segment(reinterpret_cast<std::uintptr_t>(ptr), size, r.pool, /*expandable_range=*/false);
   raise(stats.reserved_bytes, size);
-  raise(stats.segments, 1);
   stats.num_device_allocations += 1;
   detail::logger().debug("{}: reserved a {} segment of {} for a request of {}", upstream.name(),
                          to_string(r.pool), format_bytes(size), format_bytes(r.bytes));
@@ -64,7 +54,7 @@ void* CachingAllocator::State::upstream_allocate(std::size_t size) {
 
 auto CachingAllocator::State::empty_segments() const -> std::vector<Segment*> {
   std::vector<Segment*> empty;
-  for (const auto& [size, address] : empty_by_size) empty.push_back(segments.at(address).get());
+  for (const auto& [size, serial] : empty_by_size) empty.push_back(segments.at(serial).get());
   return empty;
 }
 
@@ -98,12 +88,13 @@ void CachingAllocator::State::release_all_empty_segments() {
 void CachingAllocator::State::release_segment(Segment* segment) {
   const std::uintptr_t address = segment->address;
   const std::size_t size = segment->size;
+  const std::uint64_t serial = segment->serial;
   empty_segment_bytes -= size;  // only empty segments are released
-  empty_by_size.erase({size, address});
+  empty_by_size.erase({size, serial});
   upstream.deallocate(detail::to_pointer(address), size);
   erase_free(segment->head);
   recycle(segment->head);
-  segments.erase(address);
+  segments.erase(serial);
   stats.reserved_bytes.current -= size;
   stats.segments.current -= 1;
   stats.num_device_frees += 1;

@@ -7,7 +7,8 @@
 // - requests of at most 1 MiB come from the small pool, carved out of 2 MiB segments; larger ones from the
 //   large pool, carved out of 20 MiB segments, or, from 10 MiB up, out of a segment of their own rounded up
 //   to 2 MiB;
-// - a request takes the best-fitting free block of its pool (smallest size, then lowest address); the rest of
+// - a request takes the best-fitting free block of its pool (smallest size, then the oldest segment's, then the
+//   lowest address: never the upstream's placement of segments, so that runs are reproducible); the rest of
 //   the block is split off when it is at least 512 B (small pool) or larger than 1 MiB (large pool);
 // - a freed block merges with free neighbours at once, so no two adjacent blocks are ever both free;
 // - when a budget is set and the nominal segment does not fit under it, a segment of exactly the request
@@ -200,9 +201,10 @@ class CachingAllocator final : public MemoryResource {
   void reset_peak_stats();
   MemorySnapshot snapshot() const;
 
-  // Visits the blocks of `pool`'s classic segments (not an expandable range's: its free run is unmapped), segment by segment in address order and each segment's blocks in
-  // address order, under the allocator's lock; `segment_start` is true for a segment's first block (blocks of
-  // two segments are never contiguous). What fragmentation-aware eviction reads instead of a snapshot: it
+  // Visits the blocks of `pool`'s classic segments (not an expandable range's: its free run is unmapped),
+  // segment by segment in creation order (as best fit breaks ties) and each segment's blocks in address order,
+  // under the allocator's lock; `segment_start` is true for a segment's first block (blocks of two segments
+  // are never contiguous). What fragmentation-aware eviction reads instead of a snapshot: it
   // copies nothing. `visit` must not call back into the allocator (it would deadlock).
   void for_each_block(Pool pool, const std::function<void(const BlockInfo& block, bool segment_start)>& visit) const;
 
