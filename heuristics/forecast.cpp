@@ -13,10 +13,12 @@ namespace {
 
 // h_forecast = (c0 + Σ c0 over e*(t)) / (m·d), d the program ops until the storage is next needed.
 // e*(t) is h_DTR's: the evicted ancestors and descendants the bounded walks reach (heuristics/walking.h),
-// where the walks count all there are; where a region is larger than the walks' bounds (a long chain's), the
-// union-find class costs h_DTR^eq charges instead, which follow a region however long it grows (so a long
-// evicted chain is never undercounted). Beside a long chain h_DTR^eq's classes, which never split, charge a
-// storage for evicted storages it is no longer connected to; the walks do not.
+// where the walks count all there are; where a region is a chain longer than the walks' depth, the union-find
+// class costs h_DTR^eq charges instead, which follow a region however long it grows (so a long evicted chain
+// is never undercounted), and so where a side stopped at the walks' count. Where what the walks leave out is
+// wider than a chain, their count stands, as h_DTR's does: h_DTR^eq's classes, which never split, join the
+// runs a DAG's skips connected once and charge a storage for all of them (docs/results/heuristics.md: random
+// DAGs fitted 0.10-0.20 of their peak higher with the classes there).
 // d: the program ops until its next forecast use (StorageView::forecast_deadline); its staleness where it
 // has none ahead (as h_DTR's). A value the program has not read yet though its forecast says it will is a
 // last resort: it was made to be read, and its cost now misses what its lineage will cost once its inputs
@@ -78,18 +80,20 @@ class ForecastHeuristic final : public Heuristic {
   }
 
  private:
-  // (c0 + Σ c0 over e*) / m: the walks' e* where they counted all of it, else h_DTR^eq's; 0 for a released
-  // storage nothing held waits on or is made from while larger.
+  // (c0 + Σ c0 over e*) / m: the walks' e* where they counted all of it or stopped at their depth short of a
+  // region wider than a chain, else h_DTR^eq's; 0 for a released storage nothing held waits on or is made from
+  // while larger.
   // `walked`, if given: set where the a is a complete walk's cost for a storage the program holds, which an
-  // eviction beside it only raises (the walks then reach more) unless they stop being complete, and then it
-  // is the classes' a (ForecastKey::floored). Not a fallback's: an eviction can complete a walk (a shorter
+  // eviction beside it only raises (the walks then reach more: at their depth they still count all they
+  // counted) unless they stop at their count, and then it is the classes' a (ForecastKey::floored). Not a fallback's: an eviction can complete a walk (a shorter
   // way past the depth bound), and a walk's cost may be below the classes'; nor a released storage's, whose
   // 0 depends on what is held.
   double cost_per_byte(StorageView& s, bool* walked = nullptr) {
     const EvictedReach reach = walks_->reach(s);
     if (s.released() && reach.complete && !reach.holds_dependent && !feeds_larger_held(s)) return 0.0;
     if (walked != nullptr) *walked = reach.complete && !s.released();
-    return reach.complete ? (s.cost() + reach.cost) / bytes_of(s) : classes_->key(s).a;
+    return reach.complete || (!reach.chain_cut && !reach.count_cut) ? (s.cost() + reach.cost) / bytes_of(s)
+                                                                     : classes_->key(s).a;
   }
 
   // Whether a resident value the program holds, larger than `s`, is made from it: cheaper per byte to evict

@@ -152,7 +152,6 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     for (int depth = 1; !level_.empty(); ++depth) {
       total += level_cost;
       counted += level_.size();
-      if (full) result.complete = false;
       if (full || depth == kWalkDepth) break;
       level_cost = 0;
       next_level_.clear();
@@ -162,13 +161,18 @@ class WalkingHeuristic : public EvictedNeighbourhood {
         expand(*n, visit);
       }
     }
-    if (result.complete && !full && !level_.empty()) {  // at the last depth: is anything evicted beyond it?
-      bool beyond = false;
-      auto probe = [&](StorageView& n) { beyond = beyond || (n.evicted() && n.heuristic_mark != mark); };
+    // At the last depth, whether anything evicted lies beyond: asked only where the answer can change a flag.
+    bool cut = full;
+    if (!full && !level_.empty() && (result.complete || result.chain_cut)) {
+      auto probe = [&](StorageView& n) { cut = cut || (n.evicted() && n.heuristic_mark != mark); };
       for (StorageView* n : level_) {
-        if (!beyond) expand(*n, probe);
+        if (!cut) expand(*n, probe);
       }
-      if (beyond) result.complete = false;
+    }
+    if (cut) {
+      result.complete = false;
+      result.count_cut = result.count_cut || full;
+      if (full || counted != static_cast<std::size_t>(kWalkDepth)) result.chain_cut = false;
     }
     result.cost += total;
   }

@@ -14,6 +14,10 @@ namespace dtr::heuristics {
 struct EvictedReach {
   double cost = 0;
   bool complete = true;
+  // Where it is not complete: whether a side stopped at kWalkCount storages, and whether every side that
+  // stopped short is one evicted storage a level for kWalkDepth levels (a chain longer than the walk).
+  bool count_cut = false;
+  bool chain_cut = true;
   // The dependents' side counted an evicted storage the program has not released: it would be remade from
   // the storage.
   bool holds_dependent = false;

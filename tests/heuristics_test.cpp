@@ -341,6 +341,35 @@ struct EvictedRun {
   FakeStorage& tail() { return t.back(); }
 };
 
+// Two evicted runs of `length` side by side, each rung also reading the other run's previous rung, between a
+// resident head and a resident tail reading both ends: two evicted storages a level.
+struct EvictedLadder {
+  std::vector<FakeStorage> a, b;
+  FakeStorage head, tail;
+  EvictedLadder(int length, heuristics::Heuristic& h)
+      : a(static_cast<std::size_t>(length)), b(static_cast<std::size_t>(length)) {
+    auto edge = [](FakeStorage& from, FakeStorage& to) {
+      to.inputs.push_back(&from);
+      from.dependents.push_back(&to);
+    };
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      FakeStorage& pa = i == 0 ? head : a[i - 1];
+      FakeStorage& pb = i == 0 ? head : b[i - 1];
+      edge(pa, a[i]);
+      edge(pb, a[i]);
+      edge(pb, b[i]);
+    }
+    edge(a.back(), tail);
+    edge(b.back(), tail);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      for (FakeStorage* s : {&a[i], &b[i]}) {
+        s->is_evicted = true;
+        h.on_evict(*s);
+      }
+    }
+  }
+};
+
 // The walks count kWalkDepth hops a side: complete while nothing evicted lies one hop further.
 TEST(DtrNeighbourhood, SaysWhetherItsWalksCountedTheWholeEvictedRegion) {
   for (const int run : {heuristics::kWalkDepth, heuristics::kWalkDepth + 1}) {
@@ -351,7 +380,21 @@ TEST(DtrNeighbourhood, SaysWhetherItsWalksCountedTheWholeEvictedRegion) {
       const heuristics::EvictedReach reach = walks->reach(*end);
       EXPECT_EQ(reach.cost, static_cast<double>(heuristics::kWalkDepth));
       EXPECT_EQ(reach.complete, run == heuristics::kWalkDepth);
+      EXPECT_TRUE(reach.chain_cut);  // complete, or one evicted storage a level past the depth: a chain
+      EXPECT_FALSE(reach.count_cut);
     }
+  }
+  // Two evicted storages a level past the depth: cut, and no chain.
+  for (const int length : {heuristics::kWalkDepth / 2, 2 * heuristics::kWalkDepth}) {
+    SCOPED_TRACE("a ladder of " + std::to_string(length));
+    auto ladder_walks = heuristics::make_dtr_neighbourhood();
+    EvictedLadder ladder(length, *ladder_walks);
+    const heuristics::EvictedReach reach = ladder_walks->reach(ladder.tail);
+    const int counted = 2 * std::min(length, heuristics::kWalkDepth);
+    EXPECT_EQ(reach.cost, static_cast<double>(counted));
+    EXPECT_EQ(reach.complete, length <= heuristics::kWalkDepth);
+    EXPECT_EQ(reach.chain_cut, reach.complete);
+    EXPECT_FALSE(reach.count_cut);
   }
   // kWalkCount storages on one side: the count ends the walk, whatever lies beyond.
   auto walks = heuristics::make_dtr_neighbourhood();
@@ -364,6 +407,8 @@ TEST(DtrNeighbourhood, SaysWhetherItsWalksCountedTheWholeEvictedRegion) {
     walks->on_evict(r);
   }
   EXPECT_FALSE(walks->reach(hub).complete);
+  EXPECT_TRUE(walks->reach(hub).count_cut);
+  EXPECT_FALSE(walks->reach(hub).chain_cut);
   readers.back().is_evicted = false;
   walks->on_rematerialize(readers.back());
   EXPECT_FALSE(walks->reach(hub).complete);  // exactly kWalkCount: counted to the bound
@@ -376,7 +421,8 @@ TEST(DtrNeighbourhood, SaysWhetherItsWalksCountedTheWholeEvictedRegion) {
 
 // forecast charges h_DTR's exact e* where the walks count all of it: beside classes that merged through a
 // storage since rematerialized, h_DTR^eq charges the whole class. Beyond the walks' bounds it charges the
-// class, which counts a long run in full.
+// class where the region past them is a chain, which the class counts in full, and the walks' count where it
+// is wider (a random DAG's runs joined by skips, which a class that never splits overcounts).
 TEST(ForecastHeuristic, ChargesTheWalkedNeighbourhoodWhereItIsCompleteElseTheClass) {
   auto forecast = heuristics::make_heuristic("forecast");
   auto dtr_eq = heuristics::make_heuristic("dtr-eq");
@@ -397,6 +443,13 @@ TEST(ForecastHeuristic, ChargesTheWalkedNeighbourhoodWhereItIsCompleteElseTheCla
     EXPECT_DOUBLE_EQ(h->score(r.head(), 0), 1.0 + run);
     EXPECT_DOUBLE_EQ(h->score(r.tail(), 0), 1.0 + run);
   }
+  const int length = 3 * heuristics::kWalkDepth;
+  auto h = heuristics::make_heuristic("forecast");
+  auto eq = heuristics::make_heuristic("dtr-eq");
+  EvictedLadder ladder(length, *h);
+  EvictedLadder ladder_eq(length, *eq);
+  EXPECT_DOUBLE_EQ(h->score(ladder.tail, 0), 1.0 + 2 * heuristics::kWalkDepth);  // the walk's count
+  EXPECT_DOUBLE_EQ(eq->score(ladder_eq.tail, 0), 1.0 + 2 * length);                // the class
 }
 
 // forecast lets a released storage go first while no evicted storage the program holds would be remade from
