@@ -353,18 +353,16 @@ struct EvictedLadder {
       from.dependents.push_back(&to);
     };
     for (std::size_t i = 0; i < a.size(); ++i) {
-      FakeStorage& pa = i == 0 ? head : a[i - 1];
-      FakeStorage& pb = i == 0 ? head : b[i - 1];
-      edge(pa, a[i]);
-      edge(pb, a[i]);
-      edge(pb, b[i]);
+      edge(i == 0 ? head : a[i - 1], a[i]);
+      edge(i == 0 ? head : b[i - 1], a[i]);
+      edge(i == 0 ? head : b[i - 1], b[i]);
     }
     edge(a.back(), tail);
     edge(b.back(), tail);
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      for (FakeStorage* s : {&a[i], &b[i]}) {
-        s->is_evicted = true;
-        h.on_evict(*s);
+    for (std::vector<FakeStorage>* run : {&a, &b}) {
+      for (FakeStorage& s : *run) {
+        s.is_evicted = true;
+        h.on_evict(s);
       }
     }
   }
