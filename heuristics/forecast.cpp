@@ -85,9 +85,9 @@ class ForecastHeuristic final : public Heuristic {
   // while larger.
   // `walked`, if given: set where the a is a complete walk's cost for a storage the program holds, which an
   // eviction beside it only raises (the walks then reach more: at their depth they still count all they
-  // counted) unless they stop at their count, and then it is the classes' a (ForecastKey::floored). Not a fallback's: an eviction can complete a walk (a shorter
-  // way past the depth bound), and a walk's cost may be below the classes'; nor a released storage's, whose
-  // 0 depends on what is held.
+  // counted) unless they stop at their count, and then it is the classes' a (ForecastKey::floored). Not a
+  // fallback's: an eviction can complete a walk (a shorter way past the depth bound), and a walk's cost may be
+  // below the classes'; nor a released storage's, whose 0 depends on what is held.
   double cost_per_byte(StorageView& s, bool* walked = nullptr) {
     const EvictedReach reach = walks_->reach(s);
     if (s.released() && reach.complete && !reach.holds_dependent && !feeds_larger_held(s)) return 0.0;
