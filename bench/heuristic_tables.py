@@ -91,6 +91,20 @@ def fmt_ratio(r):
     return "—" if r is None else f"{r:.2f}"
 
 
+def compare_lowest(ours, best):
+    """`forecast`'s lowest feasible ratio against the best DTR heuristic's: the words for the table, and which
+    of the tally's buckets it falls in (None where neither fits); "lower" is forecast fitting a smaller budget."""
+    if ours is None and best is None:
+        return "neither fits", None
+    if best is None:
+        return "only forecast fits", "lower"
+    if ours is None:
+        return "only a DTR heuristic fits", "higher"
+    if ours < best - 1e-9:
+        return "lower", "lower"
+    return ("higher", "higher") if ours > best + 1e-9 else ("equal", "equal")
+
+
 def tables(rows, name, out):
     heuristics = [h for h in PAPER + [OURS] if any(r["heuristic"] == h for r in rows)]
     summary = {}
@@ -155,17 +169,9 @@ def main():
     tally = {"lower": 0, "equal": 0, "higher": 0}
     for name, summary in summaries:
         for mode, (ours, best, less, more, both) in summary.items():
-            if ours is None or best is None:
-                verdict = "only forecast fits" if best is None and ours is not None else (
-                    "only a DTR heuristic fits" if ours is None and best is not None else "neither fits")
-            else:
-                verdict = "lower" if ours < best - 1e-9 else ("higher" if ours > best + 1e-9 else "equal")
-            if verdict == "only forecast fits":
-                tally["lower"] += 1
-            elif verdict == "only a DTR heuristic fits":
-                tally["higher"] += 1
-            elif verdict in tally:
-                tally[verdict] += 1
+            verdict, bucket = compare_lowest(ours, best)
+            if bucket:
+                tally[bucket] += 1
             out.write(f"| {name} | {mode} | {fmt_ratio(ours)} | {fmt_ratio(best)} | {verdict} | {less} | {more} | "
                       f"{both} |\n")
     out.write(f"\n`forecast` fits lower than the best DTR heuristic on {tally['lower']} (trace, mode) pairs, "
