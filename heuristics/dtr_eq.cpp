@@ -107,10 +107,12 @@ class Boundary {
 //   r is in R's boundary  <=>  r is no constant and some evicted member of R is r's input or dependent (with
 //                              the count of such edges);
 //   r.heuristic_sum == the sum of R.published over the classes whose boundary holds r;
-//   R.published == R.cost whenever R's boundary holds at most kExactBoundary storages after an event on R.
+//   R.published == R.cost whenever R's boundary holds at most kExactBoundary storages after an event on R;
+//   whenever R's boundary starts or stops holding at most kChainBoundary storages, the listener is told of
+//   every storage on it (only_chain_classes_beside reads that).
 // Evicting t gives it a fresh node united with its evicted neighbours' classes; rematerializing it subtracts its
 // cost from its class and drops its node (classes are never split, as in the DTR authors' simulator).
-class DtrEqHeuristic final : public Heuristic {
+class DtrEqHeuristic final : public EvictedClasses {
  public:
   // A boundary this small always counts its class's exact cost (the common case: a chain's two ends) ...
   static constexpr std::size_t kExactBoundary = 32;
@@ -119,6 +121,16 @@ class DtrEqHeuristic final : public Heuristic {
 
   std::string name() const override { return "dtr-eq"; }
   bool scores_walk_lineage() const override { return true; }  // its upkeep walks neighbours and their classes
+
+  bool only_chain_classes_beside(StorageView& s) override {
+    bool chains = true;
+    auto look = [&](StorageView& n) {
+      if (chains && member(n)) chains = chain_like(find(slot(n)));
+    };
+    s.for_each_input(look);
+    s.for_each_dependent(look);
+    return chains;
+  }
 
   ScoreKey key(StorageView& s) override {
     const double neighbourhood = member(s) || s.evicted() ? walked_neighbourhood(s) : s.heuristic_sum;
@@ -151,6 +163,7 @@ class DtrEqHeuristic final : public Heuristic {
       if (keeper == node || boundary_size(root) > boundary_size(keeper)) keeper = root;
     }
     Boundary& boundary = boundary_of(keeper);
+    const bool was_chain = chain_like(keeper);
     const double published = keeper->published;
     for (Node* root : roots_) {
       if (root == keeper || root->boundary == nullptr) continue;
@@ -178,6 +191,7 @@ class DtrEqHeuristic final : public Heuristic {
     s.for_each_input(join);
     s.for_each_dependent(join);
     publish(root);
+    if (chain_like(root) != was_chain) dirty_boundary(root);
     notify_dirty();
   }
 
@@ -185,13 +199,17 @@ class DtrEqHeuristic final : public Heuristic {
   void on_rematerialize(StorageView& s) override {
     leave_class(s);
     s.heuristic_sum = 0.0;
+    begin_event();
     auto join = [&](StorageView& n) {
       if (!member(n)) return;
       Node* root = find(slot(n));
+      const bool was_chain = chain_like(root);
       if (boundary_of(root).add(&s, 1)) s.heuristic_sum += root->published;
+      if (chain_like(root) != was_chain) dirty_boundary(root);
     };
     s.for_each_input(join);
     s.for_each_dependent(join);
+    notify_dirty();
   }
 
   void on_destroy(StorageView& s) override {
@@ -200,11 +218,17 @@ class DtrEqHeuristic final : public Heuristic {
       return;
     }
     if (live_nodes_ == 0) return;  // no class: on no boundary (the common case without a budget)
+    begin_event();
     auto drop = [&](StorageView& n) {
-      if (member(n)) boundary_of(find(slot(n))).erase(&s);
+      if (!member(n)) return;
+      Node* root = find(slot(n));
+      const bool was_chain = chain_like(root);
+      boundary_of(root).erase(&s);
+      if (chain_like(root) != was_chain) dirty_boundary(root);
     };
     s.for_each_input(drop);
     s.for_each_dependent(drop);
+    notify_dirty();
   }
 
   // It becomes a constant, whose score no one asks for: off every boundary (a weight read by every step
@@ -233,6 +257,7 @@ class DtrEqHeuristic final : public Heuristic {
   // Resident as the boundaries count it: in memory, told so, and no constant.
   static bool bordering(StorageView& n) { return n.heuristic_slot == nullptr && !n.evicted() && !n.constant(); }
   static std::size_t boundary_size(const Node* root) { return root->boundary == nullptr ? 0 : root->boundary->size(); }
+  static bool chain_like(const Node* root) { return boundary_size(root) <= kChainBoundary; }
 
   // An evicted storage's neighbourhood (no one keeps its sum): each class next to it once.
   double walked_neighbourhood(StorageView& s) {
@@ -297,6 +322,7 @@ class DtrEqHeuristic final : public Heuristic {
     // stop counting it). A boundary holds only storages next to the class, or one that lost that adjacency
     // would be left behind when it dies (UBSan found one).
     Boundary& boundary = boundary_of(root);
+    const bool was_chain = chain_like(root);
     auto drop = [&](StorageView& n) {
       if (!bordering(n)) return;
       if (boundary.remove_edge(&n)) n.heuristic_sum -= root->published;
@@ -305,6 +331,7 @@ class DtrEqHeuristic final : public Heuristic {
     s.for_each_input(drop);
     s.for_each_dependent(drop);
     publish(root);
+    if (chain_like(root) != was_chain) dirty_boundary(root);
     notify_dirty();
     unref(node);
   }
@@ -318,6 +345,11 @@ class DtrEqHeuristic final : public Heuristic {
     if (listener() == nullptr || s.heuristic_mark == mark_) return;
     s.heuristic_mark = mark_;
     dirty_.push_back(&s);
+  }
+  // Every storage on the class's boundary (its class became a chain's, or stopped being one).
+  void dirty_boundary(Node* root) {
+    if (root->boundary == nullptr) return;
+    for (const Boundary::Entry& e : root->boundary->entries()) dirty(*e.storage);
   }
   void notify_dirty() {
     for (StorageView* r : dirty_) listener()->score_changed(*r);
@@ -396,5 +428,6 @@ class DtrEqHeuristic final : public Heuristic {
 }  // namespace
 
 std::unique_ptr<Heuristic> make_dtr_eq_heuristic() { return std::make_unique<DtrEqHeuristic>(); }
+std::unique_ptr<EvictedClasses> make_dtr_eq_classes() { return std::make_unique<DtrEqHeuristic>(); }
 
 }  // namespace dtr::heuristics

@@ -16,9 +16,10 @@ namespace {
 // where the walks count all there are; where a region is a chain longer than the walks' depth, the union-find
 // class costs h_DTR^eq charges instead, which follow a region however long it grows (so a long evicted chain
 // is never undercounted), and so where a side stopped at the walks' count. Where what the walks leave out is
-// wider than a chain, their count stands, as h_DTR's does: h_DTR^eq's classes, which never split, join the
-// runs a DAG's skips connected once and charge a storage for all of them (docs/results/heuristics.md: random
-// DAGs fitted 0.10-0.20 of their peak higher with the classes there).
+// wider than a chain, or the walks found a chain but a class beside the storage is bounded by more resident
+// storages than a chain's two ends, their count stands, as h_DTR's does: h_DTR^eq's classes, which never
+// split, join the runs a DAG's skips connected once and charge a storage for all of them
+// (docs/results/heuristics.md: random DAGs fitted 0.05-0.20 of their peak higher with the classes there).
 // d: the program ops until its next forecast use (StorageView::forecast_deadline); its staleness where it
 // has none ahead (as h_DTR's). A value the program has not read yet though its forecast says it will is a
 // last resort: it was made to be read, and its cost now misses what its lineage will cost once its inputs
@@ -33,7 +34,7 @@ namespace {
 // forecast index keeps them (heuristics/forecast_index.h).
 class ForecastHeuristic final : public Heuristic {
  public:
-  ForecastHeuristic() : classes_(make_dtr_eq_heuristic()), walks_(make_dtr_neighbourhood()) {}
+  ForecastHeuristic() : classes_(make_dtr_eq_classes()), walks_(make_dtr_neighbourhood()) {}
   std::string name() const override { return "forecast"; }
   bool indexable() const override { return false; }
   bool forecast_indexable() const override { return true; }
@@ -80,9 +81,9 @@ class ForecastHeuristic final : public Heuristic {
   }
 
  private:
-  // (c0 + Σ c0 over e*) / m: the walks' e* where they counted all of it or stopped at their depth short of a
-  // region wider than a chain, else h_DTR^eq's; 0 for a released storage nothing held waits on or is made from
-  // while larger.
+  // (c0 + Σ c0 over e*) / m: h_DTR^eq's where the walks stopped at their count, or at their depth along a
+  // chain with only chains' classes beside the storage; else the walks' e*; 0 for a released storage nothing
+  // held waits on or is made from while larger.
   // `walked`, if given: set where the a is a complete walk's cost for a storage the program holds, which an
   // eviction beside it only raises (the walks then reach more: at their depth they still count all they
   // counted) unless they stop at their count, and then it is the classes' a (ForecastKey::floored). Not a
@@ -92,8 +93,9 @@ class ForecastHeuristic final : public Heuristic {
     const EvictedReach reach = walks_->reach(s);
     if (s.released() && reach.complete && !reach.holds_dependent && !feeds_larger_held(s)) return 0.0;
     if (walked != nullptr) *walked = reach.complete && !s.released();
-    return reach.complete || (!reach.chain_cut && !reach.count_cut) ? (s.cost() + reach.cost) / bytes_of(s)
-                                                                     : classes_->key(s).a;
+    const bool class_cost =
+        !reach.complete && (reach.count_cut || (reach.chain_cut && classes_->only_chain_classes_beside(s)));
+    return class_cost ? classes_->key(s).a : (s.cost() + reach.cost) / bytes_of(s);
   }
 
   // Whether a resident value the program holds, larger than `s`, is made from it: cheaper per byte to evict
@@ -128,7 +130,7 @@ class ForecastHeuristic final : public Heuristic {
     }
   };
 
-  std::unique_ptr<Heuristic> classes_;
+  std::unique_ptr<EvictedClasses> classes_;
   std::unique_ptr<EvictedNeighbourhood> walks_;
   Relay relay_;
 };

@@ -450,6 +450,66 @@ TEST(ForecastIndex, EqualScoresInTwoHeapsGoToTheLaterCandidate) {
   }
 }
 
+// A run longer than the walks is charged its class's cost only while the class is a chain's (on its boundary,
+// the run's two ends): a resident reader of the run's middle widens it, and the ends are charged the walks'
+// count. When that reader dies the class is a chain's again, which no walk from the ends sees (the reader is
+// past their depth) and which changes no class cost: dtr-eq tells the index of the boundary, and the ends'
+// keys follow.
+TEST(ForecastIndex, ReKeysAnEvictedChainsEndsWhenItsClassStartsOrStopsBeingAChains) {
+  const int length = 4 * heuristics::kWalkDepth;
+  std::vector<FakeStorage> t(static_cast<std::size_t>(length) + 2);  // head, the run, tail (costs 1)
+  auto edge = [](FakeStorage& from, FakeStorage& to) {
+    to.inputs.push_back(&from);
+    from.dependents.push_back(&to);
+  };
+  for (std::size_t i = 1; i < t.size(); ++i) edge(t[i - 1], t[i]);
+  const std::uint64_t ops = 1;
+  const std::uint64_t program = 1;
+  FakeStorage reader;
+  for (FakeStorage* s : {&reader, &t.front(), &t.back(), &t[t.size() / 2]}) {
+    s->ops_clock = &ops;  // used last now, no forecast: d is a staleness of 1
+    s->program_clock = &program;
+    s->last_op = ops;
+  }
+  FakeStorage& head = t.front();
+  FakeStorage& tail = t.back();
+  FakeStorage& middle = t[t.size() / 2];
+  edge(middle, reader);
+  auto heuristic = heuristics::make_heuristic("forecast");
+  heuristics::ForecastIndex index(*heuristic);
+  const IndexClocks clocks{ops, ops, program};
+  for (FakeStorage* s : {&head, &tail, &reader}) index.add(*s, clocks);
+  for (std::size_t i = 1; i + 1 < t.size(); ++i) {
+    t[i].is_evicted = true;
+    heuristic->on_evict(t[i]);
+  }
+  const double walked = 1.0 + heuristics::kWalkDepth;  // d is 1: a score is its cost per byte
+  const double whole = 1.0 + length;
+  for (FakeStorage* end : {&head, &tail}) {
+    EXPECT_DOUBLE_EQ(heuristic->score(*end, ops), walked);
+    EXPECT_DOUBLE_EQ(index.score(*end, clocks), walked);
+  }
+  // The reader dies: the class's boundary is the run's two ends.
+  reader.is_released = true;
+  heuristic->on_release(reader);
+  index.remove(reader, clocks);
+  std::erase(middle.dependents, &reader);
+  heuristic->on_destroy(reader);
+  for (FakeStorage* end : {&head, &tail}) {
+    EXPECT_DOUBLE_EQ(heuristic->score(*end, ops), whole);
+    EXPECT_DOUBLE_EQ(index.score(*end, clocks), whole);
+  }
+  // The middle remade: resident beside the class (which never splits), it widens the boundary again.
+  middle.is_evicted = false;
+  heuristic->on_rematerialize(middle);
+  index.add(middle, clocks);
+  for (FakeStorage* end : {&head, &tail}) {
+    EXPECT_DOUBLE_EQ(heuristic->score(*end, ops), walked);
+    EXPECT_DOUBLE_EQ(index.score(*end, clocks), walked);
+  }
+  EXPECT_EQ(index.choose(clocks), &tail);  // the ends score lowest, equal: the later candidate
+}
+
 TEST(ForecastIndex, IsTheIndexOfTheForecastHeuristicOnly) {
   auto forecast = heuristics::make_heuristic("forecast");
   EXPECT_NE(dynamic_cast<heuristics::ForecastIndex*>(heuristics::make_candidate_index(*forecast).get()), nullptr);
