@@ -2,7 +2,7 @@
 """Issue 18's tables: every heuristic's lowest feasible budget and its overhead per budget, on every trace.
 
     python3 bench/heuristic_tables.py [--build build/release] [--work build/heuristic-tables] [--plots DIR]
-        [--extra NAME=TRACE ...] [--step 0.05] > tables.md
+        [--extra NAME=TRACE ...] [--step 0.05] [--fine 0.01] > tables.md
 
 Writes the traces it needs into --work (kept: rerun with the same directory and nothing is traced again):
   - the six zoo models, `dtr-train --trace` with FLOP costs and the op-counting clock, 3 steps of synthetic
@@ -11,10 +11,13 @@ Writes the traces it needs into --work (kept: rerun with the same directory and 
 --extra adds a trace of one's own (the DTR authors' logs, say), replayed as the authors' simulator does, every
 constant kept. Then replays each trace with `dtr-sim --heuristic all --heuristic forecast --budget-mode both
 --sweep STEP:1:STEP` (`all`: the DTR paper's seven heuristics; and ours; bytes and device budgets,
-the authors' thrash limit of 2x) and prints Markdown: per trace and budget mode, each heuristic's lowest
-feasible budget ratio (the smallest from which every larger ratio of the sweep fits) and its overhead at
-each ratio; then the summary issue 18 asks for: where `forecast` fits lower than the best of the DTR
-heuristics, and where it recomputes more than `dtr-eq` at a ratio both fit. With --plots, an SVG per trace of
+the authors' thrash limit of 2x), then again every --fine below the lowest feasible ratios that sweep
+found (from one --step under the lowest of them to the highest), and prints Markdown: per trace and budget
+mode, each heuristic's lowest feasible budget ratio (the smallest from which every larger ratio of both
+sweeps fits) and its overhead at each ratio of the first; then the summary issue 18 asks for: where
+`forecast` fits lower than the best of the DTR heuristics, whether any heuristic could fit lower at all
+(at the fine ratio under the best one's, every heuristic out of memory: the budget holds less than some op
+needs at once), and where `forecast` recomputes more than `dtr-eq` at a ratio both fit. With --plots, an SVG per trace of
 overhead against budget, both modes, for `forecast`, `dtr-eq`, `dtr` and `msps` (dtr-sim's gnuplot plot).
 
 Needs nothing but the built tools and Python's standard library.
@@ -55,21 +58,42 @@ def zoo_traces(build, work):
     return traces
 
 
-def replay(build, name, path, constants, step, work, plots):
-    csv_path = os.path.join(work, f"{name}.csv")
-    sweep = f"{step}:1.0:{step}"
-    heuristics = ["--heuristic", "all", "--heuristic", OURS]
+def sweep_csv(build, path, constants, sweep, csv_path):
     if not os.path.exists(csv_path):
-        run([os.path.join(build, "tools", "dtr-sim"), path] + heuristics +
-            ["--budget-mode", "both", "--constants", constants, "--sweep", sweep, "--csv", csv_path])
+        run([os.path.join(build, "tools", "dtr-sim"), path, "--heuristic", "all", "--heuristic", OURS,
+             "--budget-mode", "both", "--constants", constants, "--sweep", sweep, "--csv", csv_path])
+    with open(csv_path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def replay(build, name, path, constants, step, fine, work, plots):
+    rows = sweep_csv(build, path, constants, f"{step}:1.0:{step}", os.path.join(work, f"{name}.csv"))
     if plots:  # ours and the three that fit lowest on these traces, both modes: eight curves
         svg = os.path.join(plots, f"{name}.svg")
         if not os.path.exists(svg):
             plotted = [arg for h in PLOTTED for arg in ("--heuristic", h)]
             run([os.path.join(build, "tools", "dtr-sim"), path] + plotted +
-                ["--budget-mode", "both", "--constants", constants, "--sweep", sweep, "--plot", svg])
-    with open(csv_path, newline="") as f:
-        return list(csv.DictReader(f))
+                ["--budget-mode", "both", "--constants", constants, "--sweep", f"{step}:1.0:{step}", "--plot", svg])
+    for r in rows:
+        r["coarse"] = "yes"
+    # The fine sweep: between one step under the lowest feasible ratio any heuristic reached and the highest.
+    lows = []
+    for mode in ("bytes", "device"):
+        mine = [r for r in rows if r["budget_mode"] == mode]
+        for h in {r["heuristic"] for r in mine}:
+            low = lowest_feasible([(float(r["ratio"]), fits(r)) for r in mine if r["heuristic"] == h])
+            if low is not None:
+                lows.append(low)
+    if fine > 0 and lows:
+        start = max(fine, min(lows) - float(step) + fine)
+        end = max(lows) - fine
+        if end >= start - 1e-9:
+            fine_rows = sweep_csv(build, path, constants, f"{start:.4f}:{end + fine / 2:.4f}:{fine}",
+                                  os.path.join(work, f"{name}-fine.csv"))
+            coarse = {(r["heuristic"], r["budget_mode"], round(float(r["ratio"]), 6)) for r in rows}
+            rows += [r for r in fine_rows
+                     if (r["heuristic"], r["budget_mode"], round(float(r["ratio"]), 6)) not in coarse]
+    return rows
 
 
 def lowest_feasible(cells):
@@ -85,6 +109,10 @@ def lowest_feasible(cells):
 def fits(r):
     """A cell that finished within the thrash limit (dtr-sim marks a thrashed cell feasible when it finished)."""
     return r is not None and r["feasible"] == "true" and r["thrashed"] != "true"
+
+
+def out_of_memory(r):
+    return r is not None and r["feasible"] != "true" and r["thrashed"] != "true"
 
 
 def fmt_ratio(r):
@@ -110,11 +138,13 @@ def tables(rows, name, out):
     summary = {}
     for mode in ("bytes", "device"):
         mine = [r for r in rows if r["budget_mode"] == mode]
-        ratios = sorted({float(r["ratio"]) for r in mine})
-        cell = {(r["heuristic"], float(r["ratio"])): r for r in mine}
-        lowest = {h: lowest_feasible([(x, fits(cell[(h, x)])) for x in ratios if (h, x) in cell]) for h in heuristics}
-        out.write(f"\n**{name}, {mode} budgets**: lowest feasible ratio, then overhead ((base + recomputation) / "
-                  "base) per ratio; `oom` does not fit, `thrash` passed 2x\n\n")
+        every_ratio = sorted({round(float(r["ratio"]), 4) for r in mine})
+        ratios = sorted({round(float(r["ratio"]), 4) for r in mine if r.get("coarse")})
+        cell = {(r["heuristic"], round(float(r["ratio"]), 4)): r for r in mine}
+        lowest = {h: lowest_feasible([(x, fits(cell[(h, x)])) for x in every_ratio if (h, x) in cell])
+                  for h in heuristics}
+        out.write(f"\n**{name}, {mode} budgets**: lowest feasible ratio (both sweeps), then overhead ((base + "
+                  "recomputation) / base) per ratio; `oom` does not fit, `thrash` passed 2x\n\n")
         shown = [x for x in ratios if any(fits(cell.get((h, x))) for h in heuristics)]
         out.write("| heuristic | lowest feasible | " + " | ".join(f"{x:.2f}" for x in shown) + " |\n")
         out.write("|---|---:|" + "---:|" * len(shown) + "\n")
@@ -134,7 +164,13 @@ def tables(rows, name, out):
         both = [x for x in ratios if fits(cell.get((OURS, x))) and fits(cell.get(("dtr-eq", x)))]
         more = [x for x in both if float(cell[(OURS, x)]["overhead"]) > float(cell[("dtr-eq", x)]["overhead"]) + 0.005]
         less = [x for x in both if float(cell[(OURS, x)]["overhead"]) < float(cell[("dtr-eq", x)]["overhead"]) - 0.005]
-        summary[mode] = (lowest.get(OURS), min(best_paper) if best_paper else None, len(less), len(more), len(both))
+        best = min(best_paper) if best_paper else None
+        # Under the best one's lowest ratio, whether every heuristic ran out of memory there (None: not swept).
+        under = [x for x in every_ratio if best is not None and x < best - 1e-9]
+        floor = None
+        if under:
+            floor = all(out_of_memory(cell.get((h, under[-1]))) for h in heuristics if (h, under[-1]) in cell)
+        summary[mode] = (lowest.get(OURS), best, floor, len(less), len(more), len(both))
     return summary
 
 
@@ -144,6 +180,7 @@ def main():
     parser.add_argument("--work", default="build/heuristic-tables")
     parser.add_argument("--plots", default="")
     parser.add_argument("--step", default="0.05")
+    parser.add_argument("--fine", type=float, default=0.01, help="the second sweep's step (0: none)")
     parser.add_argument("--extra", action="append", default=[], help="NAME=TRACE, replayed with constants kept")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -159,23 +196,30 @@ def main():
     out = sys.stdout
     summaries = []
     for name, path, constants in traces:
-        rows = replay(args.build, name, path, constants, args.step, args.work, args.plots)
+        rows = replay(args.build, name, path, constants, args.step, args.fine, args.work, args.plots)
         summaries.append((name, tables(rows, name, out)))
     out.write("\n**Summary**: `forecast`'s lowest feasible ratio against the lowest of the DTR paper's seven "
-              "heuristics, and the ratios where both `forecast` and `dtr-eq` fit at which `forecast` recomputes "
-              "less / more than `dtr-eq` (by more than 0.005 of the base)\n\n")
-    out.write("| trace | mode | `forecast` lowest | best DTR heuristic's lowest | forecast vs best | "
-              "less than `dtr-eq` | more | ratios both fit |\n|---|---|---:|---:|---|---:|---:|---:|\n")
+              "heuristics (both sweeps); whether, at the next ratio swept under the best one's, every heuristic "
+              "ran out of memory (no heuristic can fit there); and the ratios of the first sweep where both "
+              "`forecast` and `dtr-eq` fit at which `forecast` recomputes less / more than `dtr-eq` (by more "
+              "than 0.005 of the base)\n\n")
+    out.write("| trace | mode | `forecast` lowest | best DTR heuristic's lowest | forecast vs best | under the best, "
+              "all out of memory | less than `dtr-eq` | more | ratios both fit |\n"
+              "|---|---|---:|---:|---|---|---:|---:|---:|\n")
     tally = {"lower": 0, "equal": 0, "higher": 0}
+    floors = 0
     for name, summary in summaries:
-        for mode, (ours, best, less, more, both) in summary.items():
+        for mode, (ours, best, floor, less, more, both) in summary.items():
             verdict, bucket = compare_lowest(ours, best)
             if bucket:
                 tally[bucket] += 1
-            out.write(f"| {name} | {mode} | {fmt_ratio(ours)} | {fmt_ratio(best)} | {verdict} | {less} | {more} | "
-                      f"{both} |\n")
+            floors += floor is True
+            shown_floor = "—" if floor is None else ("yes" if floor else "no")
+            out.write(f"| {name} | {mode} | {fmt_ratio(ours)} | {fmt_ratio(best)} | {verdict} | {shown_floor} | "
+                      f"{less} | {more} | {both} |\n")
     out.write(f"\n`forecast` fits lower than the best DTR heuristic on {tally['lower']} (trace, mode) pairs, "
-              f"as low on {tally['equal']}, higher on {tally['higher']}.\n")
+              f"as low on {tally['equal']}, higher on {tally['higher']}; on {floors} every heuristic runs out of "
+              "memory under the best one's lowest ratio.\n")
 
 
 if __name__ == "__main__":
