@@ -17,8 +17,9 @@ mode, each heuristic's lowest feasible budget ratio (the smallest from which eve
 sweeps fits) and its overhead at each ratio of the first; then the summary issue 18 asks for: where
 `forecast` fits lower than the best of the DTR heuristics, whether any heuristic could fit lower at all
 (at the fine ratio under the best one's, every heuristic out of memory: the budget holds less than some op
-needs at once), and where `forecast` recomputes more than `dtr-eq` at a ratio both fit. With --plots, an SVG per trace of
-overhead against budget, both modes, for `forecast`, `dtr-eq`, `dtr` and `msps` (dtr-sim's gnuplot plot).
+needs at once), and where `forecast` recomputes more than `dtr-eq` at a ratio both fit. With --plots, an
+SVG per trace of overhead against budget, both modes, for `forecast`, `dtr-eq`, `dtr` and `msps` (dtr-sim's
+gnuplot plot).
 
 Needs nothing but the built tools and Python's standard library.
 """
@@ -67,13 +68,14 @@ def sweep_csv(build, path, constants, sweep, csv_path):
 
 
 def replay(build, name, path, constants, step, fine, work, plots):
-    rows = sweep_csv(build, path, constants, f"{step}:1.0:{step}", os.path.join(work, f"{name}.csv"))
+    coarse_sweep = f"{step}:1.0:{step}"
+    rows = sweep_csv(build, path, constants, coarse_sweep, os.path.join(work, f"{name}.csv"))
     if plots:  # ours and the three that fit lowest on these traces, both modes: eight curves
         svg = os.path.join(plots, f"{name}.svg")
         if not os.path.exists(svg):
             plotted = [arg for h in PLOTTED for arg in ("--heuristic", h)]
             run([os.path.join(build, "tools", "dtr-sim"), path] + plotted +
-                ["--budget-mode", "both", "--constants", constants, "--sweep", f"{step}:1.0:{step}", "--plot", svg])
+                ["--budget-mode", "both", "--constants", constants, "--sweep", coarse_sweep, "--plot", svg])
     for r in rows:
         r["coarse"] = "yes"
     # The fine sweep: between one step under the lowest feasible ratio any heuristic reached and the highest.

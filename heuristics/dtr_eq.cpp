@@ -427,7 +427,7 @@ class DtrEqHeuristic final : public EvictedClasses {
 
 }  // namespace
 
-std::unique_ptr<Heuristic> make_dtr_eq_heuristic() { return std::make_unique<DtrEqHeuristic>(); }
 std::unique_ptr<EvictedClasses> make_dtr_eq_classes() { return std::make_unique<DtrEqHeuristic>(); }
+std::unique_ptr<Heuristic> make_dtr_eq_heuristic() { return make_dtr_eq_classes(); }
 
 }  // namespace dtr::heuristics
