@@ -485,28 +485,25 @@ TEST(ForecastIndex, ReKeysAnEvictedChainsEndsWhenItsClassStartsOrStopsBeingAChai
   }
   const double walked = 1.0 + heuristics::kWalkDepth;  // d is 1: a score is its cost per byte
   const double whole = 1.0 + length;
-  for (FakeStorage* end : {&head, &tail}) {
-    EXPECT_DOUBLE_EQ(heuristic->score(*end, ops), walked);
-    EXPECT_DOUBLE_EQ(index.score(*end, clocks), walked);
-  }
+  auto expect_ends = [&](double cost) {  // by a scan and by the index
+    for (FakeStorage* end : {&head, &tail}) {
+      EXPECT_DOUBLE_EQ(heuristic->score(*end, ops), cost);
+      EXPECT_DOUBLE_EQ(index.score(*end, clocks), cost);
+    }
+  };
+  expect_ends(walked);
   // The reader dies: the class's boundary is the run's two ends.
   reader.is_released = true;
   heuristic->on_release(reader);
   index.remove(reader, clocks);
   std::erase(middle.dependents, &reader);
   heuristic->on_destroy(reader);
-  for (FakeStorage* end : {&head, &tail}) {
-    EXPECT_DOUBLE_EQ(heuristic->score(*end, ops), whole);
-    EXPECT_DOUBLE_EQ(index.score(*end, clocks), whole);
-  }
+  expect_ends(whole);
   // The middle remade: resident beside the class (which never splits), it widens the boundary again.
   middle.is_evicted = false;
   heuristic->on_rematerialize(middle);
   index.add(middle, clocks);
-  for (FakeStorage* end : {&head, &tail}) {
-    EXPECT_DOUBLE_EQ(heuristic->score(*end, ops), walked);
-    EXPECT_DOUBLE_EQ(index.score(*end, clocks), walked);
-  }
+  expect_ends(walked);
   EXPECT_EQ(index.choose(clocks), &tail);  // the ends score lowest, equal: the later candidate
 }
 
