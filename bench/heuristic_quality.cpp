@@ -1,7 +1,8 @@
 // How many recomputations each eviction heuristic costs, through the real runtime (issue 4, "proof that it
 // matters"): the unit chain against Revolve's optimum, and random DAGs against each other.
 //
-//   dtr-bench-heuristic-quality [--chain N]... [--chain-passes P] [--dags K] [--steps S] [--heuristic H]...
+//   dtr-bench-heuristic-quality [--chain N]... [--chain-passes P] [--placement B]... [--dags K] [--steps S]
+//       [--heuristic H]...
 //
 // Defaults: chains of 1600 and 10000, 4 random DAGs of 400 steps, every heuristic. Prints Markdown tables
 // (docs/results/heuristic-quality.md pastes them).
@@ -13,6 +14,13 @@
 // three), as the DTR paper's simulator does. A run that passes 50 N recomputations (50 N P over all its
 // passes) is stopped ("thrash"). With --chain-passes P the program runs P passes in one runtime and the last
 // is counted: the steady state of a training loop, where `forecast` knows the pass before.
+//
+// With --placement B, for each chain and heuristic at a budget of B tensors, where the recomputations go: the
+// values resident when the last pass's forward ends (its checkpoints), and per segment between two of them the
+// recomputations spent reversing it against the fewest any schedule could (Revolve's count for the segment's
+// length, with the slots left beside the checkpoints before it: B - 4 less their number, at least 0). Their
+// sum is the pass's cost had it reversed optimally from the same checkpoints: what the forward's placement
+// costs against Revolve, and what the reversal adds to it.
 //
 // Random DAGs: a forward pass where each step reads the previous value and, with probability 1/2, one of the
 // 8 before it (skip connections), tensors of 1 to 4 KiB; then a backward pass reading each forward value
@@ -96,7 +104,9 @@ Outcome measure(dtr::Config config, std::uint64_t cap, Program program) {
 // `passes` times the chain's forward and backward, each pass from a fresh input once the last one's values
 // are gone, as training repeats its step; the recomputations reported are the last pass's (Revolve's
 // optimum is per pass), so a heuristic that forecasts from earlier passes shows its steady state.
-Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std::string& heuristic, int passes) {
+// `checkpoints`, if given: the chain values x_1 .. x_{n-1} resident when the last pass's forward ended.
+Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std::string& heuristic, int passes,
+                  std::vector<int>* checkpoints = nullptr) {
   std::optional<std::uint64_t> budget;
   if (budget_tensors) budget = *budget_tensors * kChainElements * sizeof(float);
   const auto cap = static_cast<std::uint64_t>(kThrashFactor * n * passes);
@@ -108,6 +118,12 @@ Outcome run_chain(int n, std::optional<std::uint64_t> budget_tensors, const std:
       std::vector<Tensor> x;
       x.push_back(rt.constant(dtr::TensorMeta{{kChainElements}}, std::vector<float>(kChainElements, 1.0f)));
       for (int i = 0; i < n; ++i) x.push_back(rt.call1(dtr::ops::relu(), {x.back()}));
+      if (checkpoints != nullptr && pass + 1 == passes) {
+        checkpoints->clear();
+        for (int i = 1; i < n; ++i) {
+          if (x[static_cast<std::size_t>(i)].resident()) checkpoints->push_back(i);
+        }
+      }
       Tensor g = x.back();
       x.pop_back();
       for (int i = n - 1; i >= 0; --i) {
@@ -216,6 +232,53 @@ void chain_table(int n, int passes, const std::vector<std::string>& heuristics) 
   }
 }
 
+// The fewest recomputations that reverse `length` chain values (x_a .. x_{a+length-1}, read last to first)
+// from a stored x_a with `slots` more free: Revolve's count with the stored value's slot, plus the first
+// sweep, which a segment reversed after the forward pays again.
+double reversal_optimum(int length, int slots) {
+  if (length <= 1) return 0;
+  return revolve_recomputations(length, std::max(slots, 0) + 1) + (length - 1);
+}
+
+void placement_table(int n, int passes, const std::vector<std::uint64_t>& budgets,
+                     const std::vector<std::string>& heuristics) {
+  std::printf("\n### Unit chain, N = %d: the forward's checkpoints and the reversal\n\nPer budget and heuristic: the "
+              "pass's recomputations; had it reversed optimally from the checkpoints its forward left (Revolve's "
+              "count per segment); Revolve's optimum; the checkpoints (x_0 aside) and the first gaps between them, "
+              "from x_0.\n\n",
+              n);
+  std::printf("| budget (tensors) | heuristic | recomputations | optimal from its checkpoints | Revolve | "
+              "checkpoints | first gaps |\n|---:|---|---:|---:|---:|---:|---|\n");
+  for (std::uint64_t b : budgets) {
+    const double optimum = revolve_recomputations(n, static_cast<int>(b) - 3);
+    for (const std::string& h : heuristics) {
+      std::vector<int> checkpoints;
+      const Outcome o = run_chain(n, b, h, passes, &checkpoints);
+      if (!o.feasible || o.thrashed) {
+        std::printf("| %llu | %s | %s | | %.0f | | |\n", static_cast<unsigned long long>(b), h.c_str(), cell(o).c_str(),
+                    optimum);
+        continue;
+      }
+      std::vector<int> bounds = {0};
+      bounds.insert(bounds.end(), checkpoints.begin(), checkpoints.end());
+      bounds.push_back(n);
+      double from_checkpoints = 0;
+      for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+        from_checkpoints += reversal_optimum(bounds[k + 1] - bounds[k], static_cast<int>(b) - 4 - static_cast<int>(k));
+      }
+      std::string gaps;
+      for (std::size_t k = 0; k + 1 < bounds.size() && k < 6; ++k) {
+        gaps += (gaps.empty() ? "" : ", ") + std::to_string(bounds[k + 1] - bounds[k]);
+      }
+      std::printf("| %llu | %s | %llu (%.2f) | %.0f (%.2f) | %.0f | %zu | %s |\n", static_cast<unsigned long long>(b),
+                  h.c_str(), static_cast<unsigned long long>(o.recomputations),
+                  static_cast<double>(o.recomputations) / optimum, from_checkpoints, from_checkpoints / optimum,
+                  optimum, checkpoints.size(), gaps.c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
 // A Markdown table's header: the first column, then one right-aligned column per heuristic.
 void print_header(const char* first, const std::vector<std::string>& heuristics) {
   std::printf("| %s |", first);
@@ -280,6 +343,7 @@ int main(int argc, char** argv) {
   int dags = 4;
   int device_dags = 2;
   int steps = 400;
+  std::vector<std::uint64_t> placements;
   std::vector<std::string> heuristics = dtr::heuristics::heuristic_names();
   std::vector<std::string> device_heuristics = {"dtr", "dtr+window", "dtr-eq", "dtr-eq+window", "dtr-local", "window",
                                                 "lru", "lru+window"};
@@ -287,6 +351,10 @@ int main(int argc, char** argv) {
   app.add_option("--chain-passes", chain_passes,
                  "forward and backward passes of each chain, as training repeats its step; the last is counted")
       ->check(CLI::Range(1, 100));
+  app.add_option("--placement", placements,
+                 "budgets (tensors) at which to show each chain's forward checkpoints and what reversing from them "
+                 "costs against Revolve")
+      ->check(CLI::Range(5, 1 << 30));
   app.add_option("--dags", dags, "number of random DAGs (bytes budgets)")->check(CLI::NonNegativeNumber);
   app.add_option("--device-dags", device_dags, "number of random DAGs under device budgets")
       ->check(CLI::NonNegativeNumber);
@@ -306,6 +374,9 @@ int main(int argc, char** argv) {
     return dtr::heuristics::make_heuristic(h)->fragmentation_aware();
   });
   for (int n : chains) chain_table(n, chain_passes, heuristics);
+  if (!placements.empty()) {
+    for (int n : chains) placement_table(n, chain_passes, placements, heuristics);
+  }
   dag_tables(dags, steps, heuristics);
   device_tables(device_dags, steps, device_heuristics);
   return 0;
