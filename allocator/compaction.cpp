@@ -53,19 +53,19 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
   // Segments that could be emptied, by the bytes to move per byte released: under a budget, enough of them
   // released make room for the request's new segment.
   struct Emptiable {
-    std::uint64_t serial;
-    std::uintptr_t address;
-    std::size_t size;
+    const Segment* segment;
     std::uint64_t moved;
   };
   std::vector<Emptiable> emptiable;
-  const auto whole = [](const Emptiable& e) { return Clearing::Run{e.serial, e.address, e.address + e.size}; };
+  const auto whole = [](const Emptiable& e) {
+    return Clearing::Run{e.segment->serial, e.segment->address, e.segment->address + e.segment->size};
+  };
   for (const auto& [serial, segment] : segments) {
     if (segment->expandable) continue;
     // One walk per segment: in the request's pool, the runs that cover it, each as short as it can be; and
     // whether the whole segment could be emptied.
     const bool runs = segment->pool == r.pool;
-    Emptiable e{serial, segment->address, segment->size, 0};
+    Emptiable e{segment.get(), 0};
     bool all_movable = true;
     Block* first = segment->head;
     std::uint64_t span = 0;
@@ -98,10 +98,10 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
     const std::uint64_t needed = least_reservation(r);
     // One segment whose release is enough on its own, or else the fewest bytes moved per byte released.
     for (const Emptiable& e : emptiable) {
-      if (room + e.size >= needed) found.push_back(Clearing{{whole(e)}, e.moved});
+      if (room + e.segment->size >= needed) found.push_back(Clearing{{whole(e)}, e.moved});
     }
     std::sort(emptiable.begin(), emptiable.end(), [](const Emptiable& a, const Emptiable& b) {
-      return detail::u128{a.moved} * b.size < detail::u128{b.moved} * a.size;
+      return detail::u128{a.moved} * b.segment->size < detail::u128{b.moved} * a.segment->size;
     });
     Clearing several;
     std::uint64_t released = 0;
@@ -109,7 +109,7 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
       if (room + released >= needed) break;
       several.runs.push_back(whole(e));
       several.moved += e.moved;
-      released += e.size;
+      released += e.segment->size;
     }
     if (several.runs.size() > 1 && room + released >= needed) found.push_back(std::move(several));
   }

@@ -83,7 +83,7 @@ def replay(build, name, path, constants, step, fine, work, plots):
     for mode in ("bytes", "device"):
         mine = [r for r in rows if r["budget_mode"] == mode]
         for h in {r["heuristic"] for r in mine}:
-            low = lowest_feasible([(float(r["ratio"]), fits(r)) for r in mine if r["heuristic"] == h])
+            low = lowest_of(mine, h)
             if low is not None:
                 lows.append(low)
     if fine > 0 and lows:
@@ -106,6 +106,11 @@ def lowest_feasible(cells):
             break
         lowest = ratio
     return lowest
+
+
+def lowest_of(rows, heuristic):
+    """`heuristic`'s lowest feasible ratio over `rows` (one budget mode)."""
+    return lowest_feasible([(round(float(r["ratio"]), 4), fits(r)) for r in rows if r["heuristic"] == heuristic])
 
 
 def fits(r):
@@ -143,8 +148,7 @@ def tables(rows, name, out):
         every_ratio = sorted({round(float(r["ratio"]), 4) for r in mine})
         ratios = sorted({round(float(r["ratio"]), 4) for r in mine if r.get("coarse")})
         cell = {(r["heuristic"], round(float(r["ratio"]), 4)): r for r in mine}
-        lowest = {h: lowest_feasible([(x, fits(cell[(h, x)])) for x in every_ratio if (h, x) in cell])
-                  for h in heuristics}
+        lowest = {h: lowest_of(mine, h) for h in heuristics}
         out.write(f"\n**{name}, {mode} budgets**: lowest feasible ratio (both sweeps), then overhead ((base + "
                   "recomputation) / base) per ratio; `oom` does not fit, `thrash` passed 2x\n\n")
         shown = [x for x in ratios if any(fits(cell.get((h, x))) for h in heuristics)]
