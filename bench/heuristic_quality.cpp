@@ -16,11 +16,11 @@
 // is counted: the steady state of a training loop, where `forecast` knows the pass before.
 //
 // With --placement B, for each chain and heuristic at a budget of B tensors, where the recomputations go: the
-// values resident when the last pass's forward ends (its checkpoints), and per segment between two of them the
-// recomputations spent reversing it against the fewest any schedule could (Revolve's count for the segment's
-// length, with the slots left beside the checkpoints before it: B - 4 less their number, at least 0). Their
-// sum is the pass's cost had it reversed optimally from the same checkpoints: what the forward's placement
-// costs against Revolve, and what the reversal adds to it.
+// values resident when the last pass's forward ends (its checkpoints), and the fewest recomputations that
+// could reverse the pass from them: per segment between two checkpoints Revolve's count for its length, with
+// the slots left beside the checkpoints before it (B - 4 less their number, at least 0), summed. Against the
+// pass's own recomputations and Revolve's optimum, that tells what the forward's placement costs and what the
+// reversal adds to it.
 //
 // Random DAGs: a forward pass where each step reads the previous value and, with probability 1/2, one of the
 // 8 before it (skip connections), tensors of 1 to 4 KiB; then a backward pass reading each forward value
