@@ -52,6 +52,14 @@ class StorageView {
   // The ops clock (every kernel run, recomputations included) at its last use: forecast_distance() is
   // ops clock - this + 1 where nothing is forecast.
   virtual std::uint64_t last_use_op() const { return 0; }
+  // Whether the program made a storage the same way before (the forecasts hold that one's uses, whether or not
+  // one is still ahead of this one): false throughout the first step, and for a program that never repeats.
+  virtual bool made_before() const { return false; }
+  // Whether the program has read it since it was made (calls and reads; recomputations do not count).
+  virtual bool read_by_program() const { return false; }
+  // The ops clock's ticks from when the forecasts began (the first budget) to its last use: how long the
+  // program had run under a budget by then. The three are only for a heuristic whose reads_forecasts() is true.
+  virtual std::uint64_t ops_run_at_last_use() const { return 0; }
   // Visits the storages its recomputation reads (its producer's inputs) ...
   virtual void for_each_input(NeighbourVisitor visit) = 0;
   // ... and those whose recomputation reads it (the outputs of the closures that take it as input).

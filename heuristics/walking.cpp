@@ -70,6 +70,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     s.heuristic_mark = mark;
     EvictedReach result;
     reach_one_way(s, /*inputs=*/true, mark, result);
+    result.inputs_cost = result.cost;
     if (dependents_) reach_one_way(s, /*inputs=*/false, mark, result);
     return result;
   }

@@ -21,6 +21,8 @@ struct EvictedReach {
   // The dependents' side counted an evicted storage the program has not released: it would be remade from
   // the storage.
   bool holds_dependent = false;
+  // Of `cost`, what the inputs' side counted (h_MSPS's share: what remaking the storage itself would remake).
+  double inputs_cost = 0;
 };
 
 // A heuristic whose events keep the walks' state (h_DTR's), and that answers the walks for another heuristic

@@ -132,7 +132,7 @@ void Runtime::Impl::start_heuristic() {
 // Forecasts serve decisions, which only a budget asks for: without one the program's uses are not recorded,
 // so an unbudgeted run pays nothing for a forecasting heuristic.
 void Runtime::Impl::start_forecasts() {
-  if (!forecaster && heuristic->reads_forecasts()) forecaster = std::make_unique<detail::Forecaster>();
+  if (!forecaster && heuristic->reads_forecasts()) forecaster = std::make_unique<detail::Forecaster>(op_clock);
 }
 
 void Runtime::Impl::build_index() {

@@ -21,6 +21,10 @@ namespace dtr::detail {
 
 class Forecaster {
  public:
+  // `ops_clock`: the runtime's ops clock now, when the forecasts begin.
+  explicit Forecaster(std::uint64_t ops_clock) : began_ops_(ops_clock) {}
+  // The ops clock when the forecasts began.
+  std::uint64_t began_ops() const { return began_ops_; }
   // Program ops (calls, reads), not recomputations: the clock forecasts are counted in.
   std::uint64_t clock() const { return clock_; }
   // A program op starts: its inputs are used now.
@@ -52,6 +56,7 @@ class Forecaster {
   // Moves `s`'s forecast cursor past the uses its age has passed; whether one is still ahead.
   bool forecast_ahead(Storage& s) const;
   std::uint64_t clock_ = 0;
+  std::uint64_t began_ops_ = 0;
   // By signature: the program uses (offsets from its birth) of the last storage of that signature that died.
   std::unordered_map<std::uint64_t, std::shared_ptr<const std::vector<std::uint32_t>>> last_uses_;
   // By shape and dtype: how many constants that made_constant() signed are alive.

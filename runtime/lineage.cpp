@@ -61,6 +61,11 @@ double Storage::forecast_distance() {
   return runtime.forecaster ? runtime.forecaster->distance(*this, runtime.op_clock) : 1.0;
 }
 
+std::uint64_t Storage::ops_run_at_last_use() const {
+  const std::uint64_t began = runtime.forecaster ? runtime.forecaster->began_ops() : 0;
+  return last_touch_ops - std::min(last_touch_ops, began);
+}
+
 bool Storage::forecast_unread() { return runtime.forecaster && runtime.forecaster->unread_but_forecast(*this); }
 
 std::optional<std::uint64_t> Storage::forecast_deadline() {

@@ -94,6 +94,9 @@ struct Storage final : heuristics::StorageView {
   bool forecast_unread() override;
   std::optional<std::uint64_t> forecast_deadline() override;
   std::uint64_t last_use_op() const override { return last_touch_ops; }
+  bool made_before() const override { return forecast != nullptr; }
+  bool read_by_program() const override { return !uses.empty(); }
+  std::uint64_t ops_run_at_last_use() const override;
   void for_each_input(heuristics::NeighbourVisitor visit) override;
   void for_each_dependent(heuristics::NeighbourVisitor visit) override;
 };

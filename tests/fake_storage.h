@@ -26,6 +26,7 @@ struct FakeStorage final : heuristics::StorageView {
   // read it, the ops clock at its last use, and the clocks they are read against (set both or neither).
   std::vector<std::uint64_t> forecast_uses;
   bool read = false;
+  bool seen_before = true;  // the program made a storage the same way before (false: nothing forecasts it)
   std::uint64_t last_op = 0;
   const std::uint64_t* program_clock = nullptr;
   const std::uint64_t* ops_clock = nullptr;
@@ -49,6 +50,9 @@ struct FakeStorage final : heuristics::StorageView {
   }
   bool forecast_unread() override { return !read && forecast_deadline().has_value(); }
   std::uint64_t last_use_op() const override { return last_op; }
+  bool made_before() const override { return seen_before; }
+  bool read_by_program() const override { return read; }
+  std::uint64_t ops_run_at_last_use() const override { return last_op; }  // the forecasts began at ops 0
   void for_each_input(heuristics::NeighbourVisitor visit) override {
     visits += inputs.size();
     for (FakeStorage* s : inputs) visit(*s);

@@ -100,8 +100,8 @@ class ForecastLineage {
     std::erase_if(live_, [&](const auto& p) { return p.get() == &s; });
   }
 
-  // A new storage, read by nobody yet, with none to three forecast uses ahead (none: its staleness decides),
-  // close together or far apart.
+  // A new storage, read by nobody yet, with none to three forecast uses ahead (none: its staleness decides,
+  // and half of those were never made before: the first step's rule), close together or far apart.
   std::unique_ptr<FakeStorage> make() {
     auto s = std::make_unique<FakeStorage>();
     s->c0 = static_cast<double>(1 + rng_() % 8);
@@ -112,6 +112,7 @@ class ForecastLineage {
     s->ops_clock = &ops_;
     const unsigned uses = static_cast<unsigned>(rng_() % 4);
     for (std::uint64_t t = program_, k = 0; k < uses; ++k) s->forecast_uses.push_back(t += 1 + rng_() % 30);
+    s->seen_before = uses > 0 || rng_() % 2 == 0;
     return s;
   }
 
