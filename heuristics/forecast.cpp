@@ -40,8 +40,8 @@ namespace {
 // had run under the budget by its last use (so recency still orders values, but no longer by orders of
 // magnitude); a value not read yet keeps its bare staleness (it was made to be read, soon). Its a is never
 // floored (an eviction among its dependents can leave it lower than the classes' floor).
-// docs/results/heuristics.md: the authors' logs, the random DAGs and the generated RNN fitted 0.04-0.35 of
-// their peak lower, the zoo's first steps much as before.
+// docs/results/heuristics.md: the authors' logs, the random DAGs and a generated RNN fitted 0.01-0.26 of
+// their peak lower; the zoo's first steps much as before.
 class ForecastHeuristic final : public Heuristic {
  public:
   ForecastHeuristic() : classes_(make_dtr_eq_classes()), walks_(make_dtr_neighbourhood()) {}
