@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "fake_storage.h"
 #include "heuristics/forecast_index.h"
