@@ -104,7 +104,9 @@ class ForecastHeuristic final : public Heuristic {
   // fallback's: an eviction can complete a walk (a shorter way past the depth bound), and a walk's cost may be
   // below the classes'; nor a released storage's, whose 0 depends on what is held.
   double cost_per_byte(StorageView& s, bool* walked = nullptr) {
-    const EvictedReach reach = walks_->reach(s);
+    // A storage nothing made before forecasts is charged its ancestors alone: its dependents' side is walked
+    // only for the released rule.
+    const EvictedReach reach = walks_->reach(s, /*dependents=*/s.made_before() || s.released());
     if (s.released() && reach.complete && !reach.holds_dependent && !feeds_larger_held(s)) return 0.0;
     if (!s.made_before()) return (s.cost() + reach.inputs_cost) / bytes_of(s);  // nothing forecast: never floored
     if (walked != nullptr) *walked = reach.complete && !s.released();

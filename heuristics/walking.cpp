@@ -62,16 +62,16 @@ class WalkingHeuristic : public EvictedNeighbourhood {
 
  protected:
   // c0 summed over the evicted storages the walks from `s` count (not `s`'s own).
-  double evicted_reach_cost(StorageView& s) { return reach(s).cost; }
+  double evicted_reach_cost(StorageView& s) { return reach(s, /*dependents=*/true).cost; }
 
  public:
-  EvictedReach reach(StorageView& s) override {
+  EvictedReach reach(StorageView& s, bool dependents) override {
     const std::uint64_t mark = next_mark();
     s.heuristic_mark = mark;
     EvictedReach result;
     reach_one_way(s, /*inputs=*/true, mark, result);
     result.inputs_cost = result.cost;
-    if (dependents_) reach_one_way(s, /*inputs=*/false, mark, result);
+    if (dependents_ && dependents) reach_one_way(s, /*inputs=*/false, mark, result);
     return result;
   }
 

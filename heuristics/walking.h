@@ -29,7 +29,8 @@ struct EvictedReach {
 // built on it (`forecast`): its listener is told of every resident storage whose reach() an event changes.
 class EvictedNeighbourhood : public Heuristic {
  public:
-  virtual EvictedReach reach(StorageView& storage) = 0;
+  // `dependents`: false walks the inputs' side alone (its flags and cost are that side's).
+  virtual EvictedReach reach(StorageView& storage, bool dependents) = 0;
   // Tells the listener of the resident storages whose dependents' walks reach `storage`, its resident inputs
   // among them: those whose scores may read what changed in it, when it is released (Heuristic::on_release:
   // EvictedReach::holds_dependent) or made a constant (Heuristic::on_cut: no longer a dependent).

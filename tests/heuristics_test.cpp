@@ -375,7 +375,7 @@ TEST(DtrNeighbourhood, SaysWhetherItsWalksCountedTheWholeEvictedRegion) {
     auto walks = heuristics::make_dtr_neighbourhood();
     EvictedRun r(run, *walks);
     for (FakeStorage* end : {&r.head(), &r.tail()}) {
-      const heuristics::EvictedReach reach = walks->reach(*end);
+      const heuristics::EvictedReach reach = walks->reach(*end, true);
       EXPECT_EQ(reach.cost, static_cast<double>(heuristics::kWalkDepth));
       EXPECT_EQ(reach.complete, run == heuristics::kWalkDepth);
       EXPECT_TRUE(reach.chain_cut);  // complete, or one evicted storage a level past the depth: a chain
@@ -387,7 +387,7 @@ TEST(DtrNeighbourhood, SaysWhetherItsWalksCountedTheWholeEvictedRegion) {
     SCOPED_TRACE("a ladder of " + std::to_string(length));
     auto ladder_walks = heuristics::make_dtr_neighbourhood();
     EvictedLadder ladder(length, *ladder_walks);
-    const heuristics::EvictedReach reach = ladder_walks->reach(ladder.tail);
+    const heuristics::EvictedReach reach = ladder_walks->reach(ladder.tail, true);
     const int counted = 2 * std::min(length, heuristics::kWalkDepth);
     EXPECT_EQ(reach.cost, static_cast<double>(counted));
     EXPECT_EQ(reach.complete, length <= heuristics::kWalkDepth);
@@ -404,15 +404,16 @@ TEST(DtrNeighbourhood, SaysWhetherItsWalksCountedTheWholeEvictedRegion) {
     r.is_evicted = true;
     walks->on_evict(r);
   }
-  EXPECT_FALSE(walks->reach(hub).complete);
-  EXPECT_TRUE(walks->reach(hub).count_cut);
-  EXPECT_FALSE(walks->reach(hub).chain_cut);
+  EXPECT_FALSE(walks->reach(hub, true).complete);
+  EXPECT_TRUE(walks->reach(hub, true).count_cut);
+  EXPECT_FALSE(walks->reach(hub, true).chain_cut);
+  EXPECT_TRUE(walks->reach(hub, /*dependents=*/false).complete);  // its inputs' side alone: nothing evicted
   readers.back().is_evicted = false;
   walks->on_rematerialize(readers.back());
-  EXPECT_FALSE(walks->reach(hub).complete);  // exactly kWalkCount: counted to the bound
+  EXPECT_FALSE(walks->reach(hub, true).complete);  // exactly kWalkCount: counted to the bound
   readers.front().is_evicted = false;
   walks->on_rematerialize(readers.front());
-  const heuristics::EvictedReach reach = walks->reach(hub);
+  const heuristics::EvictedReach reach = walks->reach(hub, true);
   EXPECT_TRUE(reach.complete);
   EXPECT_EQ(reach.cost, static_cast<double>(heuristics::kWalkCount - 1));
 }
