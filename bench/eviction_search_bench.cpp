@@ -74,6 +74,9 @@ struct Node final : StorageView {
   }
   bool forecast_unread() override { return !read && forecast_deadline().has_value(); }
   std::uint64_t last_use_op() const override { return last; }
+  // A training step's steady state: every storage was made the same way the step before (those without a
+  // forecast use ahead have theirs behind them), so none takes the first step's rule.
+  bool made_before() const override { return true; }
   void for_each_input(dtr::heuristics::NeighbourVisitor visit) override {
     for (Node* n : inputs) visit(*n);
   }
