@@ -58,8 +58,10 @@ class ForecastHeuristic final : public Heuristic {
   bool last_resort(StorageView& s) override { return !s.released() && s.forecast_unread(); }
   ForecastKey forecast_key(StorageView& s) override {
     bool walked = false;
-    ForecastKey k = forecast_key_after_use(s, cost_per_byte(s, &walked));
+    bool reads_classes = false;
+    ForecastKey k = forecast_key_after_use(s, cost_per_byte(s, &walked, &reads_classes));
     k.floored = walked;
+    k.reads_classes = reads_classes;
     return k;
   }
   ForecastKey forecast_key_after_use(StorageView& s, double a) override {
@@ -89,7 +91,8 @@ class ForecastHeuristic final : public Heuristic {
     Heuristic::set_listener(listener);
     relay_.to = listener;
     relay_.classes = classes_.get();
-    classes_->set_listener(listener != nullptr ? &relay_ : nullptr);
+    classes_relay_.to = listener;
+    classes_->set_listener(listener != nullptr ? &classes_relay_ : nullptr);
     walks_->set_listener(listener != nullptr ? &relay_ : nullptr);
   }
 
@@ -98,18 +101,21 @@ class ForecastHeuristic final : public Heuristic {
   // chain with only chains' classes beside the storage; else the walks' e*; 0 for a released storage nothing
   // held waits on or is made from while larger; for a storage nothing made before forecasts, (c0 + Σ c0 over the
   // evicted ancestors the inputs' walk counts) / m.
+  // `reads_classes`, if given: set where the a may read the classes (the walks stopped short of a storage the
+  // program made before): elsewhere a report from the classes alone cannot change it (ForecastKey::reads_classes).
   // `walked`, if given: set where the a is a complete walk's cost for a storage the program holds, which an
   // eviction beside it only raises (the walks then reach more: at their depth they still count all they
   // counted) unless they stop at their count, and then it is the classes' a (ForecastKey::floored). Not a
   // fallback's: an eviction can complete a walk (a shorter way past the depth bound), and a walk's cost may be
   // below the classes'; nor a released storage's, whose 0 depends on what is held.
-  double cost_per_byte(StorageView& s, bool* walked = nullptr) {
+  double cost_per_byte(StorageView& s, bool* walked = nullptr, bool* reads_classes = nullptr) {
     // A storage nothing made before forecasts is charged its ancestors alone: its dependents' side is walked
     // only for the released rule.
     const EvictedReach reach = walks_->reach(s, /*dependents=*/s.made_before() || s.released());
     if (s.released() && reach.complete && !reach.holds_dependent && !feeds_larger_held(s)) return 0.0;
     if (!s.made_before()) return (s.cost() + reach.inputs_cost) / bytes_of(s);  // nothing forecast: never floored
     if (walked != nullptr) *walked = reach.complete && !s.released();
+    if (reads_classes != nullptr) *reads_classes = !reach.complete;
     const bool class_cost =
         !reach.complete && (reach.count_cut || (reach.chain_cut && classes_->only_chain_classes_beside(s)));
     return class_cost ? classes_->key(s).a : (s.cost() + reach.cost) / bytes_of(s);
@@ -139,7 +145,14 @@ class ForecastHeuristic final : public Heuristic {
     (walks_.get()->*event)(s);
   }
 
-  // The bases' reports, passed on; during an eviction with the classes' a now as the floor (sums kept up to
+  // The classes' reports, passed on as what only a key that reads them sees: a storage whose walks count all
+  // there is moves with the walks alone, and the walks report every change to it (h_DTR's index rests on that).
+  struct ClassesRelay final : ScoreListener {
+    ScoreListener* to = nullptr;
+    void score_changed(StorageView& s) override { to->classes_changed(s); }
+  };
+
+  // The walks' reports, passed on; during an eviction with the classes' a now as the floor (sums kept up to
   // date: no walk), what a floored key's a can fall to (cost_per_byte).
   struct Relay final : ScoreListener {
     ScoreListener* to = nullptr;
@@ -157,6 +170,7 @@ class ForecastHeuristic final : public Heuristic {
   std::unique_ptr<EvictedClasses> classes_;
   std::unique_ptr<EvictedNeighbourhood> walks_;
   Relay relay_;
+  ClassesRelay classes_relay_;
 };
 
 }  // namespace

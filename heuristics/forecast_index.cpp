@@ -75,6 +75,13 @@ void ForecastIndex::score_raised(StorageView& s, double floor) {
   r.raised = true;
 }
 
+void ForecastIndex::classes_changed(StorageView& s) {
+  if (s.index_handle == StorageView::kNotIndexed) return;
+  const Record& r = records_[s.index_handle];
+  if (r.group != Group::none && !r.reads_classes) return;  // its key moves with the walks alone
+  mark_pending(s.index_handle, /*cost_changed=*/true);
+}
+
 void ForecastIndex::settle_raised() {
   for (Record& r : records_) {
     if (r.storage != nullptr && r.raised) rekey(*r.storage);
@@ -195,7 +202,10 @@ ForecastKey ForecastIndex::key_of(Record& r) {
   const bool walk = r.cost_changed || r.raised || r.group == Group::none;
   const ForecastKey k = walk ? heuristic_.forecast_key(*r.storage)
                              : heuristic_.forecast_key_after_use(*r.storage, held_a(r));
-  if (walk) r.floored = k.floored;  // a use keeps the a, and what it was
+  if (walk) {  // a use keeps the a, and what it was
+    r.floored = k.floored;
+    r.reads_classes = k.reads_classes;
+  }
   r.pending = false;
   r.cost_changed = false;
   r.raised = false;

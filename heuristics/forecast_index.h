@@ -50,6 +50,9 @@ class ForecastIndex final : public CandidateIndex {
   // Where its key was floored and `floor` is no lower than the a its heap holds, noted only: its key stays a
   // lower bound until a decision would choose it, and choose() keys it then; else as score_changed.
   void score_raised(StorageView& s, double floor) override;
+  // Passed over where the candidate's key does not read the classes (ForecastKey::reads_classes); else as
+  // score_changed.
+  void classes_changed(StorageView& s) override;
 
   // Tests: the score and tier the index holds for a candidate at `clocks` (a scan's, if the index is right;
   // pending keys are settled first, as for a decision).
@@ -72,6 +75,7 @@ class ForecastIndex final : public CandidateIndex {
     bool cost_changed = false;  // ... and more than a use changed it: its a too (else its heap's a stands)
     bool raised = false;        // its a may have risen since it was keyed: the heap holds a lower bound
     bool floored = false;       // its last walked key was ForecastKey::floored
+    bool reads_classes = true;  // ... and ForecastKey::reads_classes
   };
   using DeadlineHeap = KineticHeap<std::uint32_t, Curve::deadline>;
 

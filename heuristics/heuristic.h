@@ -33,6 +33,10 @@ struct ForecastKey {
   // Whether an eviction beside the storage leaves a no lower than it is, or no lower than the floor the
   // heuristic reports with it (ScoreListener::score_raised): forecast's a complete walk's cost, not a fallback.
   bool floored = false;
+  // Whether its a may read the classes' sums (forecast: a key whose walks stopped short). One that does not
+  // moves only with the walks, whose reports cover every change to it: a report from the classes alone
+  // (ScoreListener::classes_changed) leaves it as it is.
+  bool reads_classes = true;
 };
 
 // m in the scores: a storage's bytes, at least 1 (so that an empty storage divides by one byte).
@@ -52,6 +56,9 @@ class ScoreListener {
     (void)floor;
     score_changed(storage);
   }
+  // The change a heuristic built on h_DTR^eq's classes reports from the classes alone: it changes only a key
+  // with ForecastKey::reads_classes, and a listener may pass over the others.
+  virtual void classes_changed(StorageView& storage) { score_changed(storage); }
 
  protected:
   ~ScoreListener() = default;

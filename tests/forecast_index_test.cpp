@@ -508,6 +508,50 @@ TEST(ForecastIndex, ReKeysAnEvictedChainsEndsWhenItsClassStartsOrStopsBeingAChai
   EXPECT_EQ(index.choose(clocks), &tail);  // the ends score lowest, equal: the later candidate
 }
 
+// A report from the classes alone changes only a key whose walks stopped short (ForecastKey::reads_classes):
+// s, beside one evicted storage, is walked whole and passed over; h, at the head of an evicted run longer than
+// the walks, reads the classes and is keyed again at the next decision.
+TEST(ForecastIndex, PassesOverAClassReportWhereTheWalksCountedAll) {
+  std::vector<FakeStorage> run(static_cast<std::size_t>(heuristics::kWalkDepth) + 3);  // h, the run, its end
+  for (std::size_t i = 1; i < run.size(); ++i) {
+    run[i].inputs = {&run[i - 1]};
+    run[i - 1].dependents = {&run[i]};
+  }
+  FakeStorage s;
+  FakeStorage d;  // s -> d
+  d.inputs = {&s};
+  s.dependents = {&d};
+  auto heuristic = heuristics::make_heuristic("forecast");
+  heuristics::ForecastIndex index(*heuristic);
+  const IndexClocks clocks{1, 1, 1};
+  FakeStorage& h = run.front();
+  for (FakeStorage* c : {&h, &run.back(), &s}) index.add(*c, clocks);
+  for (std::size_t i = 1; i + 1 < run.size(); ++i) {
+    run[i].is_evicted = true;
+    heuristic->on_evict(run[i]);
+  }
+  d.is_evicted = true;
+  heuristic->on_evict(d);
+  EXPECT_FALSE(heuristic->forecast_key(s).reads_classes);
+  EXPECT_TRUE(heuristic->forecast_key(h).reads_classes);
+  (void)index.choose(clocks);  // every candidate keyed
+  EXPECT_EQ(index.pending_entries(), 0u);
+  const std::size_t s_visits = s.visits;
+  const std::size_t h_visits = h.visits;
+  index.classes_changed(s);
+  EXPECT_EQ(index.pending_entries(), 0u) << "s's walks count all there is: passed over";
+  index.classes_changed(h);
+  EXPECT_EQ(index.pending_entries(), 1u);
+  (void)index.choose(clocks);
+  EXPECT_EQ(s.visits, s_visits);
+  EXPECT_GT(h.visits, h_visits) << "h keyed again";
+  // Nothing made before forecasts a storage: its charge never reads the classes.
+  h.seen_before = false;
+  EXPECT_FALSE(heuristic->forecast_key(h).reads_classes);
+  for (FakeStorage* c : {&d, &s}) heuristic->on_destroy(*c);
+  for (auto c = run.rbegin(); c != run.rend(); ++c) heuristic->on_destroy(*c);  // readers first
+}
+
 TEST(ForecastIndex, IsTheIndexOfTheForecastHeuristicOnly) {
   auto forecast = heuristics::make_heuristic("forecast");
   EXPECT_NE(dynamic_cast<heuristics::ForecastIndex*>(heuristics::make_candidate_index(*forecast).get()), nullptr);
