@@ -61,11 +61,12 @@ class KineticHeap {
     } else {
       h = static_cast<Handle>(items_.size());
       items_.emplace_back();
+      event_stamps_.push_back(kNoEvent);
     }
     Item& it = items_[h];
     arrivals_ = std::max(arrivals_ + 1, arrival);
     it = Item{payload, static_cast<std::uint32_t>(heap_.size()), false, 0, 0, arrival != 0 ? arrival : arrivals_};
-    heap_.push_back(Slot{a, b, kNever, h, 0});
+    heap_.push_back(Slot{a, b, kNever, h});
     sift_up(it.position, now);
     return h;
   }
@@ -76,6 +77,7 @@ class KineticHeap {
     DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: erasing an item that is not in it");
     const std::size_t pos = it.position;
     if (heap_[pos].fails_at != kNever) --live_events_;
+    event_stamps_[h] = kNoEvent;
     it.position = kAbsent;
     free_.push_back(h);
     const Slot last = heap_.back();
@@ -121,7 +123,7 @@ class KineticHeap {
     while (items_[heap_[0].h].pending) {
       Item& it = items_[heap_[0].h];
       it.pending = false;
-      refill(0, Slot{it.pending_a, it.pending_b, kNever, heap_[0].h, 0}, now);
+      refill(0, Slot{it.pending_a, it.pending_b, kNever, heap_[0].h}, now);  // the root has no event
     }
     return heap_[0].h;
   }
@@ -130,7 +132,7 @@ class KineticHeap {
   double current_score(Handle h, double now) const {
     const Item& it = items_[h];
     if (!it.pending) return score(h, now);
-    return value(Slot{it.pending_a, it.pending_b, kNever, h, 0}, now);
+    return value(Slot{it.pending_a, it.pending_b, kNever, h}, now);
   }
 
   // The item's b as the heap orders it (a noted raise not applied yet aside).
@@ -150,11 +152,12 @@ class KineticHeap {
     clock_ = now;
     TickQueue::Entry e{};
     while (events_.pop_due(to_tick(now), e)) {
+      // Superseded, consumed, or its item erased: told by the stamps alone, without the item and its slot.
+      if (event_stamps_[e.handle] != e.stamp) continue;
       const std::size_t pos = items_[e.handle].position;
-      if (pos == kAbsent) continue;  // erased since
       Slot& slot = heap_[pos];
-      if (slot.stamp != e.stamp || slot.fails_at == kNever) continue;  // superseded
       slot.fails_at = kNever;  // consumed: whatever is scheduled next is a new event
+      event_stamps_[e.handle] = kNoEvent;
       --live_events_;
       const std::size_t parent = parent_of(pos);
       if (less_at(pos, parent, now)) {
@@ -185,6 +188,7 @@ class KineticHeap {
 
  private:
   static constexpr std::uint32_t kAbsent = static_cast<std::uint32_t>(-1);
+  static constexpr std::uint32_t kNoEvent = 0;
 
   // What the heap orders and the item's certificate, kept in its array so that a sift touches nothing else
   // but the moved items' positions: comparing the children of a slot and renewing their certificates reads
@@ -192,9 +196,8 @@ class KineticHeap {
   struct Slot {
     double a;
     double b;
-    double fails_at;      // when this item drops below its parent (kNever: no event queued)
+    double fails_at;  // when this item drops below its parent (kNever: no event queued)
     Handle h;
-    std::uint32_t stamp;  // of its current event in events_ (older entries are stale)
   };
 
   struct Item {
@@ -392,7 +395,7 @@ class KineticHeap {
     return t >= 1.8e19 ? TickQueue::kNone - 1 : static_cast<std::uint64_t>(t);
   }
 
-  // Stamps come from one counter: an entry is stale once its slot's stamp moved on, and a stale entry
+  // Stamps come from one counter: an entry is stale once its item's stamp moved on, and a stale entry
   // leaves the queue at the next compaction, long before the 32-bit counter could come round to it again.
   void set_event(std::size_t pos, double fails_at) {
     Slot& s = heap_[pos];
@@ -403,14 +406,15 @@ class KineticHeap {
     if (s.fails_at == kNever) ++live_events_;
     if (fails_at == kNever) --live_events_;
     s.fails_at = fails_at;
-    if (fails_at == kNever) return;
-    s.stamp = ++stamps_;
-    events_.push(to_tick(fails_at), s.h, s.stamp);
+    if (fails_at == kNever) {
+      event_stamps_[s.h] = kNoEvent;
+      return;
+    }
+    if (++stamps_ == kNoEvent) ++stamps_;  // the counter came round: kNoEvent stamps no event
+    event_stamps_[s.h] = stamps_;
+    events_.push(to_tick(fails_at), s.h, stamps_);
     if (events_.size() > 4 * live_events_ + 4096) {
-      events_.compact([this](const TickQueue::Entry& e) {
-        const std::uint32_t p = items_[e.handle].position;
-        return p != kAbsent && heap_[p].stamp == e.stamp && heap_[p].fails_at != kNever;
-      });
+      events_.compact([this](const TickQueue::Entry& e) { return event_stamps_[e.handle] == e.stamp; });
     }
   }
 
@@ -420,6 +424,10 @@ class KineticHeap {
   std::uint32_t stamps_ = 0;
   std::uint64_t arrivals_ = 0;
   std::vector<Item> items_;
+  // By handle: the stamp of its item's queued event, kNoEvent where there is none (or no item). Apart from the
+  // items and slots, a tenth their size: the queue holds as many stale entries as live ones, and the advance
+  // and the compactions tell them apart here without a cache miss into the item and another into its slot.
+  std::vector<std::uint32_t> event_stamps_;
   std::vector<Handle> free_;
   std::vector<Slot> heap_;  // in heap order
   TickQueue events_;          // when each parent-child order fails
