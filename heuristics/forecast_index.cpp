@@ -212,17 +212,15 @@ ForecastKey ForecastIndex::key_of(Record& r) {
   return k;
 }
 
-double ForecastIndex::held_a(const Record& r) {
-  return r.group == Group::stale ? stale_.a(r.handle) : deadline_heap(r.group).a(r.handle);
-}
-
 // Puts the record's storage in the heap its key says, at the current clocks.
 void ForecastIndex::place(std::uint32_t slot) { insert(slot, key_of(records_[slot])); }
 
 void ForecastIndex::insert(std::uint32_t slot, const ForecastKey& k) {
   Record& r = records_[slot];
   r.group = group_of(k);
+  r.a = k.a;
   if (r.group != Group::stale) {
+    r.deadline = *k.deadline;
     DTR_CHECK(*k.deadline > clocks_.program, InvalidArgument, "forecast index: a deadline at or before the clock");
     r.handle = deadline_heap(r.group).insert(slot, k.a, static_cast<double>(*k.deadline),
                                              static_cast<double>(clocks_.program), r.arrival);
@@ -273,11 +271,14 @@ void ForecastIndex::rekey(StorageView& s) {
     insert(slot, k);
   } else if (group == Group::stale) {
     stale_.update(r.handle, k.a, k.stale_b, static_cast<double>(clocks_.ops));
+    r.a = k.a;
   } else {
     DeadlineHeap& heap = deadline_heap(group);
-    const bool new_deadline = heap.b(r.handle) != static_cast<double>(*k.deadline);
-    if (!new_deadline && heap.a(r.handle) == k.a) return;  // the same curve: the heap's order stands
+    const bool new_deadline = r.deadline != *k.deadline;
+    if (!new_deadline && r.a == k.a) return;  // the same curve: the heap's order stands
     heap.update(r.handle, k.a, static_cast<double>(*k.deadline), static_cast<double>(clocks_.program));
+    r.a = k.a;
+    r.deadline = *k.deadline;
     if (new_deadline) push_deadline(slot, *k.deadline);  // the old entry is stale by its stamp
   }
 }

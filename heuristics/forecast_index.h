@@ -76,13 +76,17 @@ class ForecastIndex final : public CandidateIndex {
     bool raised = false;        // its a may have risen since it was keyed: the heap holds a lower bound
     bool floored = false;       // its last walked key was ForecastKey::floored
     bool reads_classes = true;  // ... and ForecastKey::reads_classes
+    // The curve its heap holds: a as last given to it (a raise the heap only noted included), and a deadline
+    // curve's deadline, so that a use or a raise reads the record alone, not the heap's item and its slot.
+    double a = 0;
+    std::uint64_t deadline = 0;
   };
   using DeadlineHeap = KineticHeap<std::uint32_t, Curve::deadline>;
 
   static Group group_of(const ForecastKey& k);
   void sync(const IndexClocks& clocks);
   ForecastKey key_of(Record& r);
-  double held_a(const Record& r);  // the a its heap holds
+  static double held_a(const Record& r) { return r.a; }  // the a its heap holds
   void place(std::uint32_t slot);
   void insert(std::uint32_t slot, const ForecastKey& k);
   void take_out(Record& r);
