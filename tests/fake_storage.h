@@ -63,6 +63,12 @@ struct FakeStorage final : heuristics::StorageView {
   }
 };
 
+// `to` reads `from`: the edge both ways.
+inline void link(FakeStorage& from, FakeStorage& to) {
+  to.inputs.push_back(&from);
+  from.dependents.push_back(&to);
+}
+
 // Makes `s` read one or two resident storages of `live`, drawn by `rng` (none while fewer than two live): an
 // op's inputs are in memory when it runs, and the program holds them (a released one has no handle to pass).
 // Random lineage for the index tests.
@@ -77,8 +83,7 @@ void read_random_residents(FakeStorage& s, const std::vector<std::unique_ptr<Fak
     if (resident.empty()) break;
     FakeStorage* in = resident[rng() % resident.size()];
     if (std::find(s.inputs.begin(), s.inputs.end(), in) != s.inputs.end()) continue;
-    s.inputs.push_back(in);
-    in->dependents.push_back(&s);
+    link(*in, s);
   }
 }
 

@@ -40,10 +40,6 @@ struct Line {
       heuristic->on_evict(*t);
     }
   }
-  static void link(FakeStorage& from, FakeStorage& to) {
-    to.inputs.push_back(&from);
-    from.dependents.push_back(&to);
-  }
 };
 
 TEST(ForecastFirstStep, AStorageMadeBeforeIsChargedBothSidesOverItsStaleness) {
@@ -73,7 +69,7 @@ TEST(ForecastFirstStep, TheIndexKeepsTheScanScoreThroughAReadAndAnEvictionBeside
   Line l;
   l.s.seen_before = false;
   FakeStorage other;  // a storage made before, to compare against
-  Line::link(l.s, other);
+  link(l.s, other);
   other.program_clock = &l.program;
   other.ops_clock = &l.ops;
   other.last_op = 90;

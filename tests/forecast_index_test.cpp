@@ -459,11 +459,7 @@ TEST(ForecastIndex, EqualScoresInTwoHeapsGoToTheLaterCandidate) {
 TEST(ForecastIndex, ReKeysAnEvictedChainsEndsWhenItsClassStartsOrStopsBeingAChains) {
   const int length = 4 * heuristics::kWalkDepth;
   std::vector<FakeStorage> t(static_cast<std::size_t>(length) + 2);  // head, the run, tail (costs 1)
-  auto edge = [](FakeStorage& from, FakeStorage& to) {
-    to.inputs.push_back(&from);
-    from.dependents.push_back(&to);
-  };
-  for (std::size_t i = 1; i < t.size(); ++i) edge(t[i - 1], t[i]);
+  for (std::size_t i = 1; i < t.size(); ++i) link(t[i - 1], t[i]);
   const std::uint64_t ops = 1;
   const std::uint64_t program = 1;
   FakeStorage reader;
@@ -475,7 +471,7 @@ TEST(ForecastIndex, ReKeysAnEvictedChainsEndsWhenItsClassStartsOrStopsBeingAChai
   FakeStorage& head = t.front();
   FakeStorage& tail = t.back();
   FakeStorage& middle = t[t.size() / 2];
-  edge(middle, reader);
+  link(middle, reader);
   auto heuristic = heuristics::make_heuristic("forecast");
   heuristics::ForecastIndex index(*heuristic);
   const IndexClocks clocks{ops, ops, program};
@@ -513,14 +509,10 @@ TEST(ForecastIndex, ReKeysAnEvictedChainsEndsWhenItsClassStartsOrStopsBeingAChai
 // the walks, reads the classes and is keyed again at the next decision.
 TEST(ForecastIndex, PassesOverAClassReportWhereTheWalksCountedAll) {
   std::vector<FakeStorage> run(static_cast<std::size_t>(heuristics::kWalkDepth) + 3);  // h, the run, its end
-  for (std::size_t i = 1; i < run.size(); ++i) {
-    run[i].inputs = {&run[i - 1]};
-    run[i - 1].dependents = {&run[i]};
-  }
+  for (std::size_t i = 1; i < run.size(); ++i) link(run[i - 1], run[i]);
   FakeStorage s;
   FakeStorage d;  // s -> d
-  d.inputs = {&s};
-  s.dependents = {&d};
+  link(s, d);
   auto heuristic = heuristics::make_heuristic("forecast");
   heuristics::ForecastIndex index(*heuristic);
   const IndexClocks clocks{1, 1, 1};

@@ -65,17 +65,13 @@ struct EvictedLadder {
   FakeStorage head, tail;
   EvictedLadder(int length, heuristics::Heuristic& h)
       : a(static_cast<std::size_t>(length)), b(static_cast<std::size_t>(length)) {
-    auto edge = [](FakeStorage& from, FakeStorage& to) {
-      to.inputs.push_back(&from);
-      from.dependents.push_back(&to);
-    };
     for (std::size_t i = 0; i < a.size(); ++i) {
-      edge(i == 0 ? head : a[i - 1], a[i]);
-      edge(i == 0 ? head : b[i - 1], a[i]);
-      edge(i == 0 ? head : b[i - 1], b[i]);
+      link(i == 0 ? head : a[i - 1], a[i]);
+      link(i == 0 ? head : b[i - 1], a[i]);
+      link(i == 0 ? head : b[i - 1], b[i]);
     }
-    edge(a.back(), tail);
-    edge(b.back(), tail);
+    link(a.back(), tail);
+    link(b.back(), tail);
     for (std::vector<FakeStorage>* run : {&a, &b}) {
       for (FakeStorage& s : *run) {
         s.is_evicted = true;

@@ -12,10 +12,7 @@ namespace dtr::test {
 struct SmallLineage {
   std::vector<FakeStorage> t = std::vector<FakeStorage>(7);
   SmallLineage() {
-    auto edge = [&](int from, int to) {
-      t[to].inputs.push_back(&t[from]);
-      t[from].dependents.push_back(&t[to]);
-    };
+    auto edge = [&](int from, int to) { link(t[from], t[to]); };
     edge(0, 1);
     edge(1, 2);
     edge(1, 3);
