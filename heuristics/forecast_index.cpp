@@ -68,7 +68,7 @@ void ForecastIndex::score_raised(StorageView& s, double floor) {
   Record& r = records_[s.index_handle];
   // Not placed yet (placed with a walked key at the next decision anyway), or possibly lower than its heap's
   // key: keyed at the next decision.
-  if (r.group == Group::none || !r.floored || floor < held_a(r)) {
+  if (r.group == Group::none || !r.floored || floor < r.a) {
     mark_pending(s.index_handle, /*cost_changed=*/true);
     return;
   }
@@ -201,7 +201,7 @@ ForecastKey ForecastIndex::key_of(Record& r) {
   // A record in no heap is new (marked with its cost changed): only a record in a heap keys without walking.
   const bool walk = r.cost_changed || r.raised || r.group == Group::none;
   const ForecastKey k = walk ? heuristic_.forecast_key(*r.storage)
-                             : heuristic_.forecast_key_after_use(*r.storage, held_a(r));
+                             : heuristic_.forecast_key_after_use(*r.storage, r.a);
   if (walk) {  // a use keeps the a, and what it was
     r.floored = k.floored;
     r.reads_classes = k.reads_classes;

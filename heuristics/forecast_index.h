@@ -86,7 +86,6 @@ class ForecastIndex final : public CandidateIndex {
   static Group group_of(const ForecastKey& k);
   void sync(const IndexClocks& clocks);
   ForecastKey key_of(Record& r);
-  static double held_a(const Record& r) { return r.a; }  // the a its heap holds
   void place(std::uint32_t slot);
   void insert(std::uint32_t slot, const ForecastKey& k);
   void take_out(Record& r);
