@@ -116,13 +116,7 @@ TEST(DtrEqHeuristic, RecyclesNodesAndMatchesTheNaiveUnionFindOnRandomLineage) {
       }
       return ids;
     };
-    auto pick = [&](auto&& accept) -> FakeStorage* {
-      std::vector<FakeStorage*> candidates;
-      for (auto& s : live) {
-        if (accept(*s)) candidates.push_back(s.get());
-      }
-      return candidates.empty() ? nullptr : candidates[rng() % candidates.size()];
-    };
+    auto pick = [&](auto&& accept) { return pick_random(live, rng, accept); };
     for (int step = 0; step < 1500; ++step) {
       const int action = static_cast<int>(rng() % 10);
       if (action < 3 || live.size() < 3) {  // a new storage reading one or two others, resident (its op ran)

@@ -31,13 +31,7 @@ void run_random_lineage(const std::string& name, std::uint64_t seed, int check_e
     }
     return out;
   };
-  auto pick = [&](auto&& accept) -> FakeStorage* {
-    std::vector<FakeStorage*> found;
-    for (auto& s : live) {
-      if (accept(*s)) found.push_back(s.get());
-    }
-    return found.empty() ? nullptr : found[rng() % found.size()];
-  };
+  auto pick = [&](auto&& accept) { return pick_random(live, rng, accept); };
   auto evict = [&](FakeStorage& s) {
     index.remove(s, now);
     s.is_evicted = true;

@@ -69,6 +69,16 @@ inline void link(FakeStorage& from, FakeStorage& to) {
   from.dependents.push_back(&to);
 }
 
+// One storage of `live` that `accept` takes, drawn by `rng`; nullptr where it takes none.
+template <typename Rng, typename Accept>
+FakeStorage* pick_random(const std::vector<std::unique_ptr<FakeStorage>>& live, Rng& rng, Accept&& accept) {
+  std::vector<FakeStorage*> found;
+  for (const auto& s : live) {
+    if (accept(*s)) found.push_back(s.get());
+  }
+  return found.empty() ? nullptr : found[rng() % found.size()];
+}
+
 // Makes `s` read one or two resident storages of `live`, drawn by `rng` (none while fewer than two live): an
 // op's inputs are in memory when it runs, and the program holds them (a released one has no handle to pass).
 // Random lineage for the index tests.
