@@ -145,7 +145,7 @@ double ForecastIndex::score(const StorageView& s, const IndexClocks& clocks) {
   settle_raised();
   const Record& r = records_[s.index_handle];
   if (r.group == Group::stale) return stale_.current_score(r.handle, static_cast<double>(clocks_.ops));
-  return deadline_heap(r.group).current_score(r.handle, static_cast<double>(clocks_.program));
+  return deadline_heap(r.group).score(r.handle, static_cast<double>(clocks_.program));
 }
 
 bool ForecastIndex::last_resort(const StorageView& s) {
@@ -161,15 +161,12 @@ bool ForecastIndex::valid(const IndexClocks& clocks) {
   settle_raised();
   const auto program = static_cast<double>(clocks_.program);
   const auto ops = static_cast<double>(clocks_.ops);
-  ahead_.advance(program);
-  unread_.advance(program);
   stale_.advance(ops);
   return ahead_.valid(program) && unread_.valid(program) && stale_.valid(ops);
 }
 
-// Moves the clocks on. Candidates whose deadline the program clock reached leave their heap first, while its
-// clock is still before every deadline in it, and come back keyed anew (their next forecast use, or their
-// staleness).
+// Moves the clocks on. Candidates whose deadline the program clock reached leave their heap (no score of theirs
+// is read past it) and come back keyed anew at the new clocks (their next forecast use, or their staleness).
 void ForecastIndex::sync(const IndexClocks& clocks) {
   DTR_CHECK(clocks.program >= clocks_.program && clocks.ops >= clocks_.ops, InvalidArgument,
             "forecast index: a clock ran backwards");
@@ -246,14 +243,13 @@ void ForecastIndex::push_deadline(std::uint32_t slot, std::uint64_t deadline) {
   }
 }
 
-// Takes the record's storage out of its heap at that heap's own clock (the runtime's may have moved past a
-// deadline in it: see sync).
+// Takes the record's storage out of its heap (the staleness heap at its own clock: the runtime's may have moved
+// on since, see sync).
 void ForecastIndex::take_out(Record& r) {
   if (r.group == Group::stale) {
     stale_.erase(r.handle, stale_.clock());
   } else if (r.group != Group::none) {
-    DeadlineHeap& heap = deadline_heap(r.group);
-    heap.erase(r.handle, heap.clock());
+    deadline_heap(r.group).erase(r.handle);
     live_deadlines_ -= 1;
   }
   r.group = Group::none;

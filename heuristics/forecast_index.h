@@ -5,18 +5,20 @@
 // A forecast score is a / d: while a forecast use is ahead, d is the program ops left until it (a deadline
 // curve a / (deadline - p) on the program clock p, rising as p nears it); otherwise d is the staleness in ops
 // (a / (o - b) on the ops clock o, which runs through recomputations, falling). Two clocks that advance apart
-// cannot share one kinetic heap, so three heaps keep the candidates, each on its own clock: deadline curves
-// (program clock), last resorts (deadline curves too: a value made and not read yet with a forecast use
-// ahead), and staleness curves (ops clock). The decision compares the first and the third heaps' tops, and
-// takes the last resorts' top only when both are empty. A candidate's curve changes when the program clock reaches its
-// deadline (its next forecast use, or its staleness, takes over): a queue of deadlines moves it, before any
-// heap's clock passes that deadline. A new candidate, a use and a neighbourhood change mark it pending; the
-// next decision keys each pending candidate once (a key walks the lineage, and between two decisions the same
-// storage is reported tens of times), so the heaps hold a scan's keys whenever a decision reads them. An
-// eviction reported beside a candidate whose key was floored, with a floor no lower than that key's a, can
-// only have raised its score (ScoreListener::score_raised): it is noted, its heap keeping the old key as a
-// lower bound, and keyed only where a decision would choose it (then the choice is made again), so that of
-// the candidates an eviction reports, only those near the top are walked.
+// cannot share one heap, so three heaps keep the candidates, each on its own clock: deadline curves (program
+// clock), last resorts (deadline curves too: a value made and not read yet with a forecast use ahead), and
+// staleness curves (ops clock). Deadline curves only rise, so their heaps read a key again only at the top
+// (heuristics/rising_heap.h); staleness curves fall, and cross, so theirs is a kinetic heap. The decision
+// compares the first and the third heaps' tops, and takes the last resorts' top only when both are empty. A
+// candidate's curve changes when the program clock reaches its deadline (its next forecast use, or its
+// staleness, takes over): a queue of deadlines moves it before any decision reads its score past that
+// deadline. A new candidate, a use and a neighbourhood change mark it pending; the next decision keys each
+// pending candidate once (a key walks the lineage, and between two decisions the same storage is reported tens
+// of times), so the heaps hold a scan's keys whenever a decision reads them. An eviction reported beside a
+// candidate whose key was floored, with a floor no lower than that key's a, can only have raised its score
+// (ScoreListener::score_raised): it is noted, its heap keeping the old key as a lower bound, and keyed only
+// where a decision would choose it (then the choice is made again), so that of the candidates an eviction
+// reports, only those near the top are walked.
 //
 // Thread safety: none; an index belongs to one runtime's thread.
 #pragma once
@@ -27,6 +29,7 @@
 #include "heuristics/candidate_index.h"
 #include "heuristics/kinetic_heap.h"
 #include "heuristics/pending_slots.h"
+#include "heuristics/rising_heap.h"
 #include "heuristics/tick_queue.h"
 
 namespace dtr::heuristics {
@@ -81,7 +84,7 @@ class ForecastIndex final : public CandidateIndex {
     double a = 0;
     std::uint64_t deadline = 0;
   };
-  using DeadlineHeap = KineticHeap<std::uint32_t, Curve::deadline>;
+  using DeadlineHeap = RisingHeap<std::uint32_t>;
 
   static Group group_of(const ForecastKey& k);
   void sync(const IndexClocks& clocks);

@@ -7,10 +7,7 @@
 //
 // Items with `timeless` set score a_i alone (h_size, h_MSPS): their order never changes by itself.
 //
-// With Curve::deadline, item i scores a_i / (b_i - t) instead: a cost-per-byte over the ticks left until a
-// deadline b_i (the forecast heuristic's next use), which falls as the clock nears it. Two such curves cross
-// at most once too (the larger a overtakes as t grows); the owner takes an item out before the clock reaches
-// its deadline.
+// Scores that only rise (the forecast heuristic's deadline curves) need no certificates: heuristics/rising_heap.h.
 //
 // Handles are small integers the heap hands out; `Payload` is what the caller gets back (a storage).
 // Thread safety: none; one heap belongs to one runtime's thread.
@@ -29,9 +26,7 @@
 
 namespace dtr::heuristics {
 
-enum class Curve { staleness, deadline };
-
-template <typename Payload, Curve kCurve = Curve::staleness>
+template <typename Payload>
 class KineticHeap {
  public:
   using Handle = std::uint32_t;
@@ -49,9 +44,8 @@ class KineticHeap {
   // Whether `h` holds an item now (a handle is reused once its item is erased).
   bool holds(Handle h) const { return h < items_.size() && items_[h].position != kAbsent; }
 
-  // Adds an item scoring a / (t - b) (deadline curves: a / (b - t)) from clock `now` on; `now` must not run
-  // behind earlier calls, and now - b (b - now) must be > 0. Equal scores go to the later `arrival`
-  // (0: the next in insertion order).
+  // Adds an item scoring a / (t - b) from clock `now` on; `now` must not run behind earlier calls, and
+  // now - b must be > 0. Equal scores go to the later `arrival` (0: the next in insertion order).
   Handle insert(Payload payload, double a, double b, double now, std::uint64_t arrival = 0) {
     advance(now);
     Handle h;
@@ -96,7 +90,7 @@ class KineticHeap {
     Item& it = items_[h];
     DTR_CHECK(it.position != kAbsent, InvalidArgument, "kinetic heap: updating an item that is not in it");
     Slot& slot = heap_[it.position];
-    if (!timeless_ && kCurve == Curve::staleness && a >= slot.a && b > slot.b) {
+    if (!timeless_ && a >= slot.a && b > slot.b) {
       it.pending_a = a;
       it.pending_b = b;
       it.pending = true;
@@ -222,7 +216,7 @@ class KineticHeap {
 
   double value(const Slot& s, double now) const {
     if (timeless_) return s.a;
-    return kCurve == Curve::staleness ? s.a / (now - s.b) : s.a / (s.b - now);
+    return s.a / (now - s.b);
   }
   // Heap order: the lower score, and between equal scores the later arrival (as the DTR authors' runtime
   // breaks ties: the last candidate in its list). Equal curves stay equal, so ties need no certificate.
@@ -235,19 +229,14 @@ class KineticHeap {
 
   // When the item at `pos` (the child) drops below its parent, given that it does not at the clock: the
   // first clock tick after it at which it will, or kNever. With f = a / (t - b): child < parent  <=>
-  // t (a_c - a_p) < a_c b_p - a_p b_c, so as t grows the smaller a wins, and the curves cross once. With
-  // f = a / (b - t): child < parent  <=>  t (a_p - a_c) < a_p b_c - a_c b_p: the larger a wins, at the same
-  // crossing.
+  // t (a_c - a_p) < a_c b_p - a_p b_c, so as t grows the smaller a wins, and the curves cross once.
   double certificate(std::size_t pos) const {
     const Slot& p = heap_[parent_of(pos)];
     return certificate(heap_[pos], p.a, p.b);
   }
 
   double certificate(const Slot& c, double parent_a, double parent_b) const {
-    // A deadline child with the larger a overtakes only if its deadline is the later one: else it scores
-    // above its parent until its own deadline.
-    const bool overtakes = kCurve == Curve::staleness ? c.a < parent_a : c.a > parent_a && c.b > parent_b;
-    if (timeless_ || !overtakes) return kNever;  // the child never overtakes: its curve stays above
+    if (timeless_ || c.a >= parent_a) return kNever;  // the child never overtakes: its curve stays above
     return crossing_tick(c.a, c.b, parent_a, parent_b);
   }
 

@@ -100,69 +100,6 @@ TEST(KineticHeap, AgreesWithBruteForceAtLargeClocks) {
   }
 }
 
-// Deadline curves a / (b - t) (the forecast index's): they rise as the clock nears b, and the larger a
-// overtakes. As the forecast index does, an item leaves before the clock reaches its deadline (erased at the
-// heap's own clock first), so every score the heap compares is finite.
-void run_random_deadlines(std::uint64_t seed, double start) {
-  using DeadlineHeap = heuristics::KineticHeap<int, heuristics::Curve::deadline>;
-  std::mt19937_64 rng(seed);
-  DeadlineHeap heap;
-  std::map<DeadlineHeap::Handle, std::pair<double, double>> items;  // a, deadline
-  double now = start;
-  auto score = [&](const std::pair<double, double>& e) { return e.first / (e.second - now); };
-  auto random_a = [&] {
-    return rng() % 2 == 0 ? std::uniform_real_distribution<double>(0.01, 10.0)(rng)
-                          : static_cast<double>(1 + rng() % 9) / static_cast<double>(1 + rng() % 4);
-  };
-  auto random_deadline = [&] { return now + static_cast<double>(1 + rng() % 300); };  // integer ticks ahead
-  for (int step = 0; step < 8000; ++step) {
-    const unsigned action = rng() % 10;
-    if (action < 4 || items.size() < 2) {
-      const double a = random_a(), b = random_deadline();
-      items[heap.insert(step, a, b, now)] = {a, b};
-    } else if (action < 6) {
-      auto it = items.begin();
-      std::advance(it, static_cast<long>(rng() % items.size()));
-      heap.erase(it->first, now);
-      items.erase(it);
-    } else if (action < 8) {
-      auto it = items.begin();
-      std::advance(it, static_cast<long>(rng() % items.size()));
-      it->second = {random_a(), random_deadline()};
-      heap.update(it->first, it->second.first, it->second.second, now);
-    } else {
-      const double next = now + static_cast<double>(rng() % 3 == 0 ? rng() % 100 : rng() % 4);
-      for (auto it = items.begin(); it != items.end();) {  // deadlines reached leave first
-        if (it->second.second <= next) {
-          heap.erase(it->first, now);
-          it = items.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      now = next;
-    }
-    if (items.empty()) continue;
-    double best = DeadlineHeap::kNever;
-    for (const auto& [h, e] : items) {
-      ASSERT_EQ(heap.current_score(h, now), score(e)) << "step " << step;
-      best = std::min(best, score(e));
-    }
-    ASSERT_EQ(heap.score(heap.top(now), now), best) << "step " << step;
-    ASSERT_TRUE(heap.valid(now)) << "step " << step;
-  }
-}
-
-TEST(KineticHeap, DeadlineCurvesAgreeWithBruteForceAsTheClockRuns) {
-  for (const double start : {1000.0, 3e12}) {
-    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-      SCOPED_TRACE(seed);
-      SCOPED_TRACE(start);
-      run_random_deadlines(seed, start);
-    }
-  }
-}
-
 // Four items of 256 re-keyed again and again at one clock: their superseded certificates pile up in the event
 // queue until it is compacted (past four times its live entries and 4096), while the other items' certificates
 // wait there; then the clock runs, and those must still reorder the heap (shown once: a compaction that drops
