@@ -170,17 +170,17 @@ bool ForecastIndex::valid(const IndexClocks& clocks) {
 void ForecastIndex::sync(const IndexClocks& clocks) {
   DTR_CHECK(clocks.program >= clocks_.program && clocks.ops >= clocks_.ops, InvalidArgument,
             "forecast index: a clock ran backwards");
-  std::vector<std::pair<std::uint32_t, ForecastKey>> due;
+  due_.clear();  // a member, so that its buffer outlives the call (a deadline falls due most rounds)
   TickQueue::Entry e{};
   while (deadlines_.pop_due(clocks.program, e)) {
     Record& r = records_[e.handle];
     if (r.storage == nullptr || r.stamp != e.stamp || (r.group != Group::ahead && r.group != Group::unread)) continue;
     const ForecastKey k = key_of(r);  // while its heap still holds its a
     take_out(r);
-    due.emplace_back(e.handle, k);
+    due_.emplace_back(e.handle, k);
   }
   clocks_ = clocks;
-  for (const auto& [slot, k] : due) insert(slot, k);
+  for (const auto& [slot, k] : due_) insert(slot, k);
 }
 
 // The heap a key belongs in.

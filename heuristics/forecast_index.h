@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "heuristics/candidate_index.h"
@@ -108,6 +109,7 @@ class ForecastIndex final : public CandidateIndex {
   std::vector<Record> records_;        // by StorageView::index_handle
   std::vector<std::uint32_t> free_;
   PendingSlots pending_;               // slots marked pending since the last settle()
+  std::vector<std::pair<std::uint32_t, ForecastKey>> due_;  // sync()'s: candidates whose deadline passed
   IndexClocks clocks_;
   std::uint64_t arrivals_ = 0;
   std::uint32_t stamps_ = 0;
