@@ -243,8 +243,8 @@ void ForecastIndex::push_deadline(std::uint32_t slot, std::uint64_t deadline) {
   }
 }
 
-// Takes the record's storage out of its heap (the staleness heap at its own clock: the runtime's may have moved
-// on since, see sync).
+// Takes the record's storage out of its heap (the staleness heap at the clock it last ran to: an erasure does not
+// move it on, see sync).
 void ForecastIndex::take_out(Record& r) {
   if (r.group == Group::stale) {
     stale_.erase(r.handle, stale_.clock());

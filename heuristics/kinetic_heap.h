@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "dtr/check.h"
+#include "heuristics/handles.h"
 #include "heuristics/tick_queue.h"
 
 namespace dtr::heuristics {
@@ -48,12 +49,9 @@ class KineticHeap {
   // now - b must be > 0. Equal scores go to the later `arrival` (0: the next in insertion order).
   Handle insert(Payload payload, double a, double b, double now, std::uint64_t arrival = 0) {
     advance(now);
-    Handle h;
-    if (!free_.empty()) {
-      h = free_.back();
-      free_.pop_back();
-    } else {
-      h = static_cast<Handle>(items_.size());
+    bool fresh = false;
+    const Handle h = handles_.take(fresh);
+    if (fresh) {
       items_.emplace_back();
       event_stamps_.push_back(kNoEvent);
     }
@@ -73,7 +71,7 @@ class KineticHeap {
     if (heap_[pos].fails_at != kNever) --live_events_;
     event_stamps_[h] = kNoEvent;
     it.position = kAbsent;
-    free_.push_back(h);
+    handles_.give_back(h);
     const Slot last = heap_.back();
     heap_.pop_back();
     if (pos < heap_.size()) refill(pos, last, now);
@@ -417,7 +415,7 @@ class KineticHeap {
   // items and slots, a tenth their size: the queue holds as many stale entries as live ones, and the advance
   // and the compactions tell them apart here without a cache miss into the item and another into its slot.
   std::vector<std::uint32_t> event_stamps_;
-  std::vector<Handle> free_;
+  Handles handles_;
   std::vector<Slot> heap_;  // in heap order
   TickQueue events_;          // when each parent-child order fails
   std::size_t live_events_ = 0;

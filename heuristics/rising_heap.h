@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dtr/check.h"
+#include "heuristics/handles.h"
 
 namespace dtr::heuristics {
 
@@ -46,12 +47,9 @@ class RisingHeap {
   Handle insert(Payload payload, double a, double deadline, double now, std::uint64_t arrival = 0) {
     set_clock(now);
     DTR_CHECK(deadline > now, InvalidArgument, "rising heap: a deadline at or before the clock");
-    Handle h;
-    if (!free_.empty()) {
-      h = free_.back();
-      free_.pop_back();
-    } else {
-      h = static_cast<Handle>(items_.size());
+    bool fresh = false;
+    const Handle h = handles_.take(fresh);
+    if (fresh) {
       items_.emplace_back();
     }
     arrivals_ = std::max(arrivals_ + 1, arrival);
@@ -65,7 +63,7 @@ class RisingHeap {
     DTR_CHECK(holds(h), InvalidArgument, "rising heap: erasing an item that is not in it");
     const std::size_t pos = items_[h].position;
     items_[h].position = kAbsent;
-    free_.push_back(h);
+    handles_.give_back(h);
     const Slot last = heap_.back();
     heap_.pop_back();
     if (pos == heap_.size()) return;
@@ -189,7 +187,7 @@ class RisingHeap {
   std::uint64_t arrivals_ = 0;
   std::uint64_t refreshes_ = 0;
   std::vector<Item> items_;
-  std::vector<Handle> free_;
+  Handles handles_;
   std::vector<Slot> heap_;  // in heap order of (key, later arrival)
 };
 
