@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "dtr/small_vector.h"
+
 namespace dtr::heuristics {
 namespace {
 
@@ -16,9 +18,11 @@ namespace {
 // that a dependents' side walks those alone rather than every reader (a weight read by each step of an
 // unrolled RNN has thousands, nearly all resident); and, while the storage is evicted itself, where it is
 // listed in its inputs' records, so that it leaves them in O(1) when it comes back or dies.
+// Both lists are mostly one or two long (an op reads one or two values; a value has a reader or two evicted):
+// kept inline, a walk reads them with the record, not a cache miss beyond it, and listing allocates nothing.
 struct Readers {
-  std::vector<StorageView*> evicted;
-  std::vector<std::pair<StorageView*, std::uint32_t>> listed_in;  // (input, position in its `evicted`)
+  SmallVector<StorageView*, 2> evicted;
+  SmallVector<std::pair<StorageView*, std::uint32_t>, 2> listed_in;  // (input, position in its `evicted`)
 };
 
 // Base of h_DTR and h_MSPS. A score sums c0 over the evicted storages near the storage, reached through
@@ -100,7 +104,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     s.for_each_input([&](StorageView& in) {
       if (in.constant() || in.heuristic_mark == mark) return;  // a constant is never scored nor walked through
       in.heuristic_mark = mark;
-      std::vector<StorageView*>& list = record(in).evicted;
+      auto& list = record(in).evicted;
       mine.listed_in.emplace_back(&in, static_cast<std::uint32_t>(list.size()));
       list.push_back(&s);
     });
@@ -111,7 +115,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     if (s.walk_slot == nullptr) return;
     Readers& mine = *static_cast<Readers*>(s.walk_slot);
     for (const auto& [in, at] : mine.listed_in) {
-      std::vector<StorageView*>& list = static_cast<Readers*>(in->walk_slot)->evicted;
+      auto& list = static_cast<Readers*>(in->walk_slot)->evicted;
       StorageView* moved = list.back();
       list[at] = moved;
       list.pop_back();
