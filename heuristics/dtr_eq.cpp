@@ -21,14 +21,15 @@
 #include <vector>
 
 #include "dtr/check.h"
+#include "dtr/small_vector.h"
 
 namespace dtr::heuristics {
 namespace {
 
 // The resident storages next to a class, each with the number of adjacencies (lineage edges, counted with
 // multiplicity) between it and the class's evicted members: it leaves the boundary when the last one goes.
-// Most boundaries are a chain's two ends, searched linearly; a large one (the dependents of an evicted tensor
-// that many ops read) also keeps a position map.
+// Most boundaries are a chain's two ends, kept inline and searched linearly; a large one (the dependents of an
+// evicted tensor that many ops read) also keeps a position map.
 class Boundary {
  public:
   struct Entry {
@@ -36,7 +37,7 @@ class Boundary {
     std::uint32_t edges;
   };
 
-  const std::vector<Entry>& entries() const { return entries_; }
+  const SmallVector<Entry, 4>& entries() const { return entries_; }
   std::size_t size() const { return entries_.size(); }
 
   // Adds `edges` adjacencies; true when `s` is new to the boundary.
@@ -99,7 +100,7 @@ class Boundary {
     return nullptr;
   }
 
-  std::vector<Entry> entries_;
+  SmallVector<Entry, 4> entries_;  // inline up to 4: a chain's class has two ends
   std::unordered_map<StorageView*, std::size_t> where_;
 };
 
