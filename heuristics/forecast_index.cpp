@@ -175,7 +175,7 @@ void ForecastIndex::sync(const IndexClocks& clocks) {
   while (deadlines_.pop_due(clocks.program, e)) {
     Record& r = records_[e.handle];
     if (r.storage == nullptr || r.stamp != e.stamp || (r.group != Group::ahead && r.group != Group::unread)) continue;
-    const ForecastKey k = key_of(r);  // while its heap still holds its a
+    const ForecastKey k = key_of(r);  // before take_out: a record in no heap would be walked anew
     take_out(r);
     due_.emplace_back(e.handle, k);
   }

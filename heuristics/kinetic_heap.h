@@ -127,8 +127,6 @@ class KineticHeap {
     return value(Slot{it.pending_a, it.pending_b, kNever, h}, now);
   }
 
-  // The item's b as the heap orders it (a noted raise not applied yet aside).
-  double b(Handle h) const { return heap_[items_[h].position].b; }
   // The item's a as last set (a noted change included).
   double a(Handle h) const {
     const Item& it = items_[h];
