@@ -28,14 +28,9 @@ void ForecastIndex::add(StorageView& s, const IndexClocks& clocks) {
   DTR_CHECK(s.index_handle == StorageView::kNotIndexed, InvalidArgument,
             "forecast index: the storage is already a candidate");
   sync(clocks);
-  std::uint32_t slot;
-  if (!free_.empty()) {
-    slot = free_.back();
-    free_.pop_back();
-  } else {
-    slot = static_cast<std::uint32_t>(records_.size());
-    records_.emplace_back();
-  }
+  bool fresh = false;
+  const std::uint32_t slot = slots_.take(fresh);
+  if (fresh) records_.emplace_back();
   records_[slot] = Record{&s, Group::none, 0, ++arrivals_, 0};
   s.index_handle = slot;
   size_ += 1;
@@ -48,7 +43,7 @@ void ForecastIndex::remove(StorageView& s, const IndexClocks& clocks) {
   Record& r = records_[s.index_handle];
   take_out(r);
   r.storage = nullptr;
-  free_.push_back(s.index_handle);
+  slots_.give_back(s.index_handle);
   s.index_handle = StorageView::kNotIndexed;
   size_ -= 1;
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "heuristics/candidate_index.h"
+#include "heuristics/handles.h"
 #include "heuristics/kinetic_heap.h"
 #include "heuristics/pending_slots.h"
 #include "heuristics/rising_heap.h"
@@ -107,7 +108,7 @@ class ForecastIndex final : public CandidateIndex {
   TickQueue deadlines_;                // each deadline-curve candidate's deadline, by slot and stamp
   std::size_t live_deadlines_ = 0;
   std::vector<Record> records_;        // by StorageView::index_handle
-  std::vector<std::uint32_t> free_;
+  Handles slots_;                      // of records_
   PendingSlots pending_;               // slots marked pending since the last settle()
   std::vector<std::pair<std::uint32_t, ForecastKey>> due_;  // sync()'s: candidates whose deadline passed
   IndexClocks clocks_;

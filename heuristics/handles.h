@@ -1,7 +1,7 @@
-// The handles of a heap's items: small integers, each given again once its item is erased, so that the
-// arrays a heap keeps by handle stay as long as the most items it held at once.
+// The handles of a heap's items (or an index's records): small integers, each given again once its item is
+// erased, so that the arrays kept by handle stay as long as the most items held at once.
 //
-// Thread safety: none; it belongs to one heap.
+// Thread safety: none; it belongs to its owner.
 #pragma once
 
 #include <cstdint>
