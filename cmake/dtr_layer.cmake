@@ -32,7 +32,9 @@ function(dtr_layer name)
   target_link_libraries(dtr_${name} PRIVATE dtr_${name}_headers ${arg_LINK} fmt::fmt spdlog::spdlog
     nlohmann_json::nlohmann_json Threads::Threads)
   target_compile_features(dtr_${name} PRIVATE cxx_std_20)
-  target_compile_options(dtr_${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${DTR_WARNINGS}>"
+  # -fno-semantic-interposition: libdtr's calls to its own functions bind within it (nothing interposes them),
+  # so the compiler may inline them; in a shared library it otherwise may not (docs/results/runtime-overhead.md).
+  target_compile_options(dtr_${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${DTR_WARNINGS};-fno-semantic-interposition>"
     # Device code: nvcc's own warnings and the host compiler's are errors too.
     "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings;-Xcompiler=-Wall,-Wextra>")
   if(DTR_FUZZ_COVERAGE)  # libFuzzer's coverage of libdtr's code (fuzz/CMakeLists.txt)
