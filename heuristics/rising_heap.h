@@ -111,7 +111,7 @@ class RisingHeap {
     return true;
   }
 
-  // Keys brought up to date at the top so far (tests, benchmarks).
+  // Keys brought up to date at the top so far (tests).
   std::uint64_t refreshes() const { return refreshes_; }
 
  private:
