@@ -14,8 +14,38 @@
 namespace dtr::heuristics {
 namespace {
 
-// What h_DTR keeps about a storage (in its walk_slot): the evicted storages whose producer reads it, so
-// that a dependents' side walks those alone rather than every reader (a weight read by each step of an
+struct Marks;
+
+// A walk's mark on a storage it counted: the walker's Marks, which of its walks made the mark (Marks::walks
+// then), and on which side (its inputs' walk looks at the storage's inputs, its dependents' walk at the storage's
+// evicted readers). It lapses once the walker marks again or dies.
+struct Watch {
+  Marks* walker;
+  std::uint64_t walk : 63;
+  std::uint64_t inputs_side : 1;
+};
+
+// A storage's part in the marks, apart from its Readers (most storages never mark nor are marked): the current
+// marks on it, and, for a walker, which walk marks now.
+struct Marks {
+  std::vector<Watch> watchers;
+  StorageView* owner = nullptr;  // the walker, while `walks` is current
+  std::uint64_t walks = 0;       // bumped at each marking walk from `owner` and when it dies: older Watches lapse
+};
+
+bool lapsed(const Watch& w) { return w.walker->walks != w.walk; }
+
+// Drops the lapsed marks from a storage's list.
+void shed_lapsed(std::vector<Watch>& watchers) {
+  std::size_t kept = 0;
+  for (const Watch& w : watchers) {
+    if (!lapsed(w)) watchers[kept++] = w;
+  }
+  watchers.resize(kept);
+}
+
+// What the walks keep about a storage (in its walk_slot). For h_DTR: the evicted storages whose producer reads
+// it, so that a dependents' side walks those alone rather than every reader (a weight read by each step of an
 // unrolled RNN has thousands, nearly all resident); and, while the storage is evicted itself, where it is
 // listed in its inputs' records, so that it leaves them in O(1) when it comes back or dies.
 // Both lists are mostly one or two long (an op reads one or two values; a value has a reader or two evicted):
@@ -23,6 +53,13 @@ namespace {
 struct Readers {
   SmallVector<StorageView*, 2> evicted;
   SmallVector<std::pair<StorageView*, std::uint32_t>, 2> listed_in;  // (input, position in its `evicted`)
+  Marks* marks = nullptr;
+};
+
+// The storage a walk is from, and its Marks once the walk marks something.
+struct Walker {
+  StorageView* storage;
+  Marks* marks = nullptr;
 };
 
 // Base of h_DTR and h_MSPS. A score sums c0 over the evicted storages near the storage, reached through
@@ -30,9 +67,15 @@ struct Readers {
 // h_DTR, on its dependents' side (what could no longer be recomputed without it). Each side counts at most
 // kWalkDepth levels and kWalkCount storages, the first in breadth-first order (the last level counted in the
 // lineage's order up to the count), so a score is exact while the evicted regions are that small, and stays
-// at the count's worth beyond: more of a hub's readers evicted never makes the hub look cheaper. An event at s can change only the
-// scores whose walks reach s, and notify_region finds a superset of them by walking the other way (each walk
-// keeps one direction), so the eviction index stays equal to a scan.
+// at the count's worth beyond: more of a hub's readers evicted never makes the hub look cheaper.
+// A walk's result reads only the storages it looks at: those beside the storages it expands (the walker and
+// the storages it counts). An event at s tells the walkers that count a storage beside s, or are beside it:
+// those within kUnmarkedDepth + 1 hops, found by searching the other way (each walk keeps one direction), and
+// the deeper ones by the marks (Watch) each walk leaves on the storages it counts beyond kUnmarkedDepth hops.
+// So an event costs its neighbourhood however wide the evicted region around it (a search as deep as the
+// walks visited about 1,200 storages an event on a wide DAG; docs/results/scaling.md). The eviction index
+// stays equal to a scan: a told key is walked anew (marking anew) before it is read, and one the forecast
+// index keeps as a lower bound after an eviction stays one until an event beside what its last walk counted.
 class WalkingHeuristic : public EvictedNeighbourhood {
  public:
   explicit WalkingHeuristic(bool dependents) : dependents_(dependents) {}
@@ -48,7 +91,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
   }
   // For a heuristic built on the walks (forecast): h_DTR's own scores read neither event. What changed at `s`
   // (released, or no longer a dependent) is read only by walks that reach it from above (the dependents'
-  // side) and by its inputs: one walk up from `s`, not notify_region's two.
+  // side) and by its inputs: its inputs' side of the neighbourhood, not notify_region's two.
   void report_neighbours(StorageView& s) override {
     if (dependents_) notify_reaching(s, /*down=*/false, /*up=*/true);
   }
@@ -58,11 +101,20 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     if (s.walk_slot != nullptr) {  // nothing reads a dying storage: its list of evicted readers is empty
       Readers* record = static_cast<Readers*>(s.walk_slot);
       record->evicted.clear();
+      if (record->marks != nullptr) {
+        record->marks->watchers.clear();
+        record->marks->owner = nullptr;
+        record->marks->walks += 1;  // its walks' marks lapse (the Marks are reused)
+        free_marks_.push_back(record->marks);
+        record->marks = nullptr;
+      }
       free_.push_back(record);
       s.walk_slot = nullptr;
     }
   }
-  std::size_t live_slots() const override { return records_.size() - free_.size(); }
+  std::size_t live_slots() const override {
+    return records_.size() - free_.size() + marks_pool_.size() - free_marks_.size();
+  }
 
  protected:
   // c0 summed over the evicted storages the walks from `s` count (not `s`'s own).
@@ -72,15 +124,16 @@ class WalkingHeuristic : public EvictedNeighbourhood {
   EvictedReach reach(StorageView& s, bool dependents) override {
     const std::uint64_t mark = next_mark();
     s.heuristic_mark = mark;
+    Walker walker{&s};
     EvictedReach result;
-    reach_one_way(s, /*inputs=*/true, mark, result);
+    reach_one_way(s, /*inputs=*/true, mark, walker, result);
     result.inputs_cost = result.cost;
-    if (dependents_ && dependents) reach_one_way(s, /*inputs=*/false, mark, result);
+    if (dependents_ && dependents) reach_one_way(s, /*inputs=*/false, mark, walker, result);
     return result;
   }
 
  private:
-  std::uint64_t next_mark() { return ++marks_; }
+  std::uint64_t next_mark() { return ++last_mark_; }
 
   Readers& record(StorageView& s) {
     if (s.walk_slot == nullptr) {
@@ -129,17 +182,19 @@ class WalkingHeuristic : public EvictedNeighbourhood {
 
   // Adds one side's walk to `result`: its cost, and whether it stopped at a bound with evicted storages beyond
   // (the count reached, or evicted storages one hop past the last level).
-  void reach_one_way(StorageView& s, bool inputs, std::uint64_t mark, EvictedReach& result) {
+  void reach_one_way(StorageView& s, bool inputs, std::uint64_t mark, Walker& walker, EvictedReach& result) {
     double total = 0;
     std::size_t counted = 0;
     double level_cost = 0;
     bool full = false;  // kWalkCount storages gathered: the walk ends with the level being gathered
     level_.clear();
+    std::size_t gathering = 1;  // the depth visit() gathers
     auto visit = [&](StorageView& n) {
       if (full || !n.evicted() || n.heuristic_mark == mark) return;
       n.heuristic_mark = mark;
       level_cost += n.cost();
       level_.push_back(&n);
+      if (gathering > kUnmarkedDepth) mark_counted(n, walker, inputs);
       if (!inputs && !n.released()) result.holds_dependent = true;
       full = counted + level_.size() == kWalkCount;
     };
@@ -159,6 +214,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
       counted += level_.size();
       if (full || depth == kWalkDepth) break;
       level_cost = 0;
+      gathering = static_cast<std::size_t>(depth) + 1;
       next_level_.clear();
       std::swap(level_, next_level_);  // visit() fills level_ with the next depth
       for (StorageView* n : next_level_) {
@@ -182,37 +238,89 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     result.cost += total;
   }
 
-  // Tells the listener about every resident storage whose score walk reaches `s`: those that reach it from
-  // below (their inputs' side; found by walking down from `s`) and, for h_DTR, from above (walking up). A
-  // storage beside `s` (reached up then down) is not told: no score walk turns around.
+  // The walk from `walker.storage` counted `n` on its inputs' side or its dependents'. Its first mark lapses its
+  // last marking walk's marks (a walk that marks nothing leaves them: they only tell it more than it needs). A
+  // storage's list sheds lapsed marks when it is full, and grows if that freed less than half: it stays within
+  // about four times the walks now marking it, at O(1) a mark.
+  void mark_counted(StorageView& n, Walker& walker, bool inputs) {
+    if (walker.marks == nullptr) {
+      walker.marks = &marks(*walker.storage);
+      walker.marks->owner = walker.storage;
+      walker.marks->walks += 1;
+    }
+    std::vector<Watch>& watchers = marks(n).watchers;
+    if (watchers.size() == watchers.capacity() && watchers.size() >= 8) {
+      shed_lapsed(watchers);
+      if (watchers.size() > watchers.capacity() / 2) watchers.reserve(2 * watchers.capacity());  // amortized
+    }
+    watchers.push_back(Watch{walker.marks, walker.marks->walks, inputs ? 1u : 0u});
+  }
+
+  Marks& marks(StorageView& s) {
+    Readers& r = record(s);
+    if (r.marks == nullptr) {
+      if (free_marks_.empty()) {
+        r.marks = &marks_pool_.emplace_back();
+      } else {
+        r.marks = free_marks_.back();
+        free_marks_.pop_back();
+      }
+    }
+    return *r.marks;
+  }
+
+  // Tells the listener about every resident storage whose score walk may read `s`: those that reach it through
+  // evicted storages from below (their inputs' side looks up at it) and, for h_DTR, from above (their dependents'
+  // side looks down at it); walks do not turn around. A walk that reads `s` from a storage it counted within
+  // kUnmarkedDepth hops is within kUnmarkedDepth + 1 hops of it, found by searching; from one deeper, it marked
+  // that storage, beside `s`.
   void notify_region(StorageView& s) { notify_reaching(s, /*down=*/true, /*up=*/dependents_); }
 
-  // Tells the listener of the storages collect_reaching finds from `s` going down, up, or both.
+  // Tells the listener of the walkers that reach `s` going up to it (`down`: found below it), down to it (`up`),
+  // or both.
   void notify_reaching(StorageView& s, bool down, bool up) {
     if (listener() == nullptr) return;
     dirty_.clear();
-    if (down) collect_reaching(s, /*down=*/true);
-    if (up) collect_reaching(s, /*down=*/false);
-    for (StorageView* r : dirty_) listener()->score_changed(*r);  // after the walks: listeners walk too
-  }
-
-  // Adds to dirty_ the resident storages within kWalkDepth + 1 hops of `s` going one way through evicted
-  // storages: a superset of those whose bounded walks reach `s`, or whose completeness (EvictedReach) looks
-  // one hop past the last level at `s`.
-  void collect_reaching(StorageView& s, bool down) {
     const std::uint64_t mark = next_mark();
     s.heuristic_mark = mark;
+    if (down) collect_reaching(s, /*down=*/true, mark);
+    if (up) collect_reaching(s, /*down=*/false, mark);
+    for (StorageView* r : dirty_) listener()->score_changed(*r);  // after the search: listeners walk too
+  }
+
+  // Adds to dirty_ the resident storages within kUnmarkedDepth + 1 hops of `s` going one way through evicted
+  // storages, and the walkers whose marks on that side are on an evicted storage beside `s`.
+  void collect_reaching(StorageView& s, bool down, std::uint64_t mark) {
     level_.assign(1, &s);
-    auto visit = [&](StorageView& n) {
+    auto tell = [&](StorageView& n) {
       if (n.heuristic_mark == mark) return;
       n.heuristic_mark = mark;
-      (n.evicted() ? level_ : dirty_).push_back(&n);
+      dirty_.push_back(&n);
     };
-    // Depth d expands the storages d hops away: resident ones up to kWalkDepth + 1 hops are reached.
-    for (int depth = 0; depth <= kWalkDepth && !level_.empty(); ++depth) {
+    auto visit = [&](StorageView& n) {
+      if (n.heuristic_mark == mark) return;
+      if (!n.evicted()) {
+        tell(n);
+        return;
+      }
+      n.heuristic_mark = mark;
+      level_.push_back(&n);
+    };
+    // A walker below `s` reaches it with its inputs' walk; one above, with its dependents' walk.
+    auto told_by_marks = [&](StorageView& n) {
+      if (n.walk_slot == nullptr || static_cast<Readers*>(n.walk_slot)->marks == nullptr) return;
+      std::vector<Watch>& watchers = static_cast<Readers*>(n.walk_slot)->marks->watchers;
+      shed_lapsed(watchers);  // read in full anyway
+      for (const Watch& w : watchers) {
+        if (w.inputs_side == down && !w.walker->owner->evicted()) tell(*w.walker->owner);
+      }
+    };
+    // Depth d expands the storages d hops away: resident ones up to kUnmarkedDepth + 1 hops are reached.
+    for (std::size_t depth = 0; depth <= kUnmarkedDepth && !level_.empty(); ++depth) {
       next_level_.clear();
       std::swap(level_, next_level_);
       for (StorageView* n : next_level_) {
+        if (depth == 1) told_by_marks(*n);
         if (down) {
           n->for_each_dependent(visit);
         } else {
@@ -222,10 +330,16 @@ class WalkingHeuristic : public EvictedNeighbourhood {
     }
   }
 
+  // Walks mark the storages they count deeper than this; events search one hop further (docs/results/scaling.md).
+  static constexpr std::size_t kUnmarkedDepth = 4;
+  static_assert(kUnmarkedDepth >= 1, "the search reads the marks of the storages it expands one hop away");
+
   const bool dependents_;
-  std::uint64_t marks_ = std::uint64_t{1} << 63;  // apart from h_DTR^eq's marks (forecast holds both)
+  std::uint64_t last_mark_ = std::uint64_t{1} << 63;  // apart from h_DTR^eq's marks (forecast holds both)
   std::deque<Readers> records_;  // stable addresses; freed records are reused
   std::vector<Readers*> free_;
+  std::deque<Marks> marks_pool_;  // as records_
+  std::vector<Marks*> free_marks_;
   std::vector<StorageView*> dirty_;
   std::vector<StorageView*> level_;
   std::vector<StorageView*> next_level_;
