@@ -288,6 +288,35 @@ TEST(EvictionIndex, WalkingHeuristicsCountUpToTheirCountNeverLessAndStayEqualToA
   }
 }
 
+// A lineage under a walking heuristic and its index, for the tests of what an event costs.
+struct WalkedLineage {
+  explicit WalkedLineage(const std::string& name) : heuristic(heuristics::make_heuristic(name)), index(*heuristic) {}
+  FakeStorage* add(const std::vector<FakeStorage*>& inputs) { return add_storage(all, index, inputs, now); }
+  void evict(FakeStorage& s) {
+    index.remove(s, now);
+    s.is_evicted = true;
+    heuristic->on_evict(s);
+  }
+  // Neighbours visited by the heuristic's walks and searches so far.
+  std::size_t visits() const {
+    std::size_t total = 0;
+    for (const auto& s : all) total += s->visits;
+    return total;
+  }
+  void expect_index_equals_scan() {
+    for (const auto& s : all) {
+      if (!s->is_evicted && !s->inputs.empty()) {
+        ASSERT_EQ(index.score(*s, now), heuristic->score(*s, now));
+      }
+    }
+  }
+
+  std::unique_ptr<heuristics::Heuristic> heuristic;
+  heuristics::EvictionIndex index;
+  std::vector<std::unique_ptr<FakeStorage>> all;
+  std::uint64_t now = 10;
+};
+
 // An event tells only the storages whose walks reach it, and h_DTR's dependents' side reads only a storage's
 // evicted readers: a hub read by every op of a 4,000-op chain is not walked over on each eviction in the
 // chain. (Walking every reader of the hub once per eviction, as an earlier h_DTR did, visits 10 million
@@ -295,33 +324,17 @@ TEST(EvictionIndex, WalkingHeuristicsCountUpToTheirCountNeverLessAndStayEqualToA
 TEST(EvictionIndex, AnEvictionNextToAHubDoesNotWalkItsReaders) {
   for (const std::string name : {"dtr", "msps"}) {
     SCOPED_TRACE(name);
-    auto heuristic = heuristics::make_heuristic(name);
-    heuristics::EvictionIndex index(*heuristic);
-    const std::uint64_t now = 10;
-    std::vector<std::unique_ptr<FakeStorage>> all;
-    auto make = [&](const std::vector<FakeStorage*>& inputs) { return add_storage(all, index, inputs, now); };
+    WalkedLineage lineage(name);
     constexpr int kLength = 4000;
-    FakeStorage* root = make({});
-    FakeStorage* hub = make({root});
-    std::vector<FakeStorage*> chain{make({hub})};
-    for (int i = 1; i < kLength; ++i) chain.push_back(make({chain.back(), hub}));
-    std::size_t visits_before = 0;
-    for (auto& s : all) visits_before += s->visits;
-    for (int i = 0; i < kLength; i += 2) {
-      FakeStorage& c = *chain[static_cast<std::size_t>(i)];
-      index.remove(c, now);
-      c.is_evicted = true;
-      heuristic->on_evict(c);
-    }
-    std::size_t visits = 0;
-    for (auto& s : all) visits += s->visits;
-    EXPECT_LT(visits - visits_before, 20u * kLength) << "neighbours visited by the walks of 2,000 evictions";
+    FakeStorage* root = lineage.add({});
+    FakeStorage* hub = lineage.add({root});
+    std::vector<FakeStorage*> chain{lineage.add({hub})};
+    for (int i = 1; i < kLength; ++i) chain.push_back(lineage.add({chain.back(), hub}));
+    const std::size_t visits_before = lineage.visits();
+    for (int i = 0; i < kLength; i += 2) lineage.evict(*chain[static_cast<std::size_t>(i)]);
+    EXPECT_LT(lineage.visits() - visits_before, 20u * kLength) << "neighbours visited by the walks of 2,000 evictions";
     EXPECT_LT(hub->visits, 2u * kLength);
-    for (FakeStorage* c : chain) {
-      if (!c->is_evicted) {
-        ASSERT_EQ(index.score(*c, now), heuristic->score(*c, now));
-      }
-    }
+    lineage.expect_index_equals_scan();
   }
 }
 
@@ -333,44 +346,31 @@ TEST(EvictionIndex, AnEvictionNextToAHubDoesNotWalkItsReaders) {
 TEST(EvictionIndex, AnEventInAWideEvictedRegionSearchesOnlyNearIt) {
   for (const std::string name : {"dtr", "msps"}) {
     SCOPED_TRACE(name);
-    auto heuristic = heuristics::make_heuristic(name);
-    heuristics::EvictionIndex index(*heuristic);
-    const std::uint64_t now = 10;
-    std::vector<std::unique_ptr<FakeStorage>> all;
+    WalkedLineage lineage(name);
     constexpr int kWidth = 64;
     constexpr int kLayers = 48;
-    FakeStorage* root = add_storage(all, index, {}, now);
+    FakeStorage* root = lineage.add({});
     std::vector<std::vector<FakeStorage*>> grid(kLayers);
-    for (int i = 0; i < kWidth; ++i) grid[0].push_back(add_storage(all, index, {root}, now));
+    for (int i = 0; i < kWidth; ++i) grid[0].push_back(lineage.add({root}));
     for (int k = 1; k < kLayers; ++k) {
       for (int i = 0; i < kWidth; ++i) {
         const auto& above = grid[static_cast<std::size_t>(k - 1)];
         auto at = [&](int j) { return above[static_cast<std::size_t>((j + kWidth) % kWidth)]; };
-        grid[static_cast<std::size_t>(k)].push_back(add_storage(all, index, {at(i - 1), at(i), at(i + 1)}, now));
+        grid[static_cast<std::size_t>(k)].push_back(lineage.add({at(i - 1), at(i), at(i + 1)}));
       }
     }
     for (int k = 1; k + 1 < kLayers; ++k) {  // the first and last layers stay resident
-      for (FakeStorage* s : grid[static_cast<std::size_t>(k)]) {
-        index.remove(*s, now);
-        s->is_evicted = true;
-        heuristic->on_evict(*s);
-      }
+      for (FakeStorage* s : grid[static_cast<std::size_t>(k)]) lineage.evict(*s);
     }
-    ASSERT_NE(index.choose(now), nullptr);  // every candidate keyed: the walks have marked what they counted
-    std::size_t visits_before = 0;
-    for (auto& s : all) visits_before += s->visits;
+    // Every candidate keyed: the walks have marked what they counted.
+    ASSERT_NE(lineage.index.choose(lineage.now), nullptr);
+    const std::size_t visits_before = lineage.visits();
     FakeStorage& middle = *grid[kLayers / 2][0];
     middle.is_evicted = false;
-    heuristic->on_rematerialize(middle);
-    std::size_t visits = 0;
-    for (auto& s : all) visits += s->visits;
-    EXPECT_LT(visits - visits_before, 400u) << "neighbours visited to find the walkers of one rematerialization";
-    index.add(middle, now);
-    for (auto& s : all) {
-      if (!s->is_evicted && !s->inputs.empty()) {
-        ASSERT_EQ(index.score(*s, now), heuristic->score(*s, now));
-      }
-    }
+    lineage.heuristic->on_rematerialize(middle);
+    EXPECT_LT(lineage.visits() - visits_before, 400u) << "neighbours visited to tell one rematerialization's walkers";
+    lineage.index.add(middle, lineage.now);
+    lineage.expect_index_equals_scan();
   }
 }
 
