@@ -71,7 +71,9 @@ struct Walker {
 // A walk's result reads only the storages it looks at: those beside the storages it expands (the walker and
 // the storages it counts). An event at s tells the walkers that count a storage beside s, or are beside it:
 // those within kUnmarkedDepth + 1 hops, found by searching the other way (each walk keeps one direction), and
-// the deeper ones by the marks (Watch) each walk leaves on the storages it counts beyond kUnmarkedDepth hops.
+// the deeper ones by the marks (Watch) each walk leaves on the storages it counts at every (kUnmarkedDepth +
+// 1)-th hop: any kUnmarkedDepth + 1 levels in a row hold one, so the search meets a mark of every deeper walk
+// that looks at s (marking one level in five, a walk along an RNN's evicted chains writes a fifth as much).
 // So an event costs its neighbourhood however wide the evicted region around it (a search as deep as the
 // walks visited about 1,200 storages an event on a wide DAG; docs/results/scaling.md). The eviction index
 // stays equal to a scan: a told key is walked anew (marking anew) before it is read, and one the forecast
@@ -194,7 +196,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
       n.heuristic_mark = mark;
       level_cost += n.cost();
       level_.push_back(&n);
-      if (gathering > kUnmarkedDepth) mark_counted(n, walker, inputs);
+      if (gathering % (kUnmarkedDepth + 1) == 0) mark_counted(n, walker, inputs);
       if (!inputs && !n.released()) result.holds_dependent = true;
       full = counted + level_.size() == kWalkCount;
     };
@@ -273,7 +275,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
   // evicted storages from below (their inputs' side looks up at it) and, for h_DTR, from above (their dependents'
   // side looks down at it); walks do not turn around. A walk that reads `s` from a storage it counted within
   // kUnmarkedDepth hops is within kUnmarkedDepth + 1 hops of it, found by searching; from one deeper, it marked
-  // that storage, beside `s`.
+  // a storage on its way there within kUnmarkedDepth + 1 hops of `s`, whose marks the search reads.
   void notify_region(StorageView& s) { notify_reaching(s, /*down=*/true, /*up=*/dependents_); }
 
   // Tells the listener of the walkers that reach `s` going up to it (`down`: found below it), down to it (`up`),
@@ -289,7 +291,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
   }
 
   // Adds to dirty_ the resident storages within kUnmarkedDepth + 1 hops of `s` going one way through evicted
-  // storages, and the walkers whose marks on that side are on an evicted storage beside `s`.
+  // storages, and the walkers whose marks on that side are on the evicted storages within those hops.
   void collect_reaching(StorageView& s, bool down, std::uint64_t mark) {
     level_.assign(1, &s);
     auto tell = [&](StorageView& n) {
@@ -320,7 +322,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
       next_level_.clear();
       std::swap(level_, next_level_);
       for (StorageView* n : next_level_) {
-        if (depth == 1) told_by_marks(*n);
+        if (depth >= 1) told_by_marks(*n);
         if (down) {
           n->for_each_dependent(visit);
         } else {
@@ -328,9 +330,11 @@ class WalkingHeuristic : public EvictedNeighbourhood {
         }
       }
     }
+    for (StorageView* n : level_) told_by_marks(*n);  // kUnmarkedDepth + 1 hops away: read, not expanded
   }
 
-  // Walks mark the storages they count deeper than this; events search one hop further (docs/results/scaling.md).
+  // Events search one hop further than this; walks mark every storage they count (this + 1) hops deep, twice
+  // that, ... (docs/results/scaling.md).
   static constexpr std::size_t kUnmarkedDepth = 4;
   static_assert(kUnmarkedDepth >= 1, "the search reads the marks of the storages it expands one hop away");
 
