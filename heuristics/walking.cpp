@@ -53,7 +53,7 @@ void shed_lapsed(std::vector<Watch>& watchers) {
 struct Readers {
   SmallVector<StorageView*, 2> evicted;
   SmallVector<std::pair<StorageView*, std::uint32_t>, 2> listed_in;  // (input, position in its `evicted`)
-  Marks* marks = nullptr;
+  Marks* marks = nullptr;  // once a walk marks the storage, or the storage's walk marks
 };
 
 // The storage a walk is from, and its Marks once the walk marks something.
@@ -336,7 +336,6 @@ class WalkingHeuristic : public EvictedNeighbourhood {
   // Events search one hop further than this; walks mark every storage they count (this + 1) hops deep, twice
   // that, ... (docs/results/scaling.md).
   static constexpr std::size_t kUnmarkedDepth = 4;
-  static_assert(kUnmarkedDepth >= 1, "the search reads the marks of the storages it expands one hop away");
 
   const bool dependents_;
   std::uint64_t last_mark_ = std::uint64_t{1} << 63;  // apart from h_DTR^eq's marks (forecast holds both)
