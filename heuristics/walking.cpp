@@ -56,6 +56,24 @@ struct Readers {
   Marks* marks = nullptr;  // once a walk marks the storage, or the storage's walk marks
 };
 
+// Objects at stable addresses, each given again once given back: the walks' records and marks, one a storage.
+template <typename T>
+class StablePool {
+ public:
+  T& take() {
+    if (free_.empty()) return all_.emplace_back();
+    T* t = free_.back();
+    free_.pop_back();
+    return *t;
+  }
+  void give_back(T& t) { free_.push_back(&t); }  // the caller clears what it no longer needs
+  std::size_t live() const { return all_.size() - free_.size(); }
+
+ private:
+  std::deque<T> all_;  // a deque: addresses stay put as it grows
+  std::vector<T*> free_;
+};
+
 // The storage a walk is from, and its Marks once the walk marks something.
 struct Walker {
   StorageView* storage;
@@ -107,16 +125,14 @@ class WalkingHeuristic : public EvictedNeighbourhood {
         record->marks->watchers.clear();
         record->marks->owner = nullptr;
         record->marks->walks += 1;  // its walks' marks lapse (the Marks are reused)
-        free_marks_.push_back(record->marks);
+        marks_.give_back(*record->marks);
         record->marks = nullptr;
       }
-      free_.push_back(record);
+      records_.give_back(*record);
       s.walk_slot = nullptr;
     }
   }
-  std::size_t live_slots() const override {
-    return records_.size() - free_.size() + marks_pool_.size() - free_marks_.size();
-  }
+  std::size_t live_slots() const override { return records_.live() + marks_.live(); }
 
  protected:
   // c0 summed over the evicted storages the walks from `s` count (not `s`'s own).
@@ -138,16 +154,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
   std::uint64_t next_mark() { return ++last_mark_; }
 
   Readers& record(StorageView& s) {
-    if (s.walk_slot == nullptr) {
-      Readers* r = nullptr;
-      if (free_.empty()) {
-        r = &records_.emplace_back();
-      } else {
-        r = free_.back();
-        free_.pop_back();
-      }
-      s.walk_slot = r;
-    }
+    if (s.walk_slot == nullptr) s.walk_slot = &records_.take();
     return *static_cast<Readers*>(s.walk_slot);
   }
 
@@ -260,14 +267,7 @@ class WalkingHeuristic : public EvictedNeighbourhood {
 
   Marks& marks(StorageView& s) {
     Readers& r = record(s);
-    if (r.marks == nullptr) {
-      if (free_marks_.empty()) {
-        r.marks = &marks_pool_.emplace_back();
-      } else {
-        r.marks = free_marks_.back();
-        free_marks_.pop_back();
-      }
-    }
+    if (r.marks == nullptr) r.marks = &marks_.take();
     return *r.marks;
   }
 
@@ -339,10 +339,8 @@ class WalkingHeuristic : public EvictedNeighbourhood {
 
   const bool dependents_;
   std::uint64_t last_mark_ = std::uint64_t{1} << 63;  // apart from h_DTR^eq's marks (forecast holds both)
-  std::deque<Readers> records_;  // stable addresses; freed records are reused
-  std::vector<Readers*> free_;
-  std::deque<Marks> marks_pool_;  // as records_
-  std::vector<Marks*> free_marks_;
+  StablePool<Readers> records_;
+  StablePool<Marks> marks_;
   std::vector<StorageView*> dirty_;
   std::vector<StorageView*> level_;
   std::vector<StorageView*> next_level_;
