@@ -1,11 +1,13 @@
 // dtr-bench-differential: the long differential campaign (issue 16). Random programs (fuzz/differential:
 // views, in-place updates, random and multi-output ops, dropped handles, backward passes, optimizer steps)
 // run under random budgets, heuristics, budget modes, in-place strategies, searches and recomputation orders;
-// every run must read the unbudgeted run's bits, keep its budget and give back every byte. The first failure
-// is minimized and printed (and written with --reproducer) as a program that --replay reruns.
+// every run must read the unbudgeted run's bits, keep its budget and give back every byte, and (unless
+// --no-search-twins) decide as the same configuration with the other search does. --steps N repeats each
+// program's body as N training steps (forecasts hold from the second on); --heuristics draws from a list. The
+// first failure is minimized and printed (and written with --reproducer) as a program that --replay reruns.
 //
-//   dtr-bench-differential [--programs 10000] [--first-seed 1] [--configs 8] [--length 200] [--jobs N]
-//                          [--reproducer FILE]
+//   dtr-bench-differential [--programs 10000] [--first-seed 1] [--configs 8] [--length 200] [--steps 1]
+//                          [--heuristics H,...] [--no-search-twins] [--jobs N] [--reproducer FILE]
 //   dtr-bench-differential --replay FILE --budget BYTES [--mode bytes|device] [--heuristic H]
 //                          [--inplace copy-on-write|pin-dependents] [--search index|scan]
 //                          [--recompute-order stable-last|inputs]
@@ -57,6 +59,9 @@ int main(int argc, char** argv) try {
   std::uint64_t first_seed = 1;
   int configs = 8;
   int length = 200;
+  int steps = 1;
+  bool no_search_twins = false;
+  std::vector<std::string> heuristics;
   unsigned jobs = std::max(1U, std::thread::hardware_concurrency());
   std::string reproducer_path;
   std::string replay_path;
@@ -69,7 +74,13 @@ int main(int argc, char** argv) try {
   app.add_option("--programs", programs, "programs to generate")->check(CLI::Range(1, 100000000));
   app.add_option("--first-seed", first_seed, "the first program's seed");
   app.add_option("--configs", configs, "random configurations per program")->check(CLI::Range(1, 1000));
-  app.add_option("--length", length, "instructions per program")->check(CLI::Range(1, 100000));
+  app.add_option("--length", length, "instructions per program (per step, with --steps)")->check(CLI::Range(1, 100000));
+  app.add_option("--steps", steps, "training steps: each program's instructions run this many times over the same "
+                 "parameters, as training repeats a step (so that forecasts hold)")->check(CLI::Range(1, 1000));
+  app.add_option("--heuristics", heuristics, "the campaign draws each configuration's heuristic from these "
+                 "(comma-separated; default: every heuristic)")->delimiter(',');
+  app.add_flag("--no-search-twins", no_search_twins,
+               "do not run each configuration again with the other search (whose decisions must be the same)");
   app.add_option("--jobs", jobs, "threads")->check(CLI::Range(1U, 256U));
   app.add_option("--reproducer", reproducer_path, "write the minimized failing program here");
   app.add_option("--replay", replay_path, "rerun a reproducer (a program's text) instead of a campaign");
@@ -82,6 +93,7 @@ int main(int argc, char** argv) try {
   bool expandable = false;
   app.add_flag("--expandable-segments", expandable, "--replay: device budgets over expandable segments");
   CLI11_PARSE(app, argc, argv);
+  for (std::string& h : heuristics) h = dtr::parse_heuristic(h, "--heuristics");
 
   if (!replay_path.empty()) {
     RunConfig config;
@@ -112,6 +124,9 @@ int main(int argc, char** argv) try {
       options.programs = std::min(kBlock, programs - block * kBlock);
       options.configs = configs;
       options.generator.length = length;
+      options.generator.steps = steps;
+      options.searches_agree = !no_search_twins;
+      options.heuristics = heuristics;
       const CampaignReport report = run_campaign(options);
       const std::lock_guard lock(mutex);
       total.programs += report.programs;
@@ -120,6 +135,8 @@ int main(int argc, char** argv) try {
       total.runs_with_evictions += report.runs_with_evictions;
       total.evictions += report.evictions;
       total.rematerializations += report.rematerializations;
+      total.forecast_hits += report.forecast_hits;
+      total.runs_with_forecasts += report.runs_with_forecasts;
       if (report.failure && (!failure || report.failing_seed < failure->failing_seed)) {
         failure = report;
         failed = true;
@@ -130,14 +147,18 @@ int main(int argc, char** argv) try {
   for (unsigned j = 0; j < jobs; ++j) threads.emplace_back(worker);
   for (std::thread& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%d programs of %d instructions (seeds from %llu), %d budgeted runs: %d fit their budget, %d "
-              "evicted; %llu evictions, %llu rematerializations; %.1f s (%.0f programs/s, %u threads)\n",
-              total.programs, length, static_cast<unsigned long long>(first_seed), total.runs, total.feasible_runs,
-              total.runs_with_evictions, static_cast<unsigned long long>(total.evictions),
-              static_cast<unsigned long long>(total.rematerializations), seconds,
+  std::printf("%d programs of %d instructions x %d step(s) (seeds from %llu), %d budgeted runs: %d fit their "
+              "budget, %d evicted, %d made values with a forecast; %llu evictions, %llu rematerializations, %llu "
+              "values made with a forecast; %.1f s (%.0f programs/s, %u threads)\n",
+              total.programs, length, steps, static_cast<unsigned long long>(first_seed), total.runs,
+              total.feasible_runs, total.runs_with_evictions, total.runs_with_forecasts,
+              static_cast<unsigned long long>(total.evictions),
+              static_cast<unsigned long long>(total.rematerializations),
+              static_cast<unsigned long long>(total.forecast_hits), seconds,
               static_cast<double>(total.programs) / seconds, jobs);
   if (!failure) {
-    std::printf("every run read the unbudgeted run's bits, kept its budget and gave back every byte\n");
+    std::printf("every run read the unbudgeted run's bits, kept its budget and gave back every byte%s\n",
+                no_search_twins ? "" : "; the index and the scan made the same decisions in every run");
     return 0;
   }
   const std::string text = reproducer_text(*failure);

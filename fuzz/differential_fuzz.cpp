@@ -1,6 +1,7 @@
 // libFuzzer over the differential generator (fuzz/differential/): the input's bytes choose a program (decode)
 // and two budgeted configurations; each run must read the unbudgeted run's bits, keep its budget and give back
-// every byte (differential.h, compare). A failure prints the program's text and the configuration, then aborts.
+// every byte (differential.h, compare), and decide as the other search does (compare_searches). A failure
+// prints the program's text and the configuration, then aborts.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     what = "the oracle failed: " + (oracle.error.empty() ? std::string("out of memory or a leak") : oracle.error);
   } else {
     for (const RunConfig& config : random_configs(seed, oracle, 2)) {
-      what = compare(oracle, run(program, config), config);
+      const Observation observed = run(program, config);
+      what = compare(oracle, observed, config);
+      if (what.empty()) what = compare_searches(observed, run(program, with_other_search(config)), config);
       if (!what.empty()) {
         failing = config;
         break;

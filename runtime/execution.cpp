@@ -135,7 +135,10 @@ Runtime::Impl::Results Runtime::Impl::record(std::shared_ptr<Closure> closure, s
     s->output_index = closure->outputs.size();
     closure->outputs.push_back(s.get());
     closure->output_meta.push_back(out_meta[i]);
-    if (forecaster) forecaster->made(*s, std::hash<std::string_view>{}(computation.name()));
+    if (forecaster) {
+      forecaster->made(*s, std::hash<std::string_view>{}(computation.name()));
+      if (s->forecast != nullptr) stats.forecast_hits += 1;
+    }
     outputs.push_back(std::move(s));
   }
   run(*closure, /*rematerializing=*/false, nullptr, first_run_ns);

@@ -15,6 +15,7 @@ std::string to_json(const RuntimeStats& s) {
                         {"eager_evictions", s.eager_evictions},
                         {"in_place_updates", s.in_place_updates},
                         {"relocations", s.relocations},
+                        {"forecast_hits", s.forecast_hits},
                         {"search_ns", s.search_ns},
                         {"peak_reserved_bytes", s.peak_reserved_bytes},
                         {"peak_resident_bytes", s.peak_resident_bytes},

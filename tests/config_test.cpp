@@ -189,8 +189,9 @@ TEST(Config, StatsFileIsWrittenWhenTheRuntimeEnds) {
   EXPECT_EQ(json["ops"], 1);
   EXPECT_EQ(json["base_compute"], 4.0);
   EXPECT_EQ(json["overhead"], 1.0);
-  for (const char* key : {"remat_compute", "rerun_compute", "rematerializations", "evictions", "eager_evictions", "in_place_updates", "relocations", "search_ns",
-                          "peak_reserved_bytes", "peak_resident_bytes", "budget_bytes"}) {
+  for (const char* key : {"remat_compute", "rerun_compute", "rematerializations", "evictions", "eager_evictions",
+                          "in_place_updates", "relocations", "forecast_hits", "search_ns", "peak_reserved_bytes",
+                          "peak_resident_bytes", "budget_bytes"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
 }

@@ -20,6 +20,7 @@ struct StepRecord {
   std::vector<std::uint64_t> remats;  // rematerializations in each step
   std::vector<std::vector<float>> values;
   std::vector<std::uint64_t> forecast_records;  // after each step
+  std::vector<std::uint64_t> forecast_hits;     // values made with a forecast, in each step
 };
 
 // Each step: a and b from the step's batches x and y; a is read (so b is the stale one) just before d needs
@@ -30,6 +31,7 @@ StepRecord run_steps(const std::string& heuristic, int steps, std::optional<std:
   Runtime rt(deterministic_config(budget, BudgetMode::bytes, heuristic));
   StepRecord record;
   std::uint64_t before = 0;
+  std::uint64_t hits_before = 0;
   for (int step = 0; step < steps; ++step) {
     Tensor x = constant(rt, {kElements}, static_cast<float>(step));
     Tensor y = constant(rt, {kElements}, static_cast<float>(-step));
@@ -47,6 +49,8 @@ StepRecord run_steps(const std::string& heuristic, int steps, std::optional<std:
     record.remats.push_back(remats - before);
     before = remats;
     record.forecast_records.push_back(rt.footprint().forecast_records);
+    record.forecast_hits.push_back(rt.stats().forecast_hits - hits_before);
+    hits_before = rt.stats().forecast_hits;
   }
   return record;
 }
@@ -74,6 +78,13 @@ TEST(Forecast, TheLastStepsUsesChooseTheVictimWhereStalenessMisleads) {
   const StepRecord unbudgeted = run_steps("forecast", steps, std::nullopt);
   EXPECT_EQ(unbudgeted.values, plain.values);
   EXPECT_EQ(unbudgeted.forecast_records.back(), 0u);
+  // Every value a later step makes (a, b, d and the five sums) was made the same way the step before: all eight
+  // are forecast. In the first step only a's second sum is, made as its first was; none for another heuristic
+  // or without a budget.
+  EXPECT_EQ(forecast.forecast_hits[0], 1u);
+  for (int s = 1; s < steps; ++s) EXPECT_EQ(forecast.forecast_hits[s], 8u) << "step " << s;
+  EXPECT_EQ(eq.forecast_hits, std::vector<std::uint64_t>(steps, 0));
+  EXPECT_EQ(unbudgeted.forecast_hits, std::vector<std::uint64_t>(steps, 0));
 }
 
 // A budget set on a running runtime starts the forecasts: the steps after it forecast from the one before.

@@ -269,6 +269,7 @@ int run_training(const Flags& f, const dtr::train::TrainOptions& o, const dtr::t
     out["evictions"] = stats.evictions;
     out["rematerializations"] = stats.rematerializations;
     out["relocations"] = stats.relocations;
+    out["forecast_hits"] = stats.forecast_hits;
     out["extra_compute"] = stats.base_compute > 0 ? stats.remat_compute / stats.base_compute : 0.0;
     std::printf("%s\n", out.dump().c_str());
   } else {

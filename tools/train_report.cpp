@@ -186,6 +186,7 @@ std::string compare_json(const std::vector<train::RowResult>& rows, const std::s
     r["evictions"] = row.stats.evictions;
     r["rematerializations"] = row.stats.rematerializations;
     r["relocations"] = row.stats.relocations;
+    r["forecast_hits"] = row.stats.forecast_hits;
     r["extra_compute"] = row.extra_compute();
     r["search_share"] = row.search_share();
     r["recomputed_by_op"] = nlohmann::json::array();

@@ -250,6 +250,7 @@ Observation run(const Program& program, const RunConfig& config) {
   obs.peak_reserved_bytes = rt.allocator().stats().reserved_bytes.peak;
   obs.evictions = stats.evictions;
   obs.rematerializations = stats.rematerializations;
+  obs.forecast_hits = stats.forecast_hits;
   obs.allocated_at_end = rt.allocator().stats().allocated_bytes.current;
   return obs;
 }
@@ -285,6 +286,33 @@ std::string compare(const Observation& oracle, const Observation& observed, cons
   return "";
 }
 
+RunConfig with_other_search(RunConfig config) {
+  config.search = config.search == EvictionSearch::index ? EvictionSearch::scan : EvictionSearch::index;
+  return config;
+}
+
+std::string compare_searches(const Observation& observed, const Observation& other, const RunConfig& config) {
+  const auto differs = [&](const char* what, std::uint64_t mine, std::uint64_t theirs) {
+    std::ostringstream out;
+    out << "with DTR_SEARCH=" << to_string(config.search) << ", " << mine << " " << what << "; with "
+        << to_string(with_other_search(config).search) << ", " << theirs << ": the index and the scan decided "
+        << "differently";
+    return out.str();
+  };
+  if (observed.feasible != other.feasible) return differs("feasible (1: fits)", observed.feasible, other.feasible);
+  if (observed.evictions != other.evictions) return differs("evictions", observed.evictions, other.evictions);
+  if (observed.rematerializations != other.rematerializations) {
+    return differs("rematerializations", observed.rematerializations, other.rematerializations);
+  }
+  if (observed.peak_resident_bytes != other.peak_resident_bytes) {
+    return differs("bytes peak resident", observed.peak_resident_bytes, other.peak_resident_bytes);
+  }
+  if (observed.peak_reserved_bytes != other.peak_reserved_bytes) {
+    return differs("bytes peak reserved", observed.peak_reserved_bytes, other.peak_reserved_bytes);
+  }
+  return "";
+}
+
 namespace {
 
 // The unbudgeted run itself went wrong (threw, ran out of memory, kept bytes): no oracle to compare with.
@@ -302,21 +330,33 @@ std::optional<Failure> oracle_failure(const Observation& oracle) {
   return Failure{RunConfig{}, what.str()};
 }
 
+// What `observed` (under `config`) does wrong against the oracle, and then, with `searches_agree`, against the
+// other search's run; empty if nothing.
+std::string check_run(const Program& program, const Observation& oracle, const Observation& observed,
+                      const RunConfig& config, bool searches_agree) {
+  std::string what = compare(oracle, observed, config);
+  if (what.empty() && searches_agree && config.budget) {
+    what = compare_searches(observed, run(program, with_other_search(config)), config);
+  }
+  return what;
+}
+
 }  // namespace
 
-std::optional<Failure> check(const Program& program, std::span<const RunConfig> configs) {
+std::optional<Failure> check(const Program& program, std::span<const RunConfig> configs, bool searches_agree) {
   const Observation oracle = run(program, RunConfig{});
   if (std::optional<Failure> failure = oracle_failure(oracle)) return failure;
   for (const RunConfig& config : configs) {
-    std::string what = compare(oracle, run(program, config), config);
+    std::string what = check_run(program, oracle, run(program, config), config, searches_agree);
     if (!what.empty()) return Failure{config, std::move(what)};
   }
   return std::nullopt;
 }
 
-std::vector<RunConfig> random_configs(std::uint64_t seed, const Observation& oracle, int count) {
+std::vector<RunConfig> random_configs(std::uint64_t seed, const Observation& oracle, int count,
+                                      const std::vector<std::string>& drawn_from) {
   std::mt19937_64 rng(seed ^ 0xD1B54A32D192ED03ULL);
-  const std::vector<std::string> heuristics = heuristic_names();
+  const std::vector<std::string> heuristics = drawn_from.empty() ? heuristic_names() : drawn_from;
   std::vector<RunConfig> configs;
   for (int i = 0; i < count; ++i) {
     RunConfig config;
@@ -366,7 +406,7 @@ CampaignReport run_campaign(const CampaignOptions& options) {
     ++report.programs;
     const Observation oracle = run(program, RunConfig{});
     std::optional<Failure> failure = oracle_failure(oracle);
-    const std::vector<RunConfig> configs = random_configs(seed, oracle, options.configs);
+    const std::vector<RunConfig> configs = random_configs(seed, oracle, options.configs, options.heuristics);
     for (std::size_t k = 0; k < configs.size() && !failure; ++k) {
       const Observation observed = run(program, configs[k]);
       ++report.runs;
@@ -374,7 +414,10 @@ CampaignReport run_campaign(const CampaignOptions& options) {
       report.runs_with_evictions += observed.evictions > 0 ? 1 : 0;
       report.evictions += observed.evictions;
       report.rematerializations += observed.rematerializations;
-      if (std::string what = compare(oracle, observed, configs[k]); !what.empty()) {
+      report.forecast_hits += observed.forecast_hits;
+      report.runs_with_forecasts += observed.forecast_hits > 0 ? 1 : 0;
+      if (std::string what = check_run(program, oracle, observed, configs[k], options.searches_agree);
+          !what.empty()) {
         failure = Failure{configs[k], std::move(what)};
       }
     }
@@ -401,11 +444,11 @@ CampaignReport run_campaign(const CampaignOptions& options) {
             if (scaled.budget != config.budget) tries.push_back(scaled);
           }
           if (tries.empty()) {
-            last = check(candidate, {});
+            last = check(candidate, {}, options.searches_agree);
             return last.has_value();
           }
           for (const RunConfig& attempt : tries) {
-            if (auto found = check(candidate, std::span<const RunConfig>(&attempt, 1))) {
+            if (auto found = check(candidate, std::span<const RunConfig>(&attempt, 1), options.searches_agree)) {
               last = std::move(found);
               return true;
             }

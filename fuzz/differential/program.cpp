@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "dtr/check.h"
 #include "dtr/error.h"
@@ -79,6 +80,41 @@ class ByteChoices {
   std::size_t position_ = 0;
 };
 
+// The body repeated as training steps (GeneratorOptions::steps): its parameters made once, first; then every
+// step runs the body's other instructions on values of its own (ids shifted by `ids`, the body's count, per
+// step), and drops, but in the last step, whatever it made and still holds, as a training step lets its
+// activations go. Each step then makes its values the same way as the step before, so the runtime's forecasts
+// (which match values by how they were made) hold from the second or third step on.
+Program repeat_as_steps(const Program& body, std::uint32_t ids, int steps) {
+  Program program{body.seed, body.optimizer, {}};
+  std::vector<std::uint32_t> parameters;
+  for (const Instruction& in : body.instructions) {
+    if (in.kind != OpKind::parameter) continue;
+    program.instructions.push_back(in);
+    parameters.push_back(in.out);
+  }
+  for (int step = 0; step < steps; ++step) {
+    const std::uint32_t shift = ids * static_cast<std::uint32_t>(step);
+    const auto moved = [&](std::uint32_t id) {
+      return std::find(parameters.begin(), parameters.end(), id) != parameters.end() ? id : id + shift;
+    };
+    std::vector<std::uint32_t> held;  // made in this step and not dropped, in the order made
+    for (Instruction in : body.instructions) {
+      if (in.kind == OpKind::parameter) continue;
+      const Spec& s = spec(in.kind);
+      if (outputs_of(in.kind) > 0) in.out += shift;
+      if (s.operands >= 1) in.a = moved(in.a);
+      if (s.operands >= 2) in.b = moved(in.b);
+      for (int i = 0; i < outputs_of(in.kind); ++i) held.push_back(in.out + static_cast<std::uint32_t>(i));
+      if (in.kind == OpKind::drop) std::erase(held, in.a);
+      program.instructions.push_back(in);
+    }
+    if (step + 1 == steps) break;
+    for (const std::uint32_t id : held) program.instructions.push_back({OpKind::drop, 0, id});
+  }
+  return program;
+}
+
 struct ValueInfo {
   std::int64_t rows = 1;
   std::int64_t cols = 0;  // 0: one axis of `rows` elements
@@ -112,6 +148,7 @@ class Builder {
       while (roll >= kSpecs[k].weight) roll -= kSpecs[k++].weight;
       add(kSpecs[k].kind);
     }
+    if (options_.steps > 1) return repeat_as_steps(program_, next_, options_.steps);
     return std::move(program_);
   }
 

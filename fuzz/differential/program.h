@@ -59,6 +59,10 @@ struct GeneratorOptions {
   int length = 200;      // instructions
   int max_dim = 16;      // sizes drawn from [1, max_dim]
   int max_live = 40;     // handles dropped beyond this many live values
+  // Training steps: the `length` instructions generated are a step's body, run `steps` times over the same
+  // parameters (made once, first), each step on values of its own, dropped at its end but in the last step, as
+  // training repeats one step; so the forecast heuristic forecasts (its steady state) from the second or third.
+  int steps = 1;
 };
 
 // The program of `seed`: the same seed is the same program on every machine.

@@ -30,6 +30,9 @@ struct RuntimeStats {
   std::uint64_t eager_evictions = 0;     // last handle died, the lineage still needs it (else: freed)
   std::uint64_t in_place_updates = 0;    // assigns whose op wrote the new value over the old one's buffer
   std::uint64_t relocations = 0;         // resident storages the allocator's compaction moved to another block
+  std::uint64_t forecast_hits = 0;       // values the program made whose uses a value made the same way before
+                                         // forecasts (heuristics that read forecasts, under a budget; 0 in a
+                                         // program's first step, and where no step repeats the last)
   std::uint64_t search_ns = 0;           // under a budget: time spent choosing what to evict and keeping the
                                          // scores (the heuristic's eviction, rematerialization, death and cut
                                          // events; new candidates' scores for dtr, msps

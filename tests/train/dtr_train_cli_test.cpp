@@ -112,10 +112,19 @@ TEST_F(DtrTrainCli, CompareWritesOneTableWithEqualLossesACsvAndAPlot) {
   ASSERT_EQ(exit_code(paired), 0) << paired.output;
   const nlohmann::json rounds = last_json_line(paired.output);
   EXPECT_TRUE(rounds["losses_bitwise_equal"].get<bool>());
+  int forecast_rows = 0;
   for (const nlohmann::json& row : rounds["rows"]) {
     EXPECT_EQ(row["losses"].size(), 5U) << row.dump();
     EXPECT_EQ(row["paired_step_seconds"].size(), 3U) << row.dump();
+    // The DTR rows (forecast, under a budget) make their later steps' values with forecasts; the rows without
+    // a budget keep none.
+    const bool budgeted = !row["budget_bytes"].is_null();
+    if (row["completed"].get<bool>()) {
+      EXPECT_EQ(row["forecast_hits"].get<std::uint64_t>() > 0, budgeted) << row.dump();
+    }
+    forecast_rows += budgeted && row["forecast_hits"].get<std::uint64_t>() > 0 ? 1 : 0;
   }
+  EXPECT_GE(forecast_rows, 2) << paired.output;
   const Outcome shown = train(kSmall + " --compare --steps 2 --rounds 2 --compare-heuristics none");
   ASSERT_EQ(exit_code(shown), 0) << shown.output;
   EXPECT_NE(shown.output.find("2 steps per row, then 2 in turns (the step times)"), std::string::npos) << shown.output;
