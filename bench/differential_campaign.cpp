@@ -3,11 +3,13 @@
 // run under random budgets, heuristics, budget modes, in-place strategies, searches and recomputation orders;
 // every run must read the unbudgeted run's bits, keep its budget and give back every byte, and (unless
 // --no-search-twins) decide as the same configuration with the other search does. --steps N repeats each
-// program's body as N training steps (forecasts hold from the second on); --heuristics draws from a list. The
-// first failure is minimized and printed (and written with --reproducer) as a program that --replay reruns.
+// program's body as N training steps (forecasts hold from the second on); --max-chain grows deep evicted regions;
+// --heuristics draws from a list. The first failure is minimized and printed (and written with --reproducer) as
+// a program that --replay reruns.
 //
 //   dtr-bench-differential [--programs 10000] [--first-seed 1] [--configs 8] [--length 200] [--steps 1]
-//                          [--heuristics H,...] [--no-search-twins] [--jobs N] [--reproducer FILE]
+//                          [--max-chain 1] [--heuristics H,...] [--no-search-twins] [--jobs N]
+//                          [--reproducer FILE]
 //   dtr-bench-differential --replay FILE --budget BYTES [--mode bytes|device] [--heuristic H]
 //                          [--inplace copy-on-write|pin-dependents] [--search index|scan]
 //                          [--recompute-order stable-last|inputs]
@@ -60,6 +62,7 @@ int main(int argc, char** argv) try {
   int configs = 8;
   int length = 200;
   int steps = 1;
+  int max_chain = 1;
   bool no_search_twins = false;
   std::vector<std::string> heuristics;
   unsigned jobs = std::max(1U, std::thread::hardware_concurrency());
@@ -77,6 +80,8 @@ int main(int argc, char** argv) try {
   app.add_option("--length", length, "instructions per program (per step, with --steps)")->check(CLI::Range(1, 100000));
   app.add_option("--steps", steps, "training steps: each program's instructions run this many times over the same "
                  "parameters, as training repeats a step (so that forecasts hold)")->check(CLI::Range(1, 1000));
+  app.add_option("--max-chain", max_chain, "unary ops run up to this many times in a row on their own result, the "
+                 "inner values released (deep evicted regions)")->check(CLI::Range(1, 4096));
   app.add_option("--heuristics", heuristics, "the campaign draws each configuration's heuristic from these "
                  "(comma-separated; default: every heuristic)")->delimiter(',');
   app.add_flag("--no-search-twins", no_search_twins,
@@ -125,6 +130,7 @@ int main(int argc, char** argv) try {
       options.configs = configs;
       options.generator.length = length;
       options.generator.steps = steps;
+      options.generator.max_chain = max_chain;
       options.searches_agree = !no_search_twins;
       options.heuristics = heuristics;
       const CampaignReport report = run_campaign(options);

@@ -227,9 +227,20 @@ class Builder {
       case OpKind::gelu:
       case OpKind::scale:
       case OpKind::dropout: {
-        const std::uint32_t a = *pick_operand(any);
+        std::uint32_t a = *pick_operand(any);
         const ValueInfo info = live_[a];
-        result(emit({kind, 0, a}), info.rows, info.cols, info.grad);
+        // A chain (GeneratorOptions::max_chain): the op again on its own result, each inner value released once
+        // read, as a forward pass keeps only a chain's end; the lineage keeps the rest, to evict and remake.
+        const std::uint64_t run = options_.max_chain > 1 ? 1 + choices_.below(static_cast<std::uint64_t>(options_.max_chain)) : 1;
+        for (std::uint64_t i = 0; i < run; ++i) {
+          const std::uint32_t out = emit({kind, 0, a});
+          result(out, info.rows, info.cols, info.grad);
+          if (i > 0) {
+            emit({OpKind::drop, 0, a});
+            live_.erase(a);
+          }
+          a = out;
+        }
         return;
       }
       case OpKind::matmul: {

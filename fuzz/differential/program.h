@@ -63,6 +63,10 @@ struct GeneratorOptions {
   // parameters (made once, first), each step on values of its own, dropped at its end but in the last step, as
   // training repeats one step; so the forecast heuristic forecasts (its steady state) from the second or third.
   int steps = 1;
+  // Chains: a unary op (relu, tanh, gelu, scale, dropout) runs 1 to max_chain times in a row on its own result,
+  // the inner values released as they are read, so that evicted regions grow deep (the walks' depth and marks);
+  // 1 draws nothing, so a seed's program is what it was before chains.
+  int max_chain = 1;
 };
 
 // The program of `seed`: the same seed is the same program on every machine.
