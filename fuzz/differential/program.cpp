@@ -231,7 +231,8 @@ class Builder {
         const ValueInfo info = live_[a];
         // A chain (GeneratorOptions::max_chain): the op again on its own result, each inner value released once
         // read, as a forward pass keeps only a chain's end; the lineage keeps the rest, to evict and remake.
-        const std::uint64_t run = options_.max_chain > 1 ? 1 + choices_.below(static_cast<std::uint64_t>(options_.max_chain)) : 1;
+        const auto longest = static_cast<std::uint64_t>(options_.max_chain);
+        const std::uint64_t run = longest > 1 ? 1 + choices_.below(longest) : 1;
         for (std::uint64_t i = 0; i < run; ++i) {
           const std::uint32_t out = emit({kind, 0, a});
           result(out, info.rows, info.cols, info.grad);
