@@ -12,7 +12,7 @@
 //                          [--reproducer FILE]
 //   dtr-bench-differential --replay FILE --budget BYTES [--mode bytes|device] [--heuristic H]
 //                          [--inplace copy-on-write|pin-dependents] [--search index|scan]
-//                          [--recompute-order stable-last|inputs]
+//                          [--recompute-order stable-last|inputs] [--compaction last-resort|first|off]
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -95,6 +95,8 @@ int main(int argc, char** argv) try {
   app.add_option("--inplace", inplace, "--replay: copy-on-write or pin-dependents");
   app.add_option("--search", search, "--replay: index or scan");
   app.add_option("--recompute-order", recompute_order, "--replay: stable-last or inputs");
+  std::string compaction = "last-resort";
+  app.add_option("--compaction", compaction, "--replay: last-resort, first or off");
   bool expandable = false;
   app.add_flag("--expandable-segments", expandable, "--replay: device budgets over expandable segments");
   CLI11_PARSE(app, argc, argv);
@@ -109,6 +111,7 @@ int main(int argc, char** argv) try {
     config.search = dtr::parse_search(search, "--search");
     config.recompute_order = dtr::parse_recompute_order(recompute_order, "--recompute-order");
     config.expandable_segments = expandable;
+    config.compaction = dtr::parse_compaction(compaction, "--compaction");
     return replay(replay_path, config);
   }
 
@@ -143,6 +146,7 @@ int main(int argc, char** argv) try {
       total.rematerializations += report.rematerializations;
       total.forecast_hits += report.forecast_hits;
       total.runs_with_forecasts += report.runs_with_forecasts;
+      total.relocations += report.relocations;
       if (report.failure && (!failure || report.failing_seed < failure->failing_seed)) {
         failure = report;
         failed = true;
@@ -155,12 +159,13 @@ int main(int argc, char** argv) try {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%d programs of %d instructions x %d step(s) (seeds from %llu), %d budgeted runs: %d fit their "
               "budget, %d evicted, %d made values with a forecast; %llu evictions, %llu rematerializations, %llu "
-              "values made with a forecast; %.1f s (%.0f programs/s, %u threads)\n",
+              "values made with a forecast, %llu relocations; %.1f s (%.0f programs/s, %u threads)\n",
               total.programs, length, steps, static_cast<unsigned long long>(first_seed), total.runs,
               total.feasible_runs, total.runs_with_evictions, total.runs_with_forecasts,
               static_cast<unsigned long long>(total.evictions),
               static_cast<unsigned long long>(total.rematerializations),
-              static_cast<unsigned long long>(total.forecast_hits), seconds,
+              static_cast<unsigned long long>(total.forecast_hits),
+              static_cast<unsigned long long>(total.relocations), seconds,
               static_cast<double>(total.programs) / seconds, jobs);
   if (!failure) {
     std::printf("every run read the unbudgeted run's bits, kept its budget and gave back every byte%s\n",
@@ -172,12 +177,13 @@ int main(int argc, char** argv) try {
   if (!reproducer_path.empty()) {
     std::ofstream(reproducer_path) << to_text(failure->reproducer);
     std::printf("reproducer written to %s; rerun: dtr-bench-differential --replay %s --budget %llu --mode %s "
-                "--heuristic %s --inplace %s --search %s --recompute-order %s%s\n",
+                "--heuristic %s --inplace %s --search %s --recompute-order %s --compaction %s%s\n",
                 reproducer_path.c_str(), reproducer_path.c_str(),
                 static_cast<unsigned long long>(failure->failure->config.budget.value_or(0)),
                 dtr::to_string(failure->failure->config.mode), failure->failure->config.heuristic.c_str(),
                 dtr::to_string(failure->failure->config.inplace), dtr::to_string(failure->failure->config.search),
                 dtr::to_string(failure->failure->config.recompute_order),
+                dtr::to_string(failure->failure->config.compaction),
                 failure->failure->config.expandable_segments ? " --expandable-segments" : "");
   }
   return 1;

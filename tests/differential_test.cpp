@@ -208,10 +208,13 @@ TEST(DifferentialCampaign, RandomProgramsUnderRandomBudgetsReadTheUnbudgetedBits
   EXPECT_GE(report.runs_with_evictions, 600);
   EXPECT_GT(report.rematerializations, 10000u);
   EXPECT_LT(report.feasible_runs, report.runs) << "no budget too small: the budgets never reach the floor";
-  std::printf("%d programs, %d runs, %d feasible, %d evicted (%llu evictions, %llu rematerializations)\n",
+  EXPECT_GT(report.relocations, 0u) << "compaction never moved a storage: its configurations test nothing";
+  std::printf("%d programs, %d runs, %d feasible, %d evicted (%llu evictions, %llu rematerializations, %llu "
+              "relocations)\n",
               report.programs, report.runs, report.feasible_runs, report.runs_with_evictions,
               static_cast<unsigned long long>(report.evictions),
-              static_cast<unsigned long long>(report.rematerializations));
+              static_cast<unsigned long long>(report.rematerializations),
+              static_cast<unsigned long long>(report.relocations));
 }
 
 // Training repeats its step: from the second step on, values are made as the step before made them, and the

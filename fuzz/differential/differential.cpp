@@ -2,6 +2,7 @@
 #include "differential.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -208,7 +209,8 @@ std::string describe(const RunConfig& config) {
   out << ", DTR_BUDGET_MODE=" << to_string(config.mode) << ", DTR_HEURISTIC=" << config.heuristic
       << ", DTR_INPLACE=" << to_string(config.inplace) << ", DTR_SEARCH=" << to_string(config.search)
       << ", DTR_RECOMPUTE_ORDER=" << to_string(config.recompute_order)
-      << ", DTR_EXPANDABLE_SEGMENTS=" << (config.expandable_segments ? 1 : 0);
+      << ", DTR_EXPANDABLE_SEGMENTS=" << (config.expandable_segments ? 1 : 0)
+      << ", DTR_COMPACTION=" << to_string(config.compaction);
   return out.str();
 }
 
@@ -229,6 +231,7 @@ Config runtime_config(const RunConfig& config) {
   c.allocator.own_segment_threshold = 32 * 1024;
   c.allocator.own_segment_rounding = 16 * 1024;
   c.allocator.expandable_segments = config.expandable_segments;  // the host's 4 KiB pages
+  c.allocator.compaction = config.compaction;
   return c;
 }
 
@@ -251,6 +254,7 @@ Observation run(const Program& program, const RunConfig& config) {
   obs.evictions = stats.evictions;
   obs.rematerializations = stats.rematerializations;
   obs.forecast_hits = stats.forecast_hits;
+  obs.relocations = stats.relocations;
   obs.allocated_at_end = rt.allocator().stats().allocated_bytes.current;
   return obs;
 }
@@ -356,6 +360,8 @@ std::optional<Failure> check(const Program& program, std::span<const RunConfig> 
 std::vector<RunConfig> random_configs(std::uint64_t seed, const Observation& oracle, int count,
                                       const std::vector<std::string>& drawn_from) {
   std::mt19937_64 rng(seed ^ 0xD1B54A32D192ED03ULL);
+  // Its own generator, so that a seed's other choices are those it had before compaction was drawn.
+  std::mt19937_64 compaction_rng(seed ^ 0x94D049BB133111EBULL);
   const std::vector<std::string> heuristics = drawn_from.empty() ? heuristic_names() : drawn_from;
   std::vector<RunConfig> configs;
   for (int i = 0; i < count; ++i) {
@@ -368,6 +374,8 @@ std::vector<RunConfig> random_configs(std::uint64_t seed, const Observation& ora
     config.inplace = rng() % 2 == 0 ? InplaceMode::copy_on_write : InplaceMode::pin_dependents;
     config.search = rng() % 2 == 0 ? EvictionSearch::index : EvictionSearch::scan;
     config.recompute_order = rng() % 2 == 0 ? RecomputeOrder::stable_last : RecomputeOrder::inputs;
+    constexpr std::array<Compaction, 3> kCompactions{Compaction::last_resort, Compaction::first, Compaction::off};
+    config.compaction = kCompactions[compaction_rng() % kCompactions.size()];
     const double ratio = std::uniform_real_distribution<double>(0.15, 0.95)(rng);
     config.budget =
         std::max<std::uint64_t>(1, static_cast<std::uint64_t>(ratio * static_cast<double>(peak_of(oracle, config))));
@@ -416,6 +424,7 @@ CampaignReport run_campaign(const CampaignOptions& options) {
       report.rematerializations += observed.rematerializations;
       report.forecast_hits += observed.forecast_hits;
       report.runs_with_forecasts += observed.forecast_hits > 0 ? 1 : 0;
+      report.relocations += observed.relocations;
       if (std::string what = check_run(program, oracle, observed, configs[k], options.searches_agree);
           !what.empty()) {
         failure = Failure{configs[k], std::move(what)};

@@ -29,6 +29,7 @@ struct RunConfig {
   EvictionSearch search = EvictionSearch::index;
   RecomputeOrder recompute_order = RecomputeOrder::stable_last;
   bool expandable_segments = false;  // device mode: the allocator maps pages of one range for large blocks
+  Compaction compaction = Compaction::last_resort;  // when the allocator moves blocks out of a request's way
 };
 std::string describe(const RunConfig& config);
 // The runtime's configuration for `config`: op-count clock, flop costs, no thrash limit (a campaign explores
@@ -45,6 +46,7 @@ struct Observation {
   std::uint64_t evictions = 0;
   std::uint64_t rematerializations = 0;
   std::uint64_t forecast_hits = 0;  // values made with a forecast (RuntimeStats::forecast_hits)
+  std::uint64_t relocations = 0;    // storages the allocator's compaction moved (RuntimeStats::relocations)
 };
 
 // Runs `program` in a fresh CPU runtime.
@@ -69,8 +71,8 @@ struct Failure {
 std::optional<Failure> check(const Program& program, std::span<const RunConfig> configs, bool searches_agree = false);
 
 // `count` configurations drawn from `seed`: a heuristic (from `heuristics`; empty: every heuristic), budget mode,
-// in-place strategy and search each, and a budget from 15% to 95% of the oracle's peak (resident bytes or
-// reserved bytes, by mode).
+// in-place strategy, search, recomputation order and compaction each, and a budget from 15% to 95% of the
+// oracle's peak (resident bytes or reserved bytes, by mode).
 std::vector<RunConfig> random_configs(std::uint64_t seed, const Observation& oracle, int count,
                                       const std::vector<std::string>& heuristics = {});
 
@@ -98,6 +100,7 @@ struct CampaignReport {
   std::uint64_t rematerializations = 0;
   std::uint64_t forecast_hits = 0;  // values made with a forecast, over every run
   int runs_with_forecasts = 0;      // runs in which some value was made with a forecast
+  std::uint64_t relocations = 0;    // storages compaction moved, over every run
   std::optional<Failure> failure;  // the first failure; the campaign stops there
   std::uint64_t failing_seed = 0;
   Program reproducer;            // the failing program, minimized when asked
