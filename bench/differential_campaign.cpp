@@ -138,15 +138,7 @@ int main(int argc, char** argv) try {
       options.heuristics = heuristics;
       const CampaignReport report = run_campaign(options);
       const std::lock_guard lock(mutex);
-      total.programs += report.programs;
-      total.runs += report.runs;
-      total.feasible_runs += report.feasible_runs;
-      total.runs_with_evictions += report.runs_with_evictions;
-      total.evictions += report.evictions;
-      total.rematerializations += report.rematerializations;
-      total.forecast_hits += report.forecast_hits;
-      total.runs_with_forecasts += report.runs_with_forecasts;
-      total.relocations += report.relocations;
+      total.add_counts(report);
       if (report.failure && (!failure || report.failing_seed < failure->failing_seed)) {
         failure = report;
         failed = true;

@@ -406,6 +406,18 @@ Program minimize(const Program& program, const std::function<bool(const Program&
   }
 }
 
+void CampaignReport::add_counts(const CampaignReport& other) {
+  programs += other.programs;
+  runs += other.runs;
+  feasible_runs += other.feasible_runs;
+  runs_with_evictions += other.runs_with_evictions;
+  evictions += other.evictions;
+  rematerializations += other.rematerializations;
+  forecast_hits += other.forecast_hits;
+  runs_with_forecasts += other.runs_with_forecasts;
+  relocations += other.relocations;
+}
+
 CampaignReport run_campaign(const CampaignOptions& options) {
   CampaignReport report;
   for (int i = 0; i < options.programs; ++i) {

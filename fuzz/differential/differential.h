@@ -104,6 +104,8 @@ struct CampaignReport {
   std::optional<Failure> failure;  // the first failure; the campaign stops there
   std::uint64_t failing_seed = 0;
   Program reproducer;            // the failing program, minimized when asked
+  // Adds `other`'s counts (programs to relocations; not its failure) to these: campaigns run in blocks.
+  void add_counts(const CampaignReport& other);
 };
 
 // Programs generated from consecutive seeds, each checked under its random configurations.
