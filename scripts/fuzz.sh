@@ -2,7 +2,8 @@
 # scripts/fuzz.sh [-t SECONDS] [--merge] [--build-only] [TARGET...]: builds the fuzz targets (fuzz/README.md)
 # with clang, libFuzzer, AddressSanitizer and UndefinedBehaviorSanitizer in build/fuzz, then runs each for
 # SECONDS (default 60; $DTR_FUZZ_TIME) from its corpus in fuzz/corpus/TARGET.
-#   TARGET          trace_reader, env_values, state_dict, idx_reader (default: all four, one after the other)
+#   TARGET          trace_reader, env_values, state_dict, idx_reader, differential (default: all five, one after
+#                   the other)
 #   -t SECONDS      how long each target runs (libFuzzer's -max_total_time)
 #   --merge         afterwards, add the inputs found that reach new code to fuzz/corpus/TARGET (-merge=1;
 #                   review them: the kept corpus should stay a few dozen small files per target)
@@ -18,7 +19,7 @@ seconds="${DTR_FUZZ_TIME:-60}"
 merge=0
 build_only=0
 targets=()
-all_targets=(trace_reader env_values state_dict idx_reader)
+all_targets=(trace_reader env_values state_dict idx_reader differential)
 while (($#)); do
   case "$1" in
     -t | --time) seconds="$2"; shift 2 ;;
@@ -42,7 +43,7 @@ for tool in clang clang++ cmake ninja; do
 done
 
 # libdtr is compiled with -fsanitize=fuzzer-no-link (coverage for libFuzzer) besides the sanitizers; only the
-# four programs and libdtr are built: no tests, tools, benchmarks or CUDA.
+# five programs and libdtr are built: no tests, tools, benchmarks or CUDA.
 start=$(date +%s)
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1" \
@@ -56,7 +57,7 @@ echo "scripts/fuzz.sh: configured and built in $(($(date +%s) - start)) s"
 
 # Inputs of up to this many bytes (libFuzzer's default is 4096, or the corpus's largest): above the 2048-byte
 # bound on messages (fuzz/fuzz_check.h), so that a value echoed whole shows.
-declare -A max_len=([trace_reader]=8192 [env_values]=4096 [state_dict]=8192 [idx_reader]=4096)
+declare -A max_len=([trace_reader]=8192 [env_values]=4096 [state_dict]=8192 [idx_reader]=4096 [differential]=4096)
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 failed=()
@@ -69,9 +70,11 @@ for target in "${targets[@]}"; do
   mkdir -p "$found" "$finds" "$(dirname "$log")"
   echo "scripts/fuzz.sh: $target for $seconds s (log: $log)"
   status=0
+  dict=()  # the differential target has none: its bytes are choices, not tokens
+  [[ -f "$root/fuzz/dict/$target.dict" ]] && dict=(-dict="$root/fuzz/dict/$target.dict")
   # shellcheck disable=SC2086  # DTR_FUZZ_FLAGS is a list of flags
   "$program" -max_total_time="$seconds" -max_len="${max_len[$target]}" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -dict="$root/fuzz/dict/$target.dict" -artifact_prefix="$finds/" ${DTR_FUZZ_FLAGS:-} \
+    -print_final_stats=1 "${dict[@]}" -artifact_prefix="$finds/" ${DTR_FUZZ_FLAGS:-} \
     "$found" "$root/fuzz/corpus/$target" >"$log" 2>&1 || status=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
