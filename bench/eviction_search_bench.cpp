@@ -201,6 +201,15 @@ Result run(const std::string& heuristic_name, std::size_t candidates, bool use_i
     } else if (forecast_index) {
       victim = static_cast<Node*>(forecast_index->choose(clocks()));
     } else {
+      if (heuristic->reads_memory()) {
+        // The memory is full: the budget leaves the candidates exactly their bytes (as the runtime's decision,
+        // a pass over them).
+        double available = 0;
+        for (const Node* n : resident) available += static_cast<double>(n->size);
+        heuristic->begin_decision(available, [&](dtr::heuristics::NeighbourVisitor visit) {
+          for (Node* n : resident) visit(*n);
+        });
+      }
       double best = 0;
       bool best_last_resort = true;
       for (Node* n : resident) {

@@ -6,10 +6,14 @@
 #include <cstdint>
 
 #include "heuristics/dtr_eq.h"
+#include "heuristics/reversal.h"
 #include "heuristics/walking.h"
 
 namespace dtr::heuristics {
 namespace {
+
+// The most storages forecast+reversal's region search visits; a larger region is scored as `forecast` scores.
+constexpr std::size_t kRegionLimit = 1024;
 
 // h_forecast = (c0 + Σ c0 over e*(t)) / (m·d), d the program ops until the storage is next needed.
 // e*(t) is h_DTR's: the evicted ancestors and descendants the bounded walks reach (heuristics/walking.h),
@@ -42,18 +46,33 @@ namespace {
 // floored (an eviction among its dependents can leave it lower than the classes' floor).
 // docs/results/heuristics.md: the authors' logs, the random DAGs and a generated RNN fitted 0.01-0.26 of
 // their peak lower; the zoo's first steps much as before.
+//
+// forecast+reversal (`reversal` true): where the program made the storage before and a use is forecast, and the
+// evicted region evicting it would join (heuristics/reversal.h) fits, with room for the op that reads it, in
+// the memory free when that use comes (nothing resident now evicted meanwhile), its a is its own cost plus that
+// of the ancestors in the region nothing else needs: the region is remade once then, for its own uses, and
+// stays until they come, so evicting the storage adds its own recomputation only. Otherwise a is `forecast`'s.
+// On a chain this is Revolve's one-sweep reversal: each run between checkpoints no longer than the memory free
+// when the backward reaches it. The free memory moves with every storage's next use, so no index keeps these
+// scores: the runtime scans (docs/heuristics.md).
 class ForecastHeuristic final : public Heuristic {
  public:
-  ForecastHeuristic() : classes_(make_dtr_eq_classes()), walks_(make_dtr_neighbourhood()) {}
-  std::string name() const override { return "forecast"; }
+  explicit ForecastHeuristic(bool reversal)
+      : classes_(make_dtr_eq_classes()), walks_(make_dtr_neighbourhood()), reversal_(reversal) {}
+  std::string name() const override { return reversal_ ? "forecast+reversal" : "forecast"; }
   bool indexable() const override { return false; }
-  bool forecast_indexable() const override { return true; }
+  bool forecast_indexable() const override { return !reversal_; }
   bool reads_forecasts() const override { return true; }
+  bool reads_memory() const override { return reversal_; }
   bool scores_walk_lineage() const override { return true; }
 
   ScoreKey key(StorageView& s) override { return {cost_per_byte(s), stale_base(s)}; }
   double score(StorageView& s, std::uint64_t /*now*/) override {
-    return cost_per_byte(s) / (std::max(s.forecast_distance(), 1.0) + first_step_prior(s));
+    const double a = reversal_ ? reversal_cost_per_byte(s) : cost_per_byte(s);
+    return a / (std::max(s.forecast_distance(), 1.0) + first_step_prior(s));
+  }
+  void begin_decision(double available_bytes, FunctionRef<void(NeighbourVisitor)> candidates) override {
+    memory_.reset(available_bytes, candidates);
   }
   bool last_resort(StorageView& s) override { return !s.released() && s.forecast_unread(); }
   ForecastKey forecast_key(StorageView& s) override {
@@ -121,6 +140,18 @@ class ForecastHeuristic final : public Heuristic {
     return class_cost ? classes_->key(s).a : (s.cost() + reach.cost) / bytes_of(s);
   }
 
+  // forecast+reversal's a (above): the storage's own cost, and its region's unneeded ancestors', where the
+  // region fits beside room for the reading op (its output and one more operand of the storage's size) in the
+  // memory free at its next forecast use; cost_per_byte's elsewhere.
+  double reversal_cost_per_byte(StorageView& s) {
+    const auto deadline = s.made_before() ? s.forecast_deadline() : std::nullopt;
+    if (!deadline) return cost_per_byte(s);
+    const EvictedRegion region = region_(s);
+    const double room = memory_.free_at(*deadline) - 2.0 * bytes_of(s);
+    if (!region.complete || region.bytes > room) return cost_per_byte(s);
+    return (s.cost() + region.unneeded_cost) / bytes_of(s);
+  }
+
   // The ops added to the staleness of a storage nothing made before forecasts, once the program has read it: a
   // quarter of the ops run under the budget by its last use (an integer, so that index and scan agree exactly).
   static double first_step_prior(const StorageView& s) {
@@ -169,12 +200,16 @@ class ForecastHeuristic final : public Heuristic {
 
   std::unique_ptr<EvictedClasses> classes_;
   std::unique_ptr<EvictedNeighbourhood> walks_;
+  const bool reversal_;
+  MemoryAtDeadline memory_;
+  EvictedRegionSearch region_{kRegionLimit};
   Relay relay_;
   ClassesRelay classes_relay_;
 };
 
 }  // namespace
 
-std::unique_ptr<Heuristic> make_forecast_heuristic() { return std::make_unique<ForecastHeuristic>(); }
+std::unique_ptr<Heuristic> make_forecast_heuristic() { return std::make_unique<ForecastHeuristic>(false); }
+std::unique_ptr<Heuristic> make_forecast_reversal_heuristic() { return std::make_unique<ForecastHeuristic>(true); }
 
 }  // namespace dtr::heuristics

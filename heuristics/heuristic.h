@@ -79,6 +79,14 @@ class Heuristic {
   virtual bool scores_walk_lineage() const { return false; }
   // Whether scores read StorageView::forecast_distance(): the runtime then keeps forecasts (runtime/forecast.h).
   virtual bool reads_forecasts() const { return false; }
+  // Whether scores read the memory the budget leaves when each storage is next needed (begin_decision): the
+  // runtime then scans, as for a heuristic that is not indexable().
+  virtual bool reads_memory() const { return false; }
+  // Before each decision of a reads_memory() heuristic (a scan's or a window's): the bytes the budget leaves to
+  // the candidates (the budget less what none of them holds: constants, and under a device budget the reserved
+  // bytes no storage holds), and a way to visit the candidates (the resident storages the runtime may evict,
+  // pinned ones included), valid during the call only.
+  virtual void begin_decision(double /*available_bytes*/, FunctionRef<void(NeighbourVisitor)> /*candidates*/) {}
   // Whether, under a device budget, the runtime evicts the cheapest contiguous window of blocks that covers
   // the pending allocation (heuristics/window.h) instead of one storage at a time. A block's cost in a window
   // is window_cost(); elsewhere (bytes budgets, requests no window covers) the scores decide as usual.
@@ -143,7 +151,8 @@ inline constexpr std::size_t kWalkCount = 256;
 // The seed of "random" (a seeded heuristic is reproducible; "random:SEED" picks another).
 inline constexpr std::uint64_t kDefaultRandomSeed = 0x5eed;
 
-// The accepted names: dtr, dtr-eq, dtr-local, lru, size, msps, random, window, dtr-eq+window, forecast.
+// The accepted names: dtr, dtr-eq, dtr-local, lru, size, msps, random, window, dtr-eq+window, forecast,
+// forecast+reversal.
 std::vector<std::string> heuristic_names();
 
 // By name (design section 5; lowest score evicted first):
@@ -155,9 +164,11 @@ std::vector<std::string> heuristic_names();
 //   forecast   dtr-eq's cost over m·d, d the program ops until the storage's forecast next use (the uses of
 //              the storage the program made the same way last: StorageView::forecast_distance), its staleness
 //              where nothing is forecast; kept in the forecast index (heuristics/forecast_index.h)
+//   forecast+reversal  forecast, but a storage the program made before whose evicted region fits the memory
+//              free at its next use costs its own c0 (and its region's unneeded ancestors'); scanned
 //   window     fragmentation-aware (Coop): under a device budget, the contiguous window of free and evictable
 //              blocks covering the request with the least summed c0/s; otherwise dtr-local
-//   H+window   the same windows with H's costs (score times bytes), for H in dtr, dtr-eq, dtr-local, msps
+//   H+window   the same windows with H's costs (score times bytes), for any H above but window
 // where c0 is the storage's own recompute cost, m its bytes and s its staleness (clock - last access + 1).
 // Throws dtr::ConfigError naming `variable` and the accepted names otherwise.
 std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable = "DTR_HEURISTIC");

@@ -62,10 +62,14 @@ class DelegatingHeuristic : public Heuristic {
   bool timeless() const override { return base_->timeless(); }
   bool scores_walk_lineage() const override { return base_->scores_walk_lineage(); }
   bool reads_forecasts() const override { return base_->reads_forecasts(); }
+  bool reads_memory() const override { return base_->reads_memory(); }
   bool fragmentation_aware() const override { return base_->fragmentation_aware(); }
   ScoreKey key(StorageView& s) override { return base_->key(s); }
   double score(StorageView& s, std::uint64_t now) override { return base_->score(s, now); }
   bool last_resort(StorageView& s) override { return base_->last_resort(s); }
+  void begin_decision(double available_bytes, FunctionRef<void(NeighbourVisitor)> candidates) override {
+    base_->begin_decision(available_bytes, candidates);
+  }
   void on_evict(StorageView& s) override { base_->on_evict(s); }
   void on_rematerialize(StorageView& s) override { base_->on_rematerialize(s); }
   void on_destroy(StorageView& s) override { base_->on_destroy(s); }
@@ -105,6 +109,7 @@ std::unique_ptr<Heuristic> make_plain_heuristic(std::string_view name) {
   if (name == "size") return std::make_unique<SizeHeuristic>();
   if (name == "msps") return make_msps_heuristic();
   if (name == "forecast") return make_forecast_heuristic();
+  if (name == "forecast+reversal") return make_forecast_reversal_heuristic();
   if (name == "random") return std::make_unique<RandomHeuristic>(kDefaultRandomSeed);
   if (name.starts_with("random:")) {
     const std::string_view digits = name.substr(7);
@@ -120,7 +125,8 @@ std::unique_ptr<Heuristic> make_plain_heuristic(std::string_view name) {
 }  // namespace
 
 std::vector<std::string> heuristic_names() {
-  return {"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random", "window", "dtr-eq+window", "forecast"};
+  return {"dtr",           "dtr-eq",   "dtr-local",        "lru", "size", "msps", "random", "window",
+          "dtr-eq+window", "forecast", "forecast+reversal"};
 }
 
 std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_view variable) {
@@ -136,7 +142,7 @@ std::unique_ptr<Heuristic> make_heuristic(std::string_view name, std::string_vie
   }
   DTR_CHECK(heuristic != nullptr, ConfigError, variable, "=\"", shown_value(name),
             "\" is not a heuristic; expected dtr, dtr-eq, dtr-local, lru, size, msps, random, random:SEED, forecast, "
-            "window, or any of these but window followed by +window (dtr-eq+window)");
+            "forecast+reversal, window, or any of these but window followed by +window (dtr-eq+window)");
   return heuristic;
 }
 

@@ -209,6 +209,7 @@ std::size_t Runtime::Impl::evict_window(const ReclaimRequest& request) {
   const std::uint64_t clock = now();
   window_blocks.clear();
   window_owners.clear();
+  if (heuristic->reads_memory()) begin_memory_decision();
   allocator->for_each_block(request.pool, [&](const BlockInfo& block, bool segment_start) {
     WindowBlock w;
     w.bytes = block.size;
@@ -257,6 +258,25 @@ std::size_t Runtime::Impl::size_floor_bytes() const {
   return floor <= largest ? floor : 0;  // every candidate below the floor: all of them count
 }
 
+// Tells a heuristic that reads memory (Heuristic::reads_memory) what the budget leaves to the candidates: the
+// budget less the resident bytes no candidate holds, and under a device budget less the reserved bytes no
+// storage holds (what fragmentation keeps from them now).
+void Runtime::Impl::begin_memory_decision() {
+  double available = std::numeric_limits<double>::infinity();
+  if (config.memory_budget) {
+    std::uint64_t candidates = 0;
+    for (const Storage* s : recomputable) candidates += s->nbytes;
+    available = static_cast<double>(*config.memory_budget) - static_cast<double>(resident_bytes - candidates);
+    if (config.budget_mode == BudgetMode::device && allocator) {
+      const std::uint64_t reserved = allocator->stats().reserved_bytes.current;
+      if (reserved > resident_bytes) available -= static_cast<double>(reserved - resident_bytes);
+    }
+  }
+  heuristic->begin_decision(available, [this](heuristics::NeighbourVisitor visit) {
+    for (Storage* s : recomputable) visit(*s);
+  });
+}
+
 // Evicts the resident, unpinned storage with the lowest score; returns its bytes (0: nothing could go).
 std::size_t Runtime::Impl::evict_one() {
   const std::uint64_t search_start = detail::steady_ns();
@@ -266,6 +286,7 @@ std::size_t Runtime::Impl::evict_one() {
     victim = static_cast<Storage*>(index->choose(index_clocks(clock)));  // the index holds only this runtime's storages
   } else {
     const std::size_t floor = size_floor_bytes();
+    if (heuristic->reads_memory()) begin_memory_decision();
     double best = std::numeric_limits<double>::infinity();
     bool best_last_resort = true;
     for (Storage* s : recomputable) {

@@ -253,6 +253,7 @@ struct Runtime::Impl final : Reclaimer {
   std::size_t evict_window(const ReclaimRequest& request);
   std::size_t evict_one();
   std::size_t size_floor_bytes() const;
+  void begin_memory_decision();
   // The error for `bytes` that would not fit: what is resident, pinned and constant, under `budget` (by default
   // the current one).
   OutOfMemory out_of_memory(std::size_t bytes, const OutOfMemory* cause,

@@ -273,7 +273,7 @@ TEST(RandomHeuristic, IsReproducibleForASeed) {
 TEST(Heuristics, EveryNameBuildsAndUnknownNamesAreConfigErrors) {
   EXPECT_EQ(heuristics::heuristic_names(),
             (std::vector<std::string>{"dtr", "dtr-eq", "dtr-local", "lru", "size", "msps", "random", "window",
-                                      "dtr-eq+window", "forecast"}));
+                                      "dtr-eq+window", "forecast", "forecast+reversal"}));
   for (const std::string& name : heuristics::heuristic_names()) {
     EXPECT_EQ(heuristics::make_heuristic(name)->name(), name);
   }
@@ -303,7 +303,8 @@ namespace {
 TEST(HeuristicNames, ExactlyTheWalkingHeuristicsSayTheirScoresWalkTheLineage) {
   for (const std::string& name : heuristics::heuristic_names()) {
     const bool walks =
-        name == "dtr" || name == "msps" || name == "dtr-eq" || name == "dtr-eq+window" || name == "forecast";
+        name == "dtr" || name == "msps" || name == "dtr-eq" || name == "dtr-eq+window" || name == "forecast" ||
+                       name == "forecast+reversal";
     EXPECT_EQ(heuristics::make_heuristic(name)->scores_walk_lineage(), walks) << name;
   }
   EXPECT_TRUE(heuristics::make_heuristic("dtr+window")->scores_walk_lineage());

@@ -114,5 +114,46 @@ TEST(RuntimeChain, ForecastRecomputesLessOnceAPassHasBeenSeen) {
               revolve_recomputations(400, 10 - 3));
 }
 
+// forecast+reversal charges a storage its own recomputation where the evicted run it would join fits the memory
+// free when the backward comes back for it (heuristics/forecast.cpp): from the second pass on, the chain's runs
+// are re-swept once each where they fit, nearer Revolve than forecast's sum over the run.
+// docs/results/heuristics.md has the tables (dtr-bench-heuristic-quality --heuristic forecast+reversal).
+TEST(RuntimeChain, ForecastReversalReversesTheChainNearerRevolve) {
+  for (const std::uint64_t budget : {20, 30, 40}) {
+    const std::vector<std::uint64_t> forecast = recomputations_per_pass(400, budget, "forecast", 3);
+    const std::vector<std::uint64_t> reversal = recomputations_per_pass(400, budget, "forecast+reversal", 3);
+    EXPECT_EQ(reversal[0], forecast[0]) << budget << " tensors: the first pass has nothing forecast";
+    EXPECT_LT(reversal[1], forecast[1]) << budget << " tensors";
+    EXPECT_EQ(reversal[2], reversal[1]) << budget << " tensors";
+    EXPECT_GE(static_cast<double>(reversal[1]), revolve_recomputations(400, static_cast<int>(budget) - 3));
+    std::printf("chain n=400 budget %llu tensors, recomputations per pass: forecast %llu %llu %llu, "
+                "forecast+reversal %llu %llu %llu; Revolve %.0f\n",
+                static_cast<unsigned long long>(budget), static_cast<unsigned long long>(forecast[0]),
+                static_cast<unsigned long long>(forecast[1]), static_cast<unsigned long long>(forecast[2]),
+                static_cast<unsigned long long>(reversal[0]), static_cast<unsigned long long>(reversal[1]),
+                static_cast<unsigned long long>(reversal[2]), revolve_recomputations(400, static_cast<int>(budget) - 3));
+  }
+}
+
+// Behind the fragmentation-aware windows, under a device budget, the windows' decisions also read the memory
+// (Runtime::Impl::evict_window calls begin_decision): the chain stays exact and recomputes less than under
+// forecast+window (344 against 348; without the call, as much).
+TEST(RuntimeChain, ForecastReversalBehindWindowsUnderADeviceBudgetIsExact) {
+  std::vector<std::uint64_t> remats;
+  for (const char* heuristic : {"forecast+window", "forecast+reversal+window"}) {
+    Runtime rt(deterministic_config(30 * kElements * sizeof(float), BudgetMode::device, heuristic));
+    for (int pass = 0; pass < 2; ++pass) {
+      const Tensor g = chain_pass(rt, 200, [] {});
+      EXPECT_EQ(g.to_host_as<float>().at(0), 201.0f) << heuristic << ", pass " << pass;
+    }
+    EXPECT_GT(rt.stats().evictions, 0u) << heuristic;
+    remats.push_back(rt.stats().rematerializations);
+  }
+  EXPECT_LT(remats[1], remats[0]);
+  std::printf("chain n=200, device budget 30 tensors, two passes: forecast+window %llu recomputations, "
+              "forecast+reversal+window %llu\n",
+              static_cast<unsigned long long>(remats[0]), static_cast<unsigned long long>(remats[1]));
+}
+
 }  // namespace
 }  // namespace dtr::test

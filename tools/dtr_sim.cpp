@@ -262,15 +262,15 @@ int main(int argc, char** argv) {
     const std::optional<double> thrash_limit = dtr::parse_thrash_limit(thrash_text, "--thrash-limit");
     const dtr::EvictionSearch search = dtr::parse_search(search_text, "--search");
     const dtr::RecomputeOrder order = dtr::parse_recompute_order(order_text, "--recompute-order");
-    // 'all' is the DTR paper's set (every named heuristic but the fragmentation-aware ones and ours, forecast),
-    // beside any other
-    // named; a heuristic named twice runs once.
+    // 'all' is the DTR paper's set (every named heuristic but the fragmentation-aware ones and ours, forecast and
+    // forecast+reversal), beside any other named; a heuristic named twice runs once.
     std::vector<std::string> chosen;
     for (const std::string& h : heuristics) {
       std::vector<std::string> names{h};
       if (h == "all") {
         names = dtr::heuristic_names();
-        std::erase_if(names, [](const std::string& n) { return dtr::fragmentation_aware(n) || n == "forecast"; });
+        std::erase_if(names,
+                      [](const std::string& n) { return dtr::fragmentation_aware(n) || n.starts_with("forecast"); });
       }
       for (std::string& n : names) {
         if (std::find(chosen.begin(), chosen.end(), n) == chosen.end()) chosen.push_back(std::move(n));

@@ -52,7 +52,7 @@ struct Config {
   std::optional<std::uint32_t> timed_runs = 3;
   BudgetMode budget_mode = BudgetMode::device; // DTR_BUDGET_MODE: device, bytes
   InplaceMode inplace = InplaceMode::copy_on_write;  // DTR_INPLACE: copy-on-write, pin-dependents
-  EvictionSearch search = EvictionSearch::index;     // DTR_SEARCH: index, scan (random always scans)
+  EvictionSearch search = EvictionSearch::index;     // DTR_SEARCH: index, scan (random, forecast+reversal scan)
   RecomputeOrder recompute_order = RecomputeOrder::stable_last;  // DTR_RECOMPUTE_ORDER: stable-last, inputs
   // DTR_SIZE_FLOOR: ignore candidates smaller than this fraction of the mean candidate size (unless every one
   // is), as the DTR prototype did to shorten its scans; 0 (the default) considers every candidate. Choosing

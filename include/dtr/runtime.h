@@ -54,7 +54,7 @@ struct RuntimeFootprint {
                                         // it will be told of then
   std::uint64_t forecast_records = 0;   // signatures whose last uses the forecast heuristic keeps (at most 2^20)
   std::uint64_t indexed_candidates = 0;  // candidates in the eviction index (0 where decisions scan: no budget,
-                                         // DTR_SEARCH=scan, a size floor, random)
+                                         // DTR_SEARCH=scan, a size floor, random, forecast+reversal)
   std::uint64_t segments = 0;           // the caching allocator's segments (0 without one)
 };
 
