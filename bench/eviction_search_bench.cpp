@@ -215,6 +215,8 @@ Result run(const std::string& heuristic_name, std::size_t candidates, bool use_i
       for (Node* n : resident) {
         const bool last_resort = heuristic->last_resort(*n);
         if (victim != nullptr && last_resort && !best_last_resort) continue;
+        // As the runtime's scan: a candidate whose floor is above the best found cannot be chosen.
+        if (victim != nullptr && last_resort == best_last_resort && heuristic->score_floor(*n, now) > best) continue;
         const double score = heuristic->score(*n, now);
         if (victim == nullptr || (best_last_resort && !last_resort) || score < best) {
           victim = n;

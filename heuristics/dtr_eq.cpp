@@ -134,7 +134,10 @@ class DtrEqHeuristic final : public EvictedClasses {
   }
 
   ScoreKey key(StorageView& s) override {
-    const double neighbourhood = member(s) || s.evicted() ? walked_neighbourhood(s) : s.heuristic_sum;
+    // The kept sum, added to and taken from as classes change, can round below 0 where it should be 0: a score
+    // is never below the storage's own cost (Heuristic::score_floor rests on it).
+    const double neighbourhood =
+        member(s) || s.evicted() ? walked_neighbourhood(s) : std::max(s.heuristic_sum, 0.0);
     return {(s.cost() + neighbourhood) / bytes_of(s), stale_base(s)};
   }
 

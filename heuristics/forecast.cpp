@@ -71,6 +71,11 @@ class ForecastHeuristic final : public Heuristic {
     const double a = reversal_ ? reversal_cost_per_byte(s) : cost_per_byte(s);
     return a / (std::max(s.forecast_distance(), 1.0) + first_step_prior(s));
   }
+  // Every a but a released storage's is c0/m plus a sum of costs: its own cost over the same d bounds it.
+  double score_floor(StorageView& s, std::uint64_t /*now*/) override {
+    if (s.released()) return 0.0;
+    return s.cost() / bytes_of(s) / (std::max(s.forecast_distance(), 1.0) + first_step_prior(s));
+  }
   void begin_decision(double available_bytes, FunctionRef<void(NeighbourVisitor)> candidates) override {
     memory_.reset(available_bytes, candidates);
   }

@@ -115,6 +115,9 @@ class Heuristic {
     const ScoreKey k = key(storage);
     return timeless() ? k.a : k.a / std::max(static_cast<double>(now) - k.b, 1.0);
   }
+  // A bound no higher than score(storage, now), cheaper to compute: a scan passes over a candidate whose floor
+  // is above the best score it has found (the choice stays exact). The default, 0, never passes over one.
+  virtual double score_floor(StorageView& /*storage*/, std::uint64_t /*now*/) { return 0.0; }
 
   // Lineage events, for heuristics that keep state about evicted storages. The runtime calls on_evict after
   // the storage left memory, on_rematerialize after it is back, on_destroy before its buffer (if any) goes.

@@ -66,6 +66,7 @@ class DelegatingHeuristic : public Heuristic {
   bool fragmentation_aware() const override { return base_->fragmentation_aware(); }
   ScoreKey key(StorageView& s) override { return base_->key(s); }
   double score(StorageView& s, std::uint64_t now) override { return base_->score(s, now); }
+  double score_floor(StorageView& s, std::uint64_t now) override { return base_->score_floor(s, now); }
   bool last_resort(StorageView& s) override { return base_->last_resort(s); }
   void begin_decision(double available_bytes, FunctionRef<void(NeighbourVisitor)> candidates) override {
     base_->begin_decision(available_bytes, candidates);

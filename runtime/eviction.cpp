@@ -293,6 +293,7 @@ std::size_t Runtime::Impl::evict_one() {
       if (s->pins > 0 || s->nbytes < floor) continue;
       const bool last_resort = heuristic->last_resort(*s);
       if (victim != nullptr && last_resort && !best_last_resort) continue;
+      if (victim != nullptr && last_resort == best_last_resort && heuristic->score_floor(*s, clock) > best) continue;
       const double score = heuristic->score(*s, clock);
       if (victim == nullptr || (best_last_resort && !last_resort) || score < best ||
           (score == best && s->candidate_since > victim->candidate_since)) {

@@ -203,6 +203,8 @@ class ForecastLineage {
       ASSERT_EQ(index_->score(*c, clocks()), fresh)
           << "a stale score at step " << step << std::setprecision(17) << " index " << index_->score(*c, clocks());
       ASSERT_EQ(index_->last_resort(*c), heuristic_->last_resort(*c)) << "a stale tier at step " << step;
+      // A scan passes over a candidate whose floor is above its best score: the floor must never exceed it.
+      ASSERT_LE(heuristic_->score_floor(*c, ops_), fresh) << "a floor above the score at step " << step;
     }
   }
 

@@ -155,6 +155,31 @@ TEST(ForecastReversal, ChargesItsOwnCostWhereTheRegionFitsTheMemoryFreeAtTheNext
   EXPECT_EQ(reversal.score_s(), forecast.score_s());
 }
 
+// The scan passes over a candidate whose floor, its own cost over its distance, is above the best score found
+// (runtime/eviction.cpp); the floor never exceeds the score, region fitting or not, and is 0 where the
+// program released the storage (forecast may score it 0). tests/forecast_index_test.cpp checks forecast's on
+// random lineage.
+TEST(ForecastReversal, TheScoreFloorIsTheOwnCostOverTheDistanceAndNeverAboveTheScore) {
+  ScoredLineage reversal("forecast+reversal");
+  const double own = 2.0 / 4 / (20 - 10);
+  for (const double available : {38.0, 37.0}) {
+    reversal.begin_decision(available);
+    EXPECT_DOUBLE_EQ(reversal.h->score_floor(reversal.l.s, 0), own);
+    EXPECT_LE(reversal.h->score_floor(reversal.l.s, 0), reversal.score_s());
+  }
+  reversal.l.e0.c0 = 0;  // the region's unneeded ancestors cost nothing
+  reversal.l.e1.c0 = 0;
+  reversal.begin_decision(38);
+  EXPECT_DOUBLE_EQ(reversal.score_s(), own);  // nothing to remake but s: the score is the floor
+  EXPECT_DOUBLE_EQ(reversal.h->score_floor(reversal.l.s, 0), own);
+  reversal.l.s.is_released = true;
+  reversal.h->on_release(reversal.l.s);
+  EXPECT_EQ(reversal.h->score_floor(reversal.l.s, 0), 0.0);
+  EXPECT_LE(reversal.h->score_floor(reversal.l.s, 0), reversal.score_s());
+  // Heuristics without a floor never pass over a candidate.
+  EXPECT_EQ(heuristics::make_heuristic("dtr-eq")->score_floor(reversal.l.s, 0), 0.0);
+}
+
 TEST(ForecastReversal, WithoutADecisionsMemoryScoresAsForecast) {
   ScoredLineage reversal("forecast+reversal");
   ScoredLineage forecast("forecast");
