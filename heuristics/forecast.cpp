@@ -69,12 +69,12 @@ class ForecastHeuristic final : public Heuristic {
   ScoreKey key(StorageView& s) override { return {cost_per_byte(s), stale_base(s)}; }
   double score(StorageView& s, std::uint64_t /*now*/) override {
     const double a = reversal_ ? reversal_cost_per_byte(s) : cost_per_byte(s);
-    return a / (std::max(s.forecast_distance(), 1.0) + first_step_prior(s));
+    return a / distance(s);
   }
   // Every a but a released storage's is c0/m plus a sum of costs: its own cost over the same d bounds it.
   double score_floor(StorageView& s, std::uint64_t /*now*/) override {
     if (s.released()) return 0.0;
-    return s.cost() / bytes_of(s) / (std::max(s.forecast_distance(), 1.0) + first_step_prior(s));
+    return s.cost() / bytes_of(s) / distance(s);
   }
   void begin_decision(double available_bytes, FunctionRef<void(NeighbourVisitor)> candidates) override {
     memory_.reset(available_bytes, candidates);
@@ -156,6 +156,10 @@ class ForecastHeuristic final : public Heuristic {
     if (!region.complete || region.bytes > room) return cost_per_byte(s);
     return (s.cost() + region.unneeded_cost) / bytes_of(s);
   }
+
+  // The score's denominator: the program ops until the forecast use (at least 1), or the staleness with the
+  // first step's prior; score and score_floor divide by the same value.
+  static double distance(StorageView& s) { return std::max(s.forecast_distance(), 1.0) + first_step_prior(s); }
 
   // The ops added to the staleness of a storage nothing made before forecasts, once the program has read it: a
   // quarter of the ops run under the budget by its last use (an integer, so that index and scan agree exactly).
