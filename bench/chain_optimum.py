@@ -164,10 +164,9 @@ def lstm_chain(path):
         raise TraceError(f"{path}: {len(losses)} training steps (expected a trace of at least 3: "
                          "dtr-train --model lstm --steps 3 --trace FILE)")
     steps = [calls[losses[k - 1] + 1:losses[k] + 1] for k in range(2, len(losses))]
-    count = {c["NAME"] for c in steps[0]}
-    if "lstm_cell" not in count:
-        raise TraceError(f"{path}: no lstm_cell op (expected a trace of dtr-train --model lstm)")
     cells = [c for c in steps[0] if c["NAME"] == "lstm_cell"]
+    if not cells:
+        raise TraceError(f"{path}: no lstm_cell op (expected a trace of dtr-train --model lstm)")
     gates = [c for c in steps[0] if c["NAME"] == "linear_add"]
     inputs = [c for c in steps[0] if c["NAME"] == "slice"]
     if len(gates) != len(cells) or len(inputs) != len(cells):
@@ -176,11 +175,9 @@ def lstm_chain(path):
     time_steps = len(cells)
     forward, total = [], []
     for step in steps:
-        times = {}
-        for c in step:
-            times[c["NAME"]] = times.get(c["NAME"], 0) + int(c["TIME"])
-        total.append(sum(times.values()))
-        forward.append(sum(times.get(name, 0) for name in ("slice", "linear", "linear_add", "lstm_cell")) / time_steps)
+        total.append(sum(int(c["TIME"]) for c in step))
+        forward.append(sum(int(c["TIME"]) for c in step if c["NAME"] in ("slice", "linear", "linear_add", "lstm_cell"))
+                       / time_steps)
     gate_bytes = sizes[gates[0]["RESULT"][0]]
     state_bytes = sum(sizes[r] for r in cells[0]["RESULT"])
     input_bytes = sizes[inputs[0]["RESULT"][0]]
