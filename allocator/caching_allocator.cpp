@@ -125,7 +125,7 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
       if (compacted) throw s.out_of_memory(r, State::Cause::no_progress, name());
     }
     compacted = true;
-    if (!s.compact(r, *reclaimer)) {
+    if (!s.compact_last_resort(r, *reclaimer)) {
       std::lock_guard lock(s.mutex);
       throw s.out_of_memory(r, State::Cause::no_progress, name());
     }

@@ -378,17 +378,25 @@ struct CachingAllocator::State {
   // Moves movable blocks out of the way of `r` (CachingAllocatorOptions::compaction) through `reclaimer`.
   // Unlike the other members, called without `mutex` held: it takes it itself, and releases it while the
   // reclaimer copies. Whether anything moved.
-  bool compact(const Request& r, Reclaimer& reclaimer, std::uint64_t max_moved = std::numeric_limits<std::uint64_t>::max());
+  // `reserve`: a block with no free block outside the clearing to go to may take a new segment under the
+  // budget (the last resort's call; a clearing that releases segments never reserves).
+  bool compact(const Request& r, Reclaimer& reclaimer, std::uint64_t max_moved = std::numeric_limits<std::uint64_t>::max(),
+               bool reserve = false);
+  // Once the Reclaimer frees nothing more: any bytes may move, into new segments where nothing reserved holds them.
+  bool compact_last_resort(const Request& r, Reclaimer& reclaimer) {
+    return compact(r, reclaimer, std::numeric_limits<std::uint64_t>::max(), /*reserve=*/true);
+  }
   // Where compact() could open room for `r`, cheapest (fewest bytes to move) first: runs of free and movable
   // blocks in the request's pool that cover it, and, under a budget, segments of movable blocks whose release
   // (one alone, or several together) would let the request's segment fit.
   std::vector<detail::Clearing> clearings(const Request& r, const Reclaimer& reclaimer) const;
   // Takes a destination outside `clearing` for each live block in it, appending the moves; false, with nothing
-  // taken, when they do not all fit.
-  bool take_destinations(const detail::Clearing& clearing, std::vector<detail::Move>& moves);
+  // taken and no segment it reserved left, when they do not all fit.
+  bool take_destinations(const detail::Clearing& clearing, std::vector<detail::Move>& moves, bool reserve);
   // The best-fitting free block of `r`'s pool outside `clearing` and outside empty segments (which stay
-  // releasable), taken for `r`; nullptr when none holds it.
-  Block* take_outside(const Request& r, const detail::Clearing& clearing);
+  // releasable), taken for `r`; failing that, with `reserve`, a block of a new segment under the budget (its
+  // segment appended to `reserved`); nullptr when none holds it.
+  Block* take_outside(const Request& r, const detail::Clearing& clearing, bool reserve, std::vector<Segment*>& reserved);
   // Gives back a block take_outside() took, as if it had never been taken (counters included).
   void untake(Block* block);
 

@@ -21,6 +21,9 @@ struct Clearing {
   };
   SmallVector<Run, 1> runs;  // the blocks of one segment each
   std::uint64_t moved = 0;   // bytes of the live blocks in them
+  // Whole segments to release so that the request's new segment fits: the headroom is the request's, so its
+  // blocks never go to a new segment.
+  bool releases_segments = false;
 
   bool overlaps(std::uintptr_t begin, std::uintptr_t end) const {
     return std::any_of(runs.begin(), runs.end(), [&](const Run& r) { return begin < r.end && r.begin < end; });
@@ -98,12 +101,13 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
     const std::uint64_t needed = least_reservation(r);
     // One segment whose release is enough on its own, or else the fewest bytes moved per byte released.
     for (const Emptiable& e : emptiable) {
-      if (room + e.segment->size >= needed) found.push_back(Clearing{{whole(e)}, e.moved});
+      if (room + e.segment->size >= needed) found.push_back(Clearing{{whole(e)}, e.moved, true});
     }
     std::sort(emptiable.begin(), emptiable.end(), [](const Emptiable& a, const Emptiable& b) {
       return detail::u128{a.moved} * b.segment->size < detail::u128{b.moved} * a.segment->size;
     });
     Clearing several;
+    several.releases_segments = true;
     std::uint64_t released = 0;
     for (const Emptiable& e : emptiable) {
       if (room + released >= needed) break;
@@ -118,7 +122,8 @@ std::vector<Clearing> CachingAllocator::State::clearings(const Request& r, const
   return found;
 }
 
-Block* CachingAllocator::State::take_outside(const Request& r, const Clearing& clearing) {
+Block* CachingAllocator::State::take_outside(const Request& r, const Clearing& clearing, bool reserve,
+                                             std::vector<Segment*>& reserved) {
   FreeSet& set = free_blocks[detail::index_of(r.pool)];
   for (auto it = best_fit(r, r.pool); it != set.end(); ++it) {
     Block* free_block = *it;
@@ -129,7 +134,19 @@ Block* CachingAllocator::State::take_outside(const Request& r, const Clearing& c
     enter_live(block, r.bytes);
     return block;
   }
-  return nullptr;
+  // A wide block beside a small hole (a layer's 6 MiB weight in a 20 MiB segment, with 14 MiB free after it
+  // and 13 MiB of headroom, when 16 MiB are asked): nothing reserved has room for it, the budget has.
+  if (!reserve || clearing.releases_segments || in_range(r)) return nullptr;
+  Block* block = reserve_segment(r);
+  if (block == nullptr) return nullptr;
+  reserved.push_back(block->segment);
+  if (should_split(r.pool, block->size - r.rounded)) {
+    Block* rest = block;
+    block = carve_front(rest, r.rounded);
+    insert_free(rest);
+  }
+  enter_live(block, r.bytes);
+  return block;
 }
 
 void CachingAllocator::State::untake(Block* block) {
@@ -139,7 +156,7 @@ void CachingAllocator::State::untake(Block* block) {
   blocks_freed -= 1;  // not progress for the reclaim loop
 }
 
-bool CachingAllocator::State::take_destinations(const Clearing& clearing, std::vector<Move>& moves) {
+bool CachingAllocator::State::take_destinations(const Clearing& clearing, std::vector<Move>& moves, bool reserve) {
   std::vector<Block*> sources;
   for (const Clearing::Run& run : clearing.runs) {
     for (Block* b = segments.at(run.segment)->head; b != nullptr && b->address < run.end; b = b->next) {
@@ -151,12 +168,14 @@ bool CachingAllocator::State::take_destinations(const Clearing& clearing, std::v
     return a->size != b->size ? a->size > b->size : detail::BySizeThenPlace{}(a, b);
   });
   const std::size_t first_move = moves.size();
+  std::vector<detail::Segment*> reserved;
   for (Block* source : sources) {
     const Request r{source->requested, detail::round_up(source->requested, options.rounding), source->segment->pool};
-    Block* destination = take_outside(r, clearing);
+    Block* destination = take_outside(r, clearing, reserve, reserved);
     if (destination == nullptr) {
       for (std::size_t i = first_move; i < moves.size(); ++i) untake(moves[i].to);
       moves.resize(first_move);
+      for (detail::Segment* segment : reserved) release_segment(segment);  // empty again: as if never reserved
       return false;
     }
     destination->owner = source->owner;
@@ -165,14 +184,21 @@ bool CachingAllocator::State::take_destinations(const Clearing& clearing, std::v
   return true;
 }
 
-bool CachingAllocator::State::compact(const Request& r, Reclaimer& reclaimer, std::uint64_t max_moved) {
+bool CachingAllocator::State::compact(const Request& r, Reclaimer& reclaimer, std::uint64_t max_moved, bool reserve) {
   std::vector<Move> moves;
   {
     std::lock_guard lock(mutex);
     bool planned = false;
-    for (const Clearing& clearing : clearings(r, reclaimer)) {
-      if (clearing.moved > max_moved) break;
-      if ((planned = take_destinations(clearing, moves))) break;
+    const std::vector<Clearing> found = clearings(r, reclaimer);
+    // Into what is reserved first: a new segment only where no clearing's blocks fit there, so that a run
+    // whose compaction worked without one makes the same moves.
+    for (const bool into_new : {false, true}) {
+      if (into_new && !reserve) break;
+      for (const Clearing& clearing : found) {
+        if (clearing.moved > max_moved) break;
+        if ((planned = take_destinations(clearing, moves, into_new))) break;
+      }
+      if (planned) break;
     }
     if (!planned) return false;
   }

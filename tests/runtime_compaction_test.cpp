@@ -82,5 +82,32 @@ TEST(RuntimeCompaction, AnOpsPinnedInputsMoveToMakeRoomForItsOutput) {
   EXPECT_EQ(compacted, reference);
 }
 
+// A 2 KiB constant alone in an 8 KiB segment, an 8 KiB constant in a second, and 6 KiB of headroom: an 8 KiB
+// constant finds 6 KiB free in one piece and 6 KiB to reserve, and nothing can be evicted. The last resort
+// moves the small constant into a segment of its own size under the budget and the new one takes the first
+// segment (docs/allocator.md, "Compaction"); every value stays what it was.
+std::vector<float> wide_beside_a_small_one(std::optional<std::uint64_t> budget, std::uint64_t* relocations) {
+  Runtime rt(small_segment_config(budget, "dtr-eq", Compaction::last_resort));
+  const Tensor a = constant(rt, {kFloats}, 1.0F);
+  const Tensor b = constant(rt, {4 * kFloats}, 2.0F);
+  const Tensor wide = constant(rt, {4 * kFloats}, 3.0F);
+  *relocations = rt.stats().relocations;
+  std::vector<float> values;
+  for (const Tensor* t : {&a, &b, &wide}) {
+    const std::vector<float> v = t->to_host();
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  return values;
+}
+
+TEST(RuntimeCompaction, TheLastResortMovesAStorageIntoANewSegmentUnderTheBudget) {
+  std::uint64_t relocations = 0;
+  const std::vector<float> reference = wide_beside_a_small_one(std::nullopt, &relocations);
+  EXPECT_EQ(relocations, 0u);
+  const std::vector<float> compacted = wide_beside_a_small_one(22 * kKiB, &relocations);
+  EXPECT_EQ(relocations, 1u);
+  EXPECT_EQ(compacted, reference);
+}
+
 }  // namespace
 }  // namespace dtr::test

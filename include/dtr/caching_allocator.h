@@ -19,7 +19,8 @@
 // the upstream until a new segment fits the budget, and one is reserved; (3) the Reclaimer is asked for room
 // without the allocator's lock held, then (1)-(2) again, for as long as it makes progress; (4) compaction,
 // once per request (CachingAllocatorOptions::compaction): blocks the Reclaimer says may move are moved out of
-// the way, into free blocks elsewhere, so that the request's block or its new segment fits; (5)
+// the way, into free blocks elsewhere (in the last resort, where none takes them, into new segments under the
+// budget), so that the request's block or its new segment fits; (5)
 // dtr::OutOfMemory. With Compaction::first, (3) is preceded by a compaction that moves at most the request's
 // bytes, once per request.
 //
@@ -111,8 +112,9 @@ struct CachingAllocatorOptions {
   std::size_t page_bytes = 0;
   // Compaction (DTR_COMPACTION): move the fewest bytes of movable blocks (Reclaimer::movable) that open a free
   // run for the request in its pool, or empty segments whose release makes room for the request's new segment.
-  // Moves go into free blocks of the same pool outside that run or those segments, never into new segments.
-  // Classic segments only. `first` tries it before the Reclaimer too (moving at most the request's bytes): not
+  // Moves go into free blocks of the same pool outside that run or those segments; only in the last resort,
+  // where no clearing's blocks fit there, a run's blocks may take new segments under the budget (never those
+  // of segments to release, whose headroom is the request's). Classic segments only. `first` tries it before the Reclaimer too (moving at most the request's bytes): not
   // the default, since it recomputed more on ResNet-32 at 30% of its peak (docs/results/compaction.md).
   Compaction compaction = Compaction::last_resort;
 };
