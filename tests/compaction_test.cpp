@@ -326,75 +326,69 @@ struct WideBlocks {
 
 TEST(Compaction, TheLastResortMovesABlockIntoANewSegmentWhereTheBudgetHasRoom) {
   Host h(budget_of(50 * MiB));
-  CachingAllocator& alloc = h.alloc;
-  MovingReclaimer& reclaimer = h.reclaimer;
-  WideBlocks layout(reclaimer);
-  const void* small_was = reclaimer.objects[layout.small].ptr;
-  ASSERT_EQ(alloc.stats().reserved_bytes.current, 36 * MiB);
+  WideBlocks layout(h.reclaimer);
+  const void* small_was = h.reclaimer.objects[layout.small].ptr;
+  ASSERT_EQ(h.alloc.stats().reserved_bytes.current, 36 * MiB);
 
-  void* p = alloc.allocate(16 * MiB);
+  void* p = h.alloc.allocate(16 * MiB);
 
-  EXPECT_EQ(reclaimer.moves, 1);
-  EXPECT_NE(reclaimer.objects[layout.small].ptr, small_was);
+  EXPECT_EQ(h.reclaimer.moves, 1);
+  EXPECT_NE(h.reclaimer.objects[layout.small].ptr, small_was);
   EXPECT_EQ(p, small_was);  // the run the move opened
   h.expect_intact();
-  const AllocatorStats s = alloc.stats();
+  const AllocatorStats s = h.alloc.stats();
   EXPECT_EQ(s.reserved_bytes.current, 42 * MiB);
   EXPECT_LE(s.reserved_bytes.peak, 50 * MiB);
   EXPECT_EQ(s.segments.current, 3u);
   EXPECT_EQ(s.num_compactions, 1u);
-  alloc.free(p);
+  h.alloc.free(p);
 }
 
 // Compaction::first's move, before the Reclaimer, takes only what is reserved: here the Reclaimer evicts
 // first, and the last resort then moves the one block left into a new segment.
 TEST(Compaction, OnlyTheLastResortReservesForTheBlocksItMoves) {
   Host h(budget_of(50 * MiB, Compaction::first));
-  CachingAllocator& alloc = h.alloc;
-  MovingReclaimer& reclaimer = h.reclaimer;
-  const OwnerTag small = reclaimer.make(6 * MiB);
-  const OwnerTag middle = reclaimer.make(8 * MiB);  // the same 20 MiB segment: 6 MiB free after it
-  reclaimer.make(16 * MiB);
-  ASSERT_EQ(alloc.stats().reserved_bytes.current, 36 * MiB);
-  reclaimer.evictable = {middle};
+  const OwnerTag small = h.reclaimer.make(6 * MiB);
+  const OwnerTag middle = h.reclaimer.make(8 * MiB);  // the same 20 MiB segment: 6 MiB free after it
+  h.reclaimer.make(16 * MiB);
+  ASSERT_EQ(h.alloc.stats().reserved_bytes.current, 36 * MiB);
+  h.reclaimer.evictable = {middle};
 
-  void* p = alloc.allocate(16 * MiB);
+  void* p = h.alloc.allocate(16 * MiB);
 
   // The first compaction moved nothing (with new segments it would have moved both blocks, 14 MiB, and asked
   // the Reclaimer nothing): `middle` was evicted, then the Reclaimer had nothing more.
-  EXPECT_EQ(reclaimer.reclaims, 2);
-  EXPECT_EQ(reclaimer.objects.count(middle), 0u);
-  EXPECT_EQ(reclaimer.moves, 1);  // then `small`, into a new segment
-  EXPECT_TRUE(reclaimer.intact(small));
-  EXPECT_EQ(alloc.stats().reserved_bytes.current, 42 * MiB);
-  alloc.free(p);
+  EXPECT_EQ(h.reclaimer.reclaims, 2);
+  EXPECT_EQ(h.reclaimer.objects.count(middle), 0u);
+  EXPECT_EQ(h.reclaimer.moves, 1);  // then `small`, into a new segment
+  EXPECT_TRUE(h.reclaimer.intact(small));
+  EXPECT_EQ(h.alloc.stats().reserved_bytes.current, 42 * MiB);
+  h.alloc.free(p);
 }
 
 // Where the new segments a clearing's blocks would need do not all fit under the budget, the plan is given
 // back whole: the segment reserved for the first of them is released, and the request fails as before.
 TEST(Compaction, APlanThatCannotReserveForEveryBlockReleasesWhatItReserved) {
   Host h(budget_of(45 * MiB));
-  CachingAllocator& alloc = h.alloc;
-  MovingReclaimer& reclaimer = h.reclaimer;
-  reclaimer.make(6 * MiB);
-  reclaimer.make(8 * MiB);
-  reclaimer.make(16 * MiB);
+  h.reclaimer.make(6 * MiB);
+  h.reclaimer.make(8 * MiB);
+  h.reclaimer.make(16 * MiB);
   std::map<OwnerTag, void*> before;
-  for (const auto& [tag, o] : reclaimer.objects) before[tag] = o.ptr;
-  const AllocatorStats start = alloc.stats();
+  for (const auto& [tag, o] : h.reclaimer.objects) before[tag] = o.ptr;
+  const AllocatorStats start = h.alloc.stats();
   ASSERT_EQ(start.reserved_bytes.current, 36 * MiB);
 
   // 9 MiB of headroom: the 8 MiB block's segment fits, then the 6 MiB block's does not.
-  EXPECT_THROW(alloc.allocate(16 * MiB), OutOfMemory);
+  EXPECT_THROW(h.alloc.allocate(16 * MiB), OutOfMemory);
 
-  const AllocatorStats s = alloc.stats();
+  const AllocatorStats s = h.alloc.stats();
   EXPECT_EQ(s.reserved_bytes.current, 36 * MiB);
   EXPECT_EQ(s.segments.current, 2u);
   EXPECT_EQ(s.num_device_allocations, start.num_device_allocations + 1);
   EXPECT_EQ(s.num_device_frees, start.num_device_frees + 1);
   EXPECT_EQ(s.allocated_bytes.current, start.allocated_bytes.current);
-  EXPECT_EQ(reclaimer.moves, 0);
-  for (const auto& [tag, o] : reclaimer.objects) EXPECT_EQ(o.ptr, before[tag]) << "object " << tag;
+  EXPECT_EQ(h.reclaimer.moves, 0);
+  for (const auto& [tag, o] : h.reclaimer.objects) EXPECT_EQ(o.ptr, before[tag]) << "object " << tag;
   h.expect_intact();
 }
 

@@ -3,6 +3,7 @@
 // new blocks); the program's values stay bitwise what they were, and without compaction it runs out of memory.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <vector>
 
 #include "test_helpers.h"
@@ -50,6 +51,16 @@ TEST(RuntimeCompaction, WithoutItTheSameProgramRunsOutOfMemory) {
   EXPECT_THROW(run_fragmented(16 * kKiB, Compaction::off), OutOfMemory);
 }
 
+// The values of `tensors`, one after another.
+std::vector<float> values_of(std::initializer_list<const Tensor*> tensors) {
+  std::vector<float> values;
+  for (const Tensor* t : tensors) {
+    const std::vector<float> v = t->to_host();
+    values.insert(values.end(), v.begin(), v.end());
+  }
+  return values;
+}
+
 // An op's own inputs may move to make room for its output: segment A holds a, a hole, b and c; segment B a
 // hole and a 6 KiB constant. concat(a, b) needs 4 KiB in one piece; only moving a or b (both pinned as its
 // inputs, their addresses not yet taken) into B's hole opens it. Nothing can be evicted (all constants).
@@ -65,21 +76,23 @@ std::vector<float> concat_beside_its_inputs(std::optional<std::uint64_t> budget,
   hole_b = Tensor();
   const Tensor joined = rt.call1(ops::concat2(), {a, b});
   *relocations = rt.stats().relocations;
-  std::vector<float> values = joined.to_host();
-  for (const Tensor* t : {&a, &b, &c, &wide}) {
-    const std::vector<float> v = t->to_host();
-    values.insert(values.end(), v.begin(), v.end());
-  }
-  return values;
+  return values_of({&joined, &a, &b, &c, &wide});
+}
+
+// A program run unbudgeted and under `budget`: under the budget it moves one storage, and its values are the
+// unbudgeted run's, bit for bit.
+using Program = std::vector<float> (*)(std::optional<std::uint64_t> budget, std::uint64_t* relocations);
+void expect_one_move_and_the_same_values(Program program, std::uint64_t budget) {
+  std::uint64_t relocations = 0;
+  const std::vector<float> reference = program(std::nullopt, &relocations);
+  EXPECT_EQ(relocations, 0u);
+  const std::vector<float> compacted = program(budget, &relocations);
+  EXPECT_EQ(relocations, 1u);
+  EXPECT_EQ(compacted, reference);
 }
 
 TEST(RuntimeCompaction, AnOpsPinnedInputsMoveToMakeRoomForItsOutput) {
-  std::uint64_t relocations = 0;
-  const std::vector<float> reference = concat_beside_its_inputs(std::nullopt, &relocations);
-  EXPECT_EQ(relocations, 0u);
-  const std::vector<float> compacted = concat_beside_its_inputs(16 * kKiB, &relocations);
-  EXPECT_EQ(relocations, 1u);
-  EXPECT_EQ(compacted, reference);
+  expect_one_move_and_the_same_values(concat_beside_its_inputs, 16 * kKiB);
 }
 
 // A 2 KiB constant alone in an 8 KiB segment, an 8 KiB constant in a second, and 6 KiB of headroom: an 8 KiB
@@ -92,21 +105,11 @@ std::vector<float> wide_beside_a_small_one(std::optional<std::uint64_t> budget, 
   const Tensor b = constant(rt, {4 * kFloats}, 2.0F);
   const Tensor wide = constant(rt, {4 * kFloats}, 3.0F);
   *relocations = rt.stats().relocations;
-  std::vector<float> values;
-  for (const Tensor* t : {&a, &b, &wide}) {
-    const std::vector<float> v = t->to_host();
-    values.insert(values.end(), v.begin(), v.end());
-  }
-  return values;
+  return values_of({&a, &b, &wide});
 }
 
 TEST(RuntimeCompaction, TheLastResortMovesAStorageIntoANewSegmentUnderTheBudget) {
-  std::uint64_t relocations = 0;
-  const std::vector<float> reference = wide_beside_a_small_one(std::nullopt, &relocations);
-  EXPECT_EQ(relocations, 0u);
-  const std::vector<float> compacted = wide_beside_a_small_one(22 * kKiB, &relocations);
-  EXPECT_EQ(relocations, 1u);
-  EXPECT_EQ(compacted, reference);
+  expect_one_move_and_the_same_values(wide_beside_a_small_one, 22 * kKiB);
 }
 
 }  // namespace
