@@ -115,7 +115,7 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
     if (!compacted_first) {
       // Fragmentation before eviction: moving no more bytes than the request is cheaper than a recomputation.
       compacted_first = true;
-      s.compact(r, *reclaimer, r.rounded);
+      s.compact(r, *reclaimer, /*last_resort=*/false);
       continue;
     }
     reclaimer->reclaim(request);
@@ -125,7 +125,7 @@ void* CachingAllocator::do_allocate(std::size_t bytes, std::size_t alignment) {
       if (compacted) throw s.out_of_memory(r, State::Cause::no_progress, name());
     }
     compacted = true;
-    if (!s.compact_last_resort(r, *reclaimer)) {
+    if (!s.compact(r, *reclaimer, /*last_resort=*/true)) {
       std::lock_guard lock(s.mutex);
       throw s.out_of_memory(r, State::Cause::no_progress, name());
     }

@@ -168,15 +168,8 @@ struct CachingAllocator::State {
       if (block == nullptr) return nullptr;
     } else if (auto it = best_fit(r, r.pool); it != free_blocks[detail::index_of(r.pool)].end()) {
       block = take_free(it, r, r.pool);
-    } else if (Block* segment_block = reserve_segment(r)) {
-      if (should_split(r.pool, segment_block->size - r.rounded)) {
-        block = carve_front(segment_block, r.rounded);
-        insert_free(segment_block);
-      } else {
-        block = segment_block;
-      }
-    } else if ((block = borrow_from_large_pool(r)) == nullptr) {
-      return nullptr;
+    } else if ((block = carve_new_segment(r)) == nullptr) {
+      if ((block = borrow_from_large_pool(r)) == nullptr) return nullptr;
     }
     enter_live(block, r.bytes);
     update_free_stats();
@@ -328,6 +321,14 @@ struct CachingAllocator::State {
   // A new segment holding one free block (in no free set), or nullptr when neither the nominal segment nor one
   // of exactly the request fits under the budget (after releasing empty segments) and in the upstream.
   Block* reserve_segment(const Request& r);
+  // A block of `r`'s size at the front of a new segment (reserve_segment; the rest of it free), or nullptr.
+  Block* carve_new_segment(const Request& r) {
+    Block* segment_block = reserve_segment(r);
+    if (segment_block == nullptr || !should_split(r.pool, segment_block->size - r.rounded)) return segment_block;
+    Block* block = carve_front(segment_block, r.rounded);
+    insert_free(segment_block);
+    return block;
+  }
 
   // Records the segment of `size` bytes the upstream gave at `address`, with the next serial; returns its one
   // block (free, in no free set).
@@ -377,15 +378,10 @@ struct CachingAllocator::State {
 
   // Moves movable blocks out of the way of `r` (CachingAllocatorOptions::compaction) through `reclaimer`.
   // Unlike the other members, called without `mutex` held: it takes it itself, and releases it while the
-  // reclaimer copies. Whether anything moved.
-  // `reserve`: a block with no free block outside the clearing to go to may take a new segment under the
-  // budget (the last resort's call; a clearing that releases segments never reserves).
-  bool compact(const Request& r, Reclaimer& reclaimer, std::uint64_t max_moved = std::numeric_limits<std::uint64_t>::max(),
-               bool reserve = false);
-  // Once the Reclaimer frees nothing more: any bytes may move, into new segments where nothing reserved holds them.
-  bool compact_last_resort(const Request& r, Reclaimer& reclaimer) {
-    return compact(r, reclaimer, std::numeric_limits<std::uint64_t>::max(), /*reserve=*/true);
-  }
+  // reclaimer copies. Whether anything moved. Before the Reclaimer (Compaction::first, `last_resort` false) it
+  // moves at most the request's bytes, into free blocks; once the Reclaimer frees nothing more, any bytes, and
+  // where no clearing's blocks fit in free blocks, into new segments under the budget.
+  bool compact(const Request& r, Reclaimer& reclaimer, bool last_resort);
   // Where compact() could open room for `r`, cheapest (fewest bytes to move) first: runs of free and movable
   // blocks in the request's pool that cover it, and, under a budget, segments of movable blocks whose release
   // (one alone, or several together) would let the request's segment fit.

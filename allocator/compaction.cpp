@@ -137,14 +137,9 @@ Block* CachingAllocator::State::take_outside(const Request& r, const Clearing& c
   // A wide block beside a small hole (a layer's 6 MiB weight in a 20 MiB segment, with 14 MiB free after it
   // and 13 MiB of headroom, when 16 MiB are asked): nothing reserved has room for it, the budget has.
   if (!reserve || clearing.releases_segments || in_range(r)) return nullptr;
-  Block* block = reserve_segment(r);
+  Block* block = carve_new_segment(r);
   if (block == nullptr) return nullptr;
   reserved.push_back(block->segment);
-  if (should_split(r.pool, block->size - r.rounded)) {
-    Block* rest = block;
-    block = carve_front(rest, r.rounded);
-    insert_free(rest);
-  }
   enter_live(block, r.bytes);
   return block;
 }
@@ -184,23 +179,22 @@ bool CachingAllocator::State::take_destinations(const Clearing& clearing, std::v
   return true;
 }
 
-bool CachingAllocator::State::compact(const Request& r, Reclaimer& reclaimer, std::uint64_t max_moved, bool reserve) {
+bool CachingAllocator::State::compact(const Request& r, Reclaimer& reclaimer, bool last_resort) {
   std::vector<Move> moves;
   {
     std::lock_guard lock(mutex);
-    bool planned = false;
+    const std::uint64_t max_moved = last_resort ? std::numeric_limits<std::uint64_t>::max() : r.rounded;
     const std::vector<Clearing> found = clearings(r, reclaimer);
-    // Into what is reserved first: a new segment only where no clearing's blocks fit there, so that a run
-    // whose compaction worked without one makes the same moves.
-    for (const bool into_new : {false, true}) {
-      if (into_new && !reserve) break;
+    const auto plan = [&](bool into_new_segments) {
       for (const Clearing& clearing : found) {
         if (clearing.moved > max_moved) break;
-        if ((planned = take_destinations(clearing, moves, into_new))) break;
+        if (take_destinations(clearing, moves, into_new_segments)) return true;
       }
-      if (planned) break;
-    }
-    if (!planned) return false;
+      return false;
+    };
+    // Into what is reserved first: a new segment only where no clearing's blocks fit there, so that a run
+    // whose compaction worked without one makes the same moves.
+    if (!plan(false) && !(last_resort && plan(true))) return false;
   }
   // The copies run without the lock, as the Reclaimer's evictions do; both blocks of each move stay live
   // (their owner holds them), so no other thread can merge them away meanwhile.
