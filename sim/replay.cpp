@@ -4,6 +4,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "dtr/check.h"
 #include "dtr/memory_resource.h"
 #include "dtr/runtime.h"
@@ -67,7 +69,11 @@ class Replayer {
   ReplayResult run() {
     ReplayResult result;
     try {
-      for (const Instruction& in : trace_.instructions) step(in);
+      for (const Instruction& in : trace_.instructions) {
+        at_ = &in;
+        step(in);
+      }
+      at_ = nullptr;
       // What the program still holds must exist at the end.
       for (const Tensor& t : live_) {
         if (t.defined()) runtime_.materialize(t);
@@ -76,7 +82,15 @@ class Replayer {
       result.thrashed = true;  // the runtime stopped the cell at the recomputation that passed the limit
     } catch (const OutOfMemory& e) {
       result.feasible = false;
-      result.failure = e.what();
+      // The runtime names its op 'replay': where in the trace, and the logged op, say which.
+      if (at_ == nullptr) {
+        result.failure = fmt::format("{}: at the end, materializing what the program holds: {}", trace_.source,
+                                     e.what());
+      } else if (at_->op.empty()) {
+        result.failure = fmt::format("{}:{}: {}", trace_.source, at_->line, e.what());
+      } else {
+        result.failure = fmt::format("{}:{}: in op '{}': {}", trace_.source, at_->line, at_->op, e.what());
+      }
     }
     // The program has ended: what it still holds dies before the statistics are read, so that the heuristic's
     // upkeep for those deaths (walks of the evicted regions for dtr and msps) is counted as search time.
@@ -219,6 +233,7 @@ class Replayer {
   std::vector<std::uint32_t> group_names_;  // by handle group: how many names hold its handle
   std::vector<Tensor> args_;
   std::vector<Tensor> constants_;  // held to the end (ReplayOptions::keep_constants)
+  const Instruction* at_ = nullptr;  // the instruction being replayed, for a failure's message
 };
 
 }  // namespace

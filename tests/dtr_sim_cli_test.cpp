@@ -64,7 +64,8 @@ class DtrSimCli : public ::testing::Test {
 };
 
 TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
-  const Outcome r = run(path("chain.log") + " --sweep 0.2:1.0:0.4 --heuristic dtr-eq --heuristic lru --budget-mode both --json");
+  // 0.1 is under the floor (0.125): those rows ran out of memory, and say where.
+  const Outcome r = run(path("chain.log") + " --sweep 0.1:1.0:0.45 --heuristic dtr-eq --heuristic lru --budget-mode both --json");
   ASSERT_EQ(r.status, 0) << r.output;
   const std::set<std::string> keys = {"heuristic", "ratio", "budget_bytes", "budget_mode", "feasible", "thrashed",
                                       "overhead", "base_compute_ns", "remat_compute_ns", "evictions",
@@ -72,12 +73,22 @@ TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
   std::istringstream lines(r.output);
   std::string line;
   int objects = 0;
+  int out_of_memory = 0;
   std::set<std::string> seen;
   while (std::getline(lines, line)) {
     const auto j = nlohmann::json::parse(line);
     std::set<std::string> got;
     for (const auto& [key, value] : j.items()) got.insert(key);
-    EXPECT_EQ(got, keys) << line;
+    std::set<std::string> expected = keys;
+    if (!j["feasible"].get<bool>()) {  // and `failure`, the runtime's message, where in the trace and which op
+      expected.insert("failure");
+      const std::string failure = j["failure"].get<std::string>();
+      EXPECT_EQ(failure.rfind(path("chain.log") + ":", 0), 0u) << failure;
+      EXPECT_NE(failure.find(":94: in op 'df': "), std::string::npos) << failure;  // the backward's first op
+      EXPECT_NE(failure.find("out of memory"), std::string::npos) << failure;
+      ++out_of_memory;
+    }
+    EXPECT_EQ(got, expected) << line;
     seen.insert(j["heuristic"].get<std::string>() + "/" + j["budget_mode"].get<std::string>() + "/" +
                 std::to_string(j["ratio"].get<double>()));
     if (j["feasible"].get<bool>() && !j["thrashed"].get<bool>()) {  // the others stopped early
@@ -88,8 +99,9 @@ TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
     EXPECT_EQ(j["floor_bytes"].get<std::uint64_t>(), 4u * 1048576) << line;  // as in the heading (below)
     ++objects;
   }
-  EXPECT_EQ(objects, 2 * 2 * 3);  // heuristics x modes x ratios (0.2, 0.6, 1.0)
+  EXPECT_EQ(objects, 2 * 2 * 3);  // heuristics x modes x ratios (0.1, 0.55, 1.0)
   EXPECT_EQ(seen.size(), 12u);
+  EXPECT_EQ(out_of_memory, 2 * 2);  // every heuristic and mode at 0.1
 }
 
 TEST_F(DtrSimCli, TablesCsvAndPlot) {

@@ -85,6 +85,22 @@ TEST(Replay, TracesPastTheSimulatedDeviceOrTwoToTheSixtyFourAreRefused) {
   expect_error<TraceError>([&] { sim::summarize(wraps); }, {"generated.log:", "sum past 2^64 bytes"});
 }
 
+// The runtime names every replayed op 'replay': the failure says where in the trace it ran out, and which op.
+TEST(Replay, AnOutOfMemoryNamesTheTraceLineAndTheLoggedOp) {
+  constexpr std::uint64_t kBytes = 1024;
+  const sim::Trace trace = parse(chain_trace(10, kBytes));
+  sim::ReplayOptions options;
+  // Room for the forward's two values at a time, not for the backward's first op: its gradient in and out and
+  // the value it reads, beside the constant x0.
+  options.budget_bytes = 3 * kBytes + kBytes / 2;
+  options.thrash_limit = std::nullopt;
+  const sim::ReplayResult r = sim::replay(trace, options);
+  ASSERT_FALSE(r.feasible);
+  // Line 1 starts the trace, x0 takes two, each forward op three, then the BACKWARD annotation: the first df.
+  EXPECT_EQ(r.failure.rfind("generated.log:35: in op 'df': dtr: out of memory running op 'replay'", 0), 0u)
+      << r.failure;
+}
+
 TEST(Replay, BudgetsBoundMemoryAndCostRecomputation) {
   // 256 KiB tensors: eight of the default allocator's 2 MiB segments at the unbudgeted peak.
   const sim::Trace trace = parse(chain_trace(60, 256 * 1024));

@@ -99,19 +99,21 @@ std::string cell(const Row& row) {
 
 nlohmann::json to_json(const Row& row) {
   const auto& r = row.result;
-  return nlohmann::json{{"heuristic", row.heuristic},
-                        {"ratio", row.ratio},
-                        {"budget_bytes", r.budget_bytes},
-                        {"budget_mode", dtr::to_string(row.mode)},
-                        {"feasible", r.feasible},
-                        {"thrashed", r.thrashed},
-                        {"overhead", r.overhead()},
-                        {"base_compute_ns", r.base_compute_ns},
-                        {"remat_compute_ns", r.remat_compute_ns},
-                        {"evictions", r.evictions},
-                        {"rematerializations", r.rematerializations},
-                        {"peak_bytes", row.mode == dtr::BudgetMode::bytes ? r.peak_resident_bytes : r.peak_reserved_bytes},
-                        {"floor_bytes", row.floor_bytes}};
+  nlohmann::json j{{"heuristic", row.heuristic},
+                   {"ratio", row.ratio},
+                   {"budget_bytes", r.budget_bytes},
+                   {"budget_mode", dtr::to_string(row.mode)},
+                   {"feasible", r.feasible},
+                   {"thrashed", r.thrashed},
+                   {"overhead", r.overhead()},
+                   {"base_compute_ns", r.base_compute_ns},
+                   {"remat_compute_ns", r.remat_compute_ns},
+                   {"evictions", r.evictions},
+                   {"rematerializations", r.rematerializations},
+                   {"peak_bytes", row.mode == dtr::BudgetMode::bytes ? r.peak_resident_bytes : r.peak_reserved_bytes},
+                   {"floor_bytes", row.floor_bytes}};
+  if (!r.feasible) j["failure"] = r.failure;  // why it did not fit: the op, the bytes, what was resident
+  return j;
 }
 
 // Bytes for a table column: MiB below 10 GiB, else GiB.

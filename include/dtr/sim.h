@@ -101,7 +101,7 @@ struct ReplayOptions {
 struct ReplayResult {
   bool feasible = true;    // false: dtr::OutOfMemory (no evictable storage could make room)
   bool thrashed = false;   // stopped: the overhead passed ReplayOptions::thrash_limit (dtr::Thrashing)
-  std::string failure;     // the OutOfMemory message, when infeasible
+  std::string failure;     // when infeasible: the trace file and line, the logged op, the OutOfMemory message
   double base_compute_ns = 0;
   double remat_compute_ns = 0;
   std::uint64_t evictions = 0;
