@@ -76,6 +76,9 @@ RowResult start_row(const CompareOptions& options, const Strategy& strategy, con
   } catch (const OutOfMemory& e) {
     if (!contain) throw;
     row.failure = std::string("out of memory: ") + e.what();
+    // Its runtime went with the trainer: the memory reserved when it failed (nothing was freed before then) is
+    // its peak reserved, rather than none.
+    row.stats.peak_reserved_bytes = e.info().reserved_bytes;
     return row;
   }
   for (std::int64_t s = 0; s < options.steps; ++s) {

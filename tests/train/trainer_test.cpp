@@ -298,6 +298,9 @@ TEST(Compare, ARowThatCannotFitIsReportedAndTheOthersGoOn) {
   EXPECT_TRUE(rows[3].completed);
   EXPECT_FALSE(rows[4].completed);
   EXPECT_NE(rows[4].failure.find("out of memory"), std::string::npos) << rows[4].failure;
+  // Its parameters did not fit: its trainer was never made, and its peak is what it held when it failed.
+  EXPECT_TRUE(rows[4].losses.empty());
+  EXPECT_GT(rows[4].stats.peak_reserved_bytes, 0U);
   EXPECT_TRUE(losses_agree(rows));
 }
 
