@@ -83,14 +83,14 @@ class Replayer {
     } catch (const OutOfMemory& e) {
       result.feasible = false;
       // The runtime names its op 'replay': where in the trace, and the logged op, say which.
+      std::string where = trace_.source;
       if (at_ == nullptr) {
-        result.failure = fmt::format("{}: at the end, materializing what the program holds: {}", trace_.source,
-                                     e.what());
-      } else if (at_->op.empty()) {
-        result.failure = fmt::format("{}:{}: {}", trace_.source, at_->line, e.what());
+        where += ": at the end, materializing what the program holds";
       } else {
-        result.failure = fmt::format("{}:{}: in op '{}': {}", trace_.source, at_->line, at_->op, e.what());
+        where += fmt::format(":{}", at_->line);
+        if (!at_->op.empty()) where += fmt::format(": in op '{}'", at_->op);
       }
+      result.failure = where + ": " + e.what();
     }
     // The program has ended: what it still holds dies before the statistics are read, so that the heuristic's
     // upkeep for those deaths (walks of the evicted regions for dtr and msps) is counted as search time.
