@@ -1,6 +1,7 @@
 // The forecast heuristic where nothing the program made before forecasts a storage (its first step, a program
-// that never repeats: StorageView::made_before): the cost of its evicted ancestors over its staleness plus,
-// once the program has read it, a prior of a quarter of the ops run by its last use; the index keeps that score.
+// that never repeats: StorageView::made_before): the cost of its evicted ancestors, plus half its dependents'
+// side where that side holds an evicted value the program keeps, over its staleness plus, once the program has
+// read it, a prior of a quarter of the ops run by its last use; the index keeps that score.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -15,7 +16,8 @@ namespace {
 
 using heuristics::IndexClocks;
 
-// in -> s -> out, `in` and `out` evicted: s's ancestors cost 3, its dependents 5.
+// in -> s -> out, `in` and `out` evicted: s's ancestors cost 3, its dependents 5 (`out`, which the program
+// holds).
 struct Line {
   std::uint64_t program = 10;
   std::uint64_t ops = 100;
@@ -48,9 +50,19 @@ TEST(ForecastFirstStep, AStorageMadeBeforeIsChargedBothSidesOverItsStaleness) {
   EXPECT_DOUBLE_EQ(l.heuristic->score(l.s, l.ops), (2.0 + 3.0 + 5.0) / 41.0);
 }
 
-TEST(ForecastFirstStep, AStorageNotMadeBeforeIsChargedItsAncestorsOverItsStaleness) {
+TEST(ForecastFirstStep, AStorageNotMadeBeforeIsChargedItsAncestorsAndHalfAHeldDependentsSide) {
   Line l;
   l.s.seen_before = false;  // not read yet: its bare staleness
+  EXPECT_DOUBLE_EQ(l.heuristic->score(l.s, l.ops), (2.0 + 3.0 + 5.0 / 2) / 41.0);
+}
+
+// Where no evicted value the program keeps is made from it, its ancestors alone: what depends on it may never be
+// remade (a released intermediate is remade only for a held value made from it).
+TEST(ForecastFirstStep, AReleasedDependentsSideIsNotCharged) {
+  Line l;
+  l.s.seen_before = false;
+  l.out.is_released = true;
+  l.heuristic->on_release(l.out);
   EXPECT_DOUBLE_EQ(l.heuristic->score(l.s, l.ops), (2.0 + 3.0) / 41.0);
 }
 
@@ -58,13 +70,14 @@ TEST(ForecastFirstStep, OnceReadAQuarterOfTheOpsRunByItsLastUseIsAddedToItsStale
   Line l;
   l.s.seen_before = false;
   l.s.read = true;
-  EXPECT_DOUBLE_EQ(l.heuristic->score(l.s, l.ops), (2.0 + 3.0) / (41.0 + 15.0));  // 60 / 4
+  EXPECT_DOUBLE_EQ(l.heuristic->score(l.s, l.ops), (2.0 + 3.0 + 2.5) / (41.0 + 15.0));  // 60 / 4
   l.s.last_op = 63;  // 63 / 4 rounds down: index and scan add the same integer
-  EXPECT_DOUBLE_EQ(l.heuristic->score(l.s, l.ops), (2.0 + 3.0) / (38.0 + 15.0));
+  EXPECT_DOUBLE_EQ(l.heuristic->score(l.s, l.ops), (2.0 + 3.0 + 2.5) / (38.0 + 15.0));
 }
 
 // The index holds the same score, and follows a read (no walk: only the prior changes) and an eviction among
-// the dependents (which the prior's a ignores: never floored, so keyed again, not noted as raised).
+// the dependents (which raises its a by half the evicted value's cost: never floored, so keyed again, not noted
+// as raised).
 TEST(ForecastFirstStep, TheIndexKeepsTheScanScoreThroughAReadAndAnEvictionBeside) {
   Line l;
   l.s.seen_before = false;
@@ -82,12 +95,13 @@ TEST(ForecastFirstStep, TheIndexKeepsTheScanScoreThroughAReadAndAnEvictionBeside
   l.s.read = true;
   l.s.last_op = 100;
   index.used(l.s, clocks);
-  EXPECT_DOUBLE_EQ(index.score(l.s, clocks), (2.0 + 3.0) / (1.0 + 25.0));
+  EXPECT_DOUBLE_EQ(index.score(l.s, clocks), (2.0 + 3.0 + 2.5) / (1.0 + 25.0));
   index.remove(other, clocks);
   other.is_evicted = true;
-  l.heuristic->on_evict(other);  // a dependent evicted: s's a stays its ancestors'
+  other.c0 = 4;
+  l.heuristic->on_evict(other);  // a second held dependent evicted: half its cost more
   EXPECT_DOUBLE_EQ(index.score(l.s, clocks), l.heuristic->score(l.s, l.ops));
-  EXPECT_DOUBLE_EQ(index.score(l.s, clocks), (2.0 + 3.0) / (1.0 + 25.0));
+  EXPECT_DOUBLE_EQ(index.score(l.s, clocks), (2.0 + 3.0 + 4.5) / (1.0 + 25.0));
   EXPECT_TRUE(index.valid(clocks));
   index.remove(l.s, clocks);
 }

@@ -93,15 +93,14 @@ std::vector<std::uint64_t> recomputations_per_pass(int n, std::uint64_t budget_t
 }
 
 // `forecast` replaces staleness by the next use the pass before forecasts: from the second pass on it
-// recomputes less than in the first, where nothing forecasts (it charges ancestors alone, over a staleness with
-// the first step's prior: less than dtr-eq already), and less than dtr-eq, which learns nothing.
+// recomputes less than in the first, where nothing forecasts (the first step's rule: 1707 here, more than
+// dtr-eq's 1596 since it charges half a held dependents' side), and less than dtr-eq, which learns nothing.
 // docs/results/heuristic-quality.md has the full tables (dtr-bench-heuristic-quality --chain-passes).
 TEST(RuntimeChain, ForecastRecomputesLessOnceAPassHasBeenSeen) {
   const std::vector<std::uint64_t> eq = recomputations_per_pass(400, 10, "dtr-eq", 3);
   const std::vector<std::uint64_t> forecast = recomputations_per_pass(400, 10, "forecast", 3);
   EXPECT_EQ(eq[1], eq[0]);
   EXPECT_EQ(eq[2], eq[0]);
-  EXPECT_LT(forecast[0], eq[0]);
   EXPECT_LT(forecast[1], forecast[0]);
   EXPECT_LT(forecast[1], eq[1]);
   EXPECT_EQ(forecast[2], forecast[1]);  // the steady state: pass 2 forecasts pass 3 as pass 1 did pass 2
