@@ -104,6 +104,20 @@ TEST_F(DtrSimCli, JsonHasExactlyTheDocumentedKeysPerHeuristicAndRatio) {
   EXPECT_EQ(out_of_memory, 2 * 2);  // every heuristic and mode at 0.1
 }
 
+// Under each table, why its largest ratio that ran out of memory did (0.1 under the floor of 0.125; 0.05 too).
+TEST_F(DtrSimCli, ATableSaysWhyItsLargestOutOfMemoryRatioDidNotFit) {
+  const Outcome r = run(path("chain.log") + " --sweep 0.05:1.0:0.05 --heuristic dtr-eq --heuristic lru");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string line = "out of memory at 0.1: " + path("chain.log") + ":94: in op 'df': dtr: out of memory";
+  std::size_t found = 0;
+  for (std::size_t at = r.output.find(line); at != std::string::npos; at = r.output.find(line, at + 1)) ++found;
+  EXPECT_EQ(found, 2u) << r.output;  // one per heuristic's table, the default bytes budgets
+  EXPECT_EQ(r.output.find("out of memory at 0.05"), std::string::npos) << r.output;
+  const Outcome fits = run(path("chain.log") + " --sweep 0.5:1.0:0.5 --heuristic dtr-eq");
+  ASSERT_EQ(fits.status, 0) << fits.output;
+  EXPECT_EQ(fits.output.find("out of memory at"), std::string::npos) << fits.output;  // none ran out
+}
+
 TEST_F(DtrSimCli, TablesCsvAndPlot) {
   const bool gnuplot = program_installed("gnuplot");  // without it, the tables and the CSV are still checked
   const Outcome r = run(path("chain.log") + " --sweep 0.3:1.0:0.35 --heuristic all --csv " + path("out.csv") +

@@ -143,6 +143,15 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
                 compact_bytes(r.peak_resident_bytes).c_str(), compact_bytes(r.peak_reserved_bytes).c_str(),
                 100.0 * fragmentation(r));
   }
+  // Why the largest ratio that ran out of memory did: the op, the bytes, what was resident (the rest in --json).
+  const Row* largest = nullptr;
+  for (const Row& row : rows) {
+    if (row.heuristic == heuristic && row.mode == mode && !row.result.feasible &&
+        (largest == nullptr || row.ratio > largest->ratio)) {
+      largest = &row;
+    }
+  }
+  if (largest != nullptr) std::printf("out of memory at %g: %s\n", largest->ratio, largest->result.failure.c_str());
 }
 
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
