@@ -85,9 +85,10 @@ void print_compare_table(const std::vector<train::RowResult>& rows, const std::s
     if (!row.completed) {
       // The table names the kind of failure ("out of memory", "thrashing"); the whole message follows it.
       const std::string kind = row.failure.substr(0, row.failure.find(':'));
-      std::printf("| %s | %s | %s | %s | | | | | | | stopped after %zu steps: %s | |\n", row.strategy.name.c_str(),
+      std::printf("| %s | %s | %s | %s | | | | | | | stopped after %zu %s: %s | |\n", row.strategy.name.c_str(),
                   budget_text(row).c_str(), format_bytes(row.stats.peak_reserved_bytes).c_str(),
-                  format_bytes(row.stats.peak_resident_bytes).c_str(), row.losses.size(), kind.c_str());
+                  format_bytes(row.stats.peak_resident_bytes).c_str(), row.losses.size(),
+                  row.losses.size() == 1 ? "step" : "steps", kind.c_str());
       continue;
     }
     std::printf("| %s | %s | %s | %s | %llu | %llu | %.1f%% | %.2f%% | %.3f s | %.2fx | %.6f | %s |\n",
