@@ -132,9 +132,11 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
   std::printf("\n%s, %s budget\n", heuristic.c_str(), dtr::to_string(mode));
   std::printf("%6s %12s %8s %9s %9s %7s %13s %13s %6s\n", "ratio", "budget", "feasible", "overhead", "evictions",
               "remats", "peak resident", "peak reserved", "frag");
+  const Row* oom = nullptr;  // the largest ratio that ran out of memory: its failure goes under the table
   for (const Row& row : rows) {
     if (row.heuristic != heuristic || row.mode != mode) continue;
     const auto& r = row.result;
+    if (!r.feasible && (oom == nullptr || row.ratio > oom->ratio)) oom = &row;
     // Ratios below 0.001 (down to 1e-9) in exponent form: three decimals would print them all as 0.000.
     const std::string ratio = row.ratio >= 1e-3 ? fmt::format("{:6.3f}", row.ratio) : fmt::format("{:6.1e}", row.ratio);
     std::printf("%s %12s %8s %9s %9llu %7llu %13s %13s %5.1f%%\n", ratio.c_str(), compact_bytes(r.budget_bytes).c_str(),
@@ -143,15 +145,7 @@ void print_table(const std::vector<Row>& rows, const std::string& heuristic, dtr
                 compact_bytes(r.peak_resident_bytes).c_str(), compact_bytes(r.peak_reserved_bytes).c_str(),
                 100.0 * fragmentation(r));
   }
-  // Why the largest ratio that ran out of memory did: the op, the bytes, what was resident (the rest in --json).
-  const Row* largest = nullptr;
-  for (const Row& row : rows) {
-    if (row.heuristic == heuristic && row.mode == mode && !row.result.feasible &&
-        (largest == nullptr || row.ratio > largest->ratio)) {
-      largest = &row;
-    }
-  }
-  if (largest != nullptr) std::printf("out of memory at %g: %s\n", largest->ratio, largest->result.failure.c_str());
+  if (oom != nullptr) std::printf("out of memory at %g: %s\n", oom->ratio, oom->result.failure.c_str());
 }
 
 void write_csv(const std::string& path, const std::vector<Row>& rows) {
