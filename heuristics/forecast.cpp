@@ -91,6 +91,10 @@ class ForecastHeuristic final : public Heuristic {
     k.reads_classes = reads_classes;
     return k;
   }
+  // Every a is c0/m plus a sum of costs (cost_per_byte), but a released storage's, which can be 0.
+  std::optional<double> forecast_a_floor(StorageView& s) override {
+    return s.released() ? 0.0 : s.cost() / bytes_of(s);
+  }
   ForecastKey forecast_key_after_use(StorageView& s, double a) override {
     // The prior moves the staleness curve's base back: a / (o - b + prior) is a / (o - (b - prior)), exactly
     // (integers), as the scan computes it.

@@ -97,6 +97,12 @@ void ForecastIndex::settle() {
   pending_.drain([this](std::uint32_t slot) {
     Record& r = records_[slot];
     if (r.storage == nullptr || !r.pending) return;  // gone, or placed anew by sync() since
+    if (r.cost_changed || r.group == Group::none) {
+      if (const auto floor = heuristic_.forecast_a_floor(*r.storage)) {
+        hold_at_floor(slot, *floor);
+        return;
+      }
+    }
     if (r.group == Group::none) {
       place(slot);
     } else {
@@ -254,8 +260,28 @@ void ForecastIndex::take_out(Record& r) {
 // one is only noted there, see KineticHeap::update), else taken out and placed anew.
 void ForecastIndex::rekey(StorageView& s) {
   const std::uint32_t slot = s.index_handle;
+  apply(slot, key_of(records_[slot]));
+}
+
+// A changed candidate held at a lower bound of its a, on its current curve (no walk): its heap's key stays a
+// lower bound of its score (as after a raise) until a decision would choose it, and choose() keys it then.
+void ForecastIndex::hold_at_floor(std::uint32_t slot, double floor) {
   Record& r = records_[slot];
-  const ForecastKey k = key_of(r);
+  const ForecastKey k = heuristic_.forecast_key_after_use(*r.storage, floor);
+  r.pending = false;
+  r.cost_changed = false;
+  if (r.group == Group::none) {
+    insert(slot, k);
+  } else {
+    apply(slot, k);
+  }
+  r.raised = true;
+}
+
+// Moves the record to the key `k`: within its heap where it stays in the same one, else taken out and placed
+// anew.
+void ForecastIndex::apply(std::uint32_t slot, const ForecastKey& k) {
+  Record& r = records_[slot];
   const Group group = group_of(k);
   if (group != r.group) {
     take_out(r);

@@ -14,11 +14,14 @@
 // staleness, takes over): a queue of deadlines moves it before any decision reads its score past that
 // deadline. A new candidate, a use and a neighbourhood change mark it pending; the next decision keys each
 // pending candidate once (a key walks the lineage, and between two decisions the same storage is reported tens
-// of times), so the heaps hold a scan's keys whenever a decision reads them. An eviction reported beside a
+// of times), so the heaps hold a scan's keys, or lower bounds of them (below), whenever a decision reads them.
+// An eviction reported beside a
 // candidate whose key was floored, with a floor no lower than that key's a, can only have raised its score
 // (ScoreListener::score_raised): it is noted, its heap keeping the old key as a lower bound, and keyed only
 // where a decision would choose it (then the choice is made again), so that of the candidates an eviction
-// reports, only those near the top are walked.
+// reports, only those near the top are walked. Every other change (a new candidate, a rematerialization beside
+// it, which may lower its score) is held the same way at a lower bound read without walking
+// (Heuristic::forecast_a_floor), where the heuristic gives one.
 //
 // Thread safety: none; an index belongs to one runtime's thread.
 #pragma once
@@ -96,6 +99,8 @@ class ForecastIndex final : public CandidateIndex {
   void take_out(Record& r);
   void push_deadline(std::uint32_t slot, std::uint64_t deadline);
   void rekey(StorageView& s);
+  void apply(std::uint32_t slot, const ForecastKey& k);
+  void hold_at_floor(std::uint32_t slot, double floor);
   void mark_pending(std::uint32_t slot, bool cost_changed);
   void settle();
   void settle_raised();  // keys every raised record (the accessors that read a key; a scan of the records)

@@ -110,6 +110,10 @@ class Heuristic {
   // The same where only a use changed the storage since its key was `a`'s (the listener hears of every other
   // change to a): a heuristic whose a walks the lineage answers without walking.
   virtual ForecastKey forecast_key_after_use(StorageView& storage, double /*a*/) { return forecast_key(storage); }
+  // A lower bound of the a forecast_key() would give, read without walking (nullopt: none): the forecast index
+  // holds a changed candidate at it, with the curve forecast_key_after_use() gives for it, and walks only where
+  // a decision would choose it.
+  virtual std::optional<double> forecast_a_floor(StorageView& /*storage*/) { return std::nullopt; }
   // Score of a resident, evictable storage at clock `now`; lower is evicted first. The default is key()'s.
   virtual double score(StorageView& storage, std::uint64_t now) {
     const ScoreKey k = key(storage);

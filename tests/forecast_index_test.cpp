@@ -335,6 +335,48 @@ TEST(ForecastIndex, AnEvictionKeysANeighbourOnlyWhereItWouldBeChosen) {
   for (FakeStorage* c : {&d, &e, &s, &t, &u}) heuristic->on_destroy(*c);
 }
 
+// A new or changed candidate is held at a lower bound of its score (its own cost over its distance, as a scan's
+// floor), read without walking, and walked only where a decision would choose it: u, dear, is added beside s,
+// cheap, and then told of a rematerialization beside it (which can lower its score), and no decision walks it;
+// asked, it scores as a scan does. `visits` counts the neighbours walks from a storage visit.
+TEST(ForecastIndex, HoldsAChangedCandidateAtItsFloorUntilADecisionWouldChooseIt) {
+  auto heuristic = heuristics::make_heuristic("forecast");
+  heuristics::ForecastIndex index(*heuristic);
+  const IndexClocks clocks{1, 1, 1};
+  const std::uint64_t tick = 1;
+  FakeStorage p;  // p -> s, p -> u -> e
+  FakeStorage s;
+  FakeStorage u;
+  FakeStorage e;
+  for (FakeStorage* c : {&s, &u, &e}) {
+    c->program_clock = &tick;
+    c->ops_clock = &tick;
+  }
+  for (FakeStorage* c : {&s, &u}) {
+    c->inputs = {&p};
+    p.dependents.push_back(c);
+  }
+  s.c0 = 1;
+  u.c0 = 50;
+  e.c0 = 100;
+  e.inputs = {&u};
+  u.dependents = {&e};
+  e.is_evicted = true;
+  heuristic->on_evict(e);
+  for (FakeStorage* c : {&s, &u}) index.add(*c, clocks);
+  EXPECT_EQ(index.choose(clocks), &s);
+  EXPECT_GT(s.visits, 0u) << "s, at the top, walked";
+  EXPECT_EQ(u.visits, 0u) << "u, never the cheapest, walked at no decision";
+  e.is_evicted = false;  // remade: u's e* loses it, which lowers u's score
+  heuristic->on_rematerialize(e);
+  index.add(e, clocks);
+  EXPECT_EQ(index.choose(clocks), &s);
+  EXPECT_EQ(u.visits, 0u) << "reported changed, still not walked";
+  EXPECT_EQ(index.score(u, clocks), heuristic->score(u, 1));
+  EXPECT_GT(u.visits, 0u) << "asked for its score, walked";
+  for (FakeStorage* c : {&e, &s, &u}) heuristic->on_destroy(*c);
+}
+
 // An eviction can also lower a score: where the walks stopped at their depth (the classes' a, which counts an
 // evicted reader of the chain the walks never see), a shorter way past the depth bound completes them, and the
 // walked a is lower. s reads a chain of 33 evicted storages (one past the depth) beside which w, dear, is
