@@ -51,6 +51,7 @@ void ForecastIndex::remove(StorageView& s, const IndexClocks& clocks) {
 void ForecastIndex::used(StorageView& s, const IndexClocks& clocks) {
   if (s.index_handle == StorageView::kNotIndexed) return;
   sync(clocks);
+  records_[s.index_handle].used = true;
   mark_pending(s.index_handle, /*cost_changed=*/false);
 }
 
@@ -207,6 +208,7 @@ ForecastKey ForecastIndex::key_of(Record& r) {
   r.pending = false;
   r.cost_changed = false;
   r.raised = false;
+  r.used = false;
   return k;
 }
 
@@ -264,17 +266,25 @@ void ForecastIndex::rekey(StorageView& s) {
 }
 
 // A changed candidate held at a lower bound of its a, on its current curve (no walk): its heap's key stays a
-// lower bound of its score (as after a raise) until a decision would choose it, and choose() keys it then.
+// lower bound of its score (as after a raise) until a decision would choose it, and choose() keys it then. A
+// candidate in a heap and not used since its curve was read keeps that curve (only a use, or its deadline
+// passing, which sync() handles, moves a curve): its a alone is lowered, without reading its forecast again.
 void ForecastIndex::hold_at_floor(std::uint32_t slot, double floor) {
   Record& r = records_[slot];
-  const ForecastKey k = heuristic_.forecast_key_after_use(*r.storage, floor);
   r.pending = false;
   r.cost_changed = false;
   if (r.group == Group::none) {
-    insert(slot, k);
-  } else {
-    apply(slot, k);
+    insert(slot, heuristic_.forecast_key_after_use(*r.storage, floor));
+  } else if (r.used) {
+    apply(slot, heuristic_.forecast_key_after_use(*r.storage, floor));
+  } else if (r.group == Group::stale) {
+    stale_.update(r.handle, floor, stale_.b(r.handle), static_cast<double>(clocks_.ops));
+    r.a = floor;
+  } else if (r.a != floor) {
+    deadline_heap(r.group).update(r.handle, floor, static_cast<double>(r.deadline), static_cast<double>(clocks_.program));
+    r.a = floor;
   }
+  r.used = false;
   r.raised = true;
 }
 

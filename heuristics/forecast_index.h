@@ -21,7 +21,8 @@
 // where a decision would choose it (then the choice is made again), so that of the candidates an eviction
 // reports, only those near the top are walked. Every other change (a new candidate, a rematerialization beside
 // it, which may lower its score) is held the same way at a lower bound read without walking
-// (Heuristic::forecast_a_floor), where the heuristic gives one.
+// (Heuristic::forecast_a_floor), where the heuristic gives one; on the curve its heap holds where no use came
+// since that curve was read (between deadlines only a use moves a curve), so that its forecast is not read again.
 //
 // Thread safety: none; an index belongs to one runtime's thread.
 #pragma once
@@ -82,6 +83,7 @@ class ForecastIndex final : public CandidateIndex {
     bool pending = false;       // its key may have changed since it was keyed (settle() keys it) ...
     bool cost_changed = false;  // ... and more than a use changed it: its a too (else its heap's a stands)
     bool raised = false;        // its a may have risen since it was keyed: the heap holds a lower bound
+    bool used = false;          // used since its curve was last read: its deadline or staleness moved
     bool floored = false;       // its last walked key was ForecastKey::floored
     bool reads_classes = true;  // ... and ForecastKey::reads_classes
     // The curve its heap holds: a as last given to it (a raise the heap only noted included), and a deadline

@@ -132,6 +132,11 @@ class KineticHeap {
     const Item& it = items_[h];
     return it.pending ? it.pending_a : heap_[it.position].a;
   }
+  // The item's b as last set (a noted change included).
+  double b(Handle h) const {
+    const Item& it = items_[h];
+    return it.pending ? it.pending_b : heap_[it.position].b;
+  }
   // The clock of the last call.
   double clock() const { return clock_; }
 

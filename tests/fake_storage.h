@@ -22,6 +22,7 @@ struct FakeStorage final : heuristics::StorageView {
   std::vector<FakeStorage*> inputs;
   std::vector<FakeStorage*> dependents;  // storages whose producer reads this one
   std::size_t visits = 0;                 // neighbours visited by walks from it (tests of a walk's cost)
+  std::size_t forecast_reads = 0;         // reads of its forecast (tests of what an index reads again)
   // Forecasts, for the forecast heuristic: the program ticks of its forecast uses, whether the program has
   // read it, the ops clock at its last use, and the clocks they are read against (set both or neither).
   std::vector<std::uint64_t> forecast_uses;
@@ -38,6 +39,7 @@ struct FakeStorage final : heuristics::StorageView {
   bool constant() const override { return is_constant; }
   bool released() const override { return is_released; }
   std::optional<std::uint64_t> forecast_deadline() override {
+    forecast_reads += 1;
     if (program_clock == nullptr) return std::nullopt;
     for (const std::uint64_t use : forecast_uses) {
       if (use > *program_clock) return use;

@@ -377,6 +377,56 @@ TEST(ForecastIndex, HoldsAChangedCandidateAtItsFloorUntilADecisionWouldChooseIt)
   for (FakeStorage* c : {&e, &s, &u}) heuristic->on_destroy(*c);
 }
 
+// A candidate reported changed and not used since its curve was read keeps that curve: its a alone is lowered to
+// its floor, without reading its forecast again (in the runtime, a storage's forecast is a memory miss of its
+// own). A use moves the curve, and can move the tier: u, made and not read yet with a use forecast ahead, is a
+// last resort; read, then reported changed by a rematerialization beside it, it is chosen before t, dearer.
+TEST(ForecastIndex, ReadsACandidatesCurveAgainOnlyAfterAUse) {
+  auto heuristic = heuristics::make_heuristic("forecast");
+  heuristics::ForecastIndex index(*heuristic);
+  const IndexClocks clocks{1, 1, 1};
+  const std::uint64_t tick = 1;
+  FakeStorage p;  // p -> t, p -> u -> e, u -> f
+  FakeStorage t;
+  FakeStorage u;
+  FakeStorage e;
+  FakeStorage f;
+  for (FakeStorage* c : {&t, &u, &e, &f}) {
+    c->program_clock = &tick;
+    c->ops_clock = &tick;
+  }
+  link(p, t);
+  link(p, u);
+  link(u, e);
+  link(u, f);
+  t.c0 = 100;
+  t.forecast_uses = {5};
+  t.read = true;
+  u.forecast_uses = {5};  // not read yet: a last resort
+  for (FakeStorage* c : {&e, &f}) {
+    c->c0 = 1000;
+    c->is_evicted = true;
+    heuristic->on_evict(*c);
+  }
+  index.add(t, clocks);
+  index.add(u, clocks);
+  EXPECT_EQ(index.choose(clocks), &t) << "u, a last resort, goes last";
+  const std::size_t reads = u.forecast_reads;
+  e.is_evicted = false;  // remade: u's a falls
+  heuristic->on_rematerialize(e);
+  index.add(e, clocks);
+  EXPECT_EQ(index.choose(clocks), &t);
+  EXPECT_EQ(u.forecast_reads, reads) << "reported changed, not used: its curve kept, its forecast not read";
+  u.read = true;  // no longer a last resort
+  index.used(u, clocks);
+  f.is_evicted = false;
+  heuristic->on_rematerialize(f);
+  index.add(f, clocks);
+  EXPECT_EQ(index.choose(clocks), &u) << "used, then reported changed: its tier read again";
+  EXPECT_EQ(index.score(u, clocks), heuristic->score(u, 1));
+  for (FakeStorage* c : {&e, &f, &t, &u}) heuristic->on_destroy(*c);
+}
+
 // An eviction can also lower a score: where the walks stopped at their depth (the classes' a, which counts an
 // evicted reader of the chain the walks never see), a shorter way past the depth bound completes them, and the
 // walked a is lower. s reads a chain of 33 evicted storages (one past the depth) beside which w, dear, is

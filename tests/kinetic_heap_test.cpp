@@ -3,6 +3,7 @@
 
 #include <map>
 #include <set>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -75,6 +76,8 @@ void run_random(bool timeless, std::uint64_t seed, double start = 1000) {
     ASSERT_EQ(heap.score(top, now), model.min_score(now)) << "step " << step;
     for (const auto& [h, e] : model.items) {
       ASSERT_EQ(heap.current_score(h, now), model.score(e, now)) << "step " << step;
+      ASSERT_EQ(heap.a(h), e.a) << "the a last set, a noted change included, step " << step;
+      ASSERT_EQ(heap.b(h), e.b) << "the b last set, a noted change included, step " << step;
       ASSERT_LE(heap.score(h, now), model.score(e, now)) << "a lower bound, step " << step;
     }
     ASSERT_TRUE(heap.valid(now)) << "step " << step;
@@ -177,39 +180,48 @@ TEST(KineticHeap, OrderChangesWithTimeOnly) {
 TEST(TickQueue, PopsEveryDueEntryInTickOrderAndNothingEarly) {
   std::mt19937_64 rng(3);
   heuristics::TickQueue queue;
-  std::multiset<std::uint64_t> model;
+  std::multiset<std::pair<std::uint64_t, std::uint32_t>> model;  // (tick, handle)
   std::uint64_t now = 0;
-  for (int step = 0; step < 20000; ++step) {
-    if (rng() % 3 != 0) {
-      // Events at the current tick or later, near or far.
-      const std::uint64_t tick = now + (rng() % 4 == 0 ? rng() % 100000 : rng() % 8);
+  for (int step = 0; step < 40000; ++step) {
+    const unsigned action = static_cast<unsigned>(rng() % 60);
+    if (action < 38) {
+      // Events at the current tick or later: near, far, or as far as the clock goes (every digit's buckets).
+      const std::uint64_t far = rng() % 8 == 0 ? (std::uint64_t{1} << 62) : 100000;
+      const std::uint64_t tick = now + (rng() % 4 == 0 ? rng() % far : rng() % 8);
       queue.push(tick, static_cast<std::uint32_t>(step), 0);
-      model.insert(tick);
-    } else {
-      now += rng() % 16;
+      model.emplace(tick, static_cast<std::uint32_t>(step));
+    } else if (action < 59) {
+      now += rng() % 50 == 0 ? rng() % (std::uint64_t{1} << 40) : rng() % 16;  // now and then a long jump
       heuristics::TickQueue::Entry e{};
       std::uint64_t previous = 0;
       while (queue.pop_due(now, e)) {
         ASSERT_FALSE(model.empty());
-        ASSERT_EQ(e.tick, *model.begin()) << "step " << step;  // the smallest, never a later one
+        ASSERT_EQ(e.tick, model.begin()->first) << "step " << step;  // the smallest, never a later one
         ASSERT_GE(e.tick, previous);
         previous = e.tick;
-        model.erase(model.begin());
+        const auto it = model.find({e.tick, e.handle});
+        ASSERT_NE(it, model.end()) << "an entry popped twice, or never pushed, step " << step;
+        model.erase(it);
       }
-      ASSERT_TRUE(model.empty() || *model.begin() > now) << "an entry due by " << now << " was left";
+      ASSERT_TRUE(model.empty() || model.begin()->first > now) << "an entry due by " << now << " was left";
+    } else {
+      // Compaction drops what the owner no longer wants (here: handles divisible by 3) and keeps the rest.
+      queue.compact([](const heuristics::TickQueue::Entry& e) { return e.handle % 3 != 0; });
+      std::erase_if(model, [](const auto& entry) { return entry.second % 3 == 0; });
     }
     ASSERT_EQ(queue.size(), model.size());
   }
-  // Compaction drops what the owner no longer wants (here: odd handles) and keeps the rest in order.
-  queue.compact([](const heuristics::TickQueue::Entry& e) { return e.handle % 2 == 0; });
   heuristics::TickQueue::Entry e{};
   std::size_t left = 0;
   while (queue.pop_due(heuristics::TickQueue::kNone - 1, e)) {
-    EXPECT_EQ(e.handle % 2, 0u);
+    ASSERT_FALSE(model.empty());
+    EXPECT_EQ(e.tick, model.begin()->first);
+    model.erase(model.find({e.tick, e.handle}));
     ++left;
   }
+  EXPECT_GT(left, 0u);
+  EXPECT_TRUE(model.empty());
   EXPECT_EQ(queue.size(), 0u);
-  EXPECT_LE(left, model.size());
   EXPECT_THROW(queue.push(0, 1, 0), InvalidArgument);  // before the last tick popped
 }
 
