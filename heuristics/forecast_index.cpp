@@ -275,17 +275,17 @@ void ForecastIndex::hold_at_floor(std::uint32_t slot, double floor) {
   r.cost_changed = false;
   if (r.group == Group::none) {
     insert(slot, heuristic_.forecast_key_after_use(*r.storage, floor));
-  } else if (r.used) {
-    apply(slot, heuristic_.forecast_key_after_use(*r.storage, floor));
-  } else if (r.group == Group::stale) {
-    stale_.update(r.handle, floor, stale_.b(r.handle), static_cast<double>(clocks_.ops));
-    r.a = floor;
-  } else if (r.a != floor) {
-    deadline_heap(r.group).update(r.handle, floor, static_cast<double>(r.deadline), static_cast<double>(clocks_.program));
-    r.a = floor;
+  } else {
+    apply(slot, r.used ? heuristic_.forecast_key_after_use(*r.storage, floor) : held_curve(r, floor));
   }
   r.used = false;
   r.raised = true;
+}
+
+// The curve the record's heap holds, with `a` for its a: its key while no use has moved it (a record in a heap).
+ForecastKey ForecastIndex::held_curve(const Record& r, double a) const {
+  if (r.group == Group::stale) return ForecastKey{a, std::nullopt, stale_.b(r.handle), false};
+  return ForecastKey{a, r.deadline, 0, r.group == Group::unread};
 }
 
 // Moves the record to the key `k`: within its heap where it stays in the same one, else taken out and placed

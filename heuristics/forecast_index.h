@@ -103,6 +103,7 @@ class ForecastIndex final : public CandidateIndex {
   void rekey(StorageView& s);
   void apply(std::uint32_t slot, const ForecastKey& k);
   void hold_at_floor(std::uint32_t slot, double floor);
+  ForecastKey held_curve(const Record& r, double a) const;
   void mark_pending(std::uint32_t slot, bool cost_changed);
   void settle();
   void settle_raised();  // keys every raised record (the accessors that read a key; a scan of the records)

@@ -44,32 +44,8 @@ class TickQueue {
   }
 
   // Takes out the next entry due by `limit` (stale ones too: the owner checks stamps); false when none is.
-  // Inline where it answers no, as it does for most calls (every kinetic heap operation asks first).
   bool pop_due(std::uint64_t limit, Entry& out) {
     if (next_due_ > limit) return false;  // a lower bound on every tick in the queue
-    return pop_next(limit, out);
-  }
-
-  // Drops the entries `keep` rejects (stale ones).
-  template <typename Keep>
-  void compact(Keep&& keep) {
-    size_ = 0;
-    for (std::size_t i = 0; i < kBuckets; ++i) {
-      std::erase_if(buckets_[i], [&](const Entry& e) { return !keep(e); });
-      size_ += buckets_[i].size();
-      if (buckets_[i].empty()) nonempty_[i / 64] &= ~(std::uint64_t{1} << (i % 64));
-    }
-  }
-
- private:
-  static constexpr int kDigitBits = 4;
-  static constexpr std::size_t kDigits = (64 + kDigitBits - 1) / kDigitBits;
-  static constexpr std::size_t kRadix = std::size_t{1} << kDigitBits;
-  // Bucket 0: ticks equal to last_; then kRadix buckets a digit, lowest digit first, by the digit's value.
-  static constexpr std::size_t kBuckets = 1 + kDigits * kRadix;
-
-  // pop_due() where an entry may be due by `limit`.
-  bool pop_next(std::uint64_t limit, Entry& out) {
     if (buckets_[0].empty()) {
       const std::size_t i = first_nonempty();
       if (i == kBuckets) {
@@ -86,7 +62,7 @@ class TickQueue {
       // Every entry of bucket i shares last_'s digits from i's up: each goes to a lower digit's bucket.
       std::vector<Entry> moving;
       moving.swap(buckets_[i]);
-      nonempty_[i / 64] &= ~(std::uint64_t{1} << (i % 64));
+      mark_empty(i);
       for (const Entry& e : moving) put(e);
       moving.clear();
       buckets_[i].swap(moving);  // keep the bucket's capacity
@@ -96,11 +72,29 @@ class TickQueue {
     --size_;
     // Bucket 0 held every entry of tick last_ (pushes of last_ go there too): the rest come later.
     if (buckets_[0].empty()) {
-      nonempty_[0] &= ~std::uint64_t{1};
+      mark_empty(0);
       next_due_ = last_ + 1;
     }
     return true;
   }
+
+  // Drops the entries `keep` rejects (stale ones).
+  template <typename Keep>
+  void compact(Keep&& keep) {
+    size_ = 0;
+    for (std::size_t i = 0; i < kBuckets; ++i) {
+      std::erase_if(buckets_[i], [&](const Entry& e) { return !keep(e); });
+      size_ += buckets_[i].size();
+      if (buckets_[i].empty()) mark_empty(i);
+    }
+  }
+
+ private:
+  static constexpr int kDigitBits = 4;
+  static constexpr std::size_t kDigits = (64 + kDigitBits - 1) / kDigitBits;
+  static constexpr std::size_t kRadix = std::size_t{1} << kDigitBits;
+  // Bucket 0: ticks equal to last_; then kRadix buckets a digit, lowest digit first, by the digit's value.
+  static constexpr std::size_t kBuckets = 1 + kDigits * kRadix;
 
   std::size_t bucket(std::uint64_t tick) const {
     if (tick == last_) return 0;
@@ -114,6 +108,8 @@ class TickQueue {
     buckets_[i].push_back(e);
     nonempty_[i / 64] |= std::uint64_t{1} << (i % 64);
   }
+
+  void mark_empty(std::size_t i) { nonempty_[i / 64] &= ~(std::uint64_t{1} << (i % 64)); }
 
   // The first nonempty bucket after bucket 0, or kBuckets.
   std::size_t first_nonempty() const {
