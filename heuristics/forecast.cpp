@@ -48,7 +48,9 @@ constexpr std::size_t kRegionLimit = 1024;
 // docs/results/heuristics.md: the authors' logs, the random DAGs and a generated RNN fitted 0.01-0.26 of
 // their peak lower; the zoo's first steps much as before. Without the dependents' half, a stacked LSTM's first
 // step cascaded: each cheap cell state went as if nothing evicted were made from it, and the chain of them was
-// remade again and again (0.43 of its peak where dtr-eq fits 0.20).
+// remade again and again (0.43 of its peak where dtr-eq fits 0.20). With the half, a chain's first reversal
+// cascades instead (its runs want to grow from their left end): once a run's recomputation passes its base
+// compute, the half is dropped for the rest of the run (change_rule).
 //
 // forecast+reversal (`reversal` true): where the program made the storage before and a use is forecast, and the
 // evicted region evicting it would join (heuristics/reversal.h) fits, with room for the op that reads it, in
@@ -115,6 +117,14 @@ class ForecastHeuristic final : public Heuristic {
   }
   void on_release(StorageView& s) override { walks_->report_neighbours(s); }
   std::size_t live_slots() const override { return classes_->live_slots() + walks_->live_slots(); }
+  // The first step's rule without the dependents' half, once recomputation has passed the base compute: each
+  // rule cascades where the other does not (a chain's reversal with the half, a stacked LSTM without it), and
+  // a cascade is what reaches that point.
+  bool change_rule() override {
+    if (!charge_dependents_) return false;
+    charge_dependents_ = false;
+    return true;
+  }
   // Both bases report to the listener, many of the same storages: the forecast index marks a reported
   // candidate pending and keys it once at the next decision, so a repeat costs a flag test (gathering and
   // sorting the reports to drop repeats cost more than that).
@@ -143,7 +153,8 @@ class ForecastHeuristic final : public Heuristic {
     const EvictedReach reach = walks_->reach(s, /*dependents=*/true);
     if (s.released() && reach.complete && !reach.holds_dependent && !feeds_larger_held(s)) return 0.0;
     if (!s.made_before()) {  // nothing forecast: its ancestors, half a held dependents' side; never floored
-      const double dependents = reach.holds_dependent ? (reach.cost - reach.inputs_cost) / 2.0 : 0.0;
+      const double dependents =
+          charge_dependents_ && reach.holds_dependent ? (reach.cost - reach.inputs_cost) / 2.0 : 0.0;
       return (s.cost() + reach.inputs_cost + dependents) / bytes_of(s);
     }
     if (walked != nullptr) *walked = reach.complete && !s.released();
@@ -218,6 +229,7 @@ class ForecastHeuristic final : public Heuristic {
   std::unique_ptr<EvictedClasses> classes_;
   std::unique_ptr<EvictedNeighbourhood> walks_;
   const bool reversal_;
+  bool charge_dependents_ = true;  // the first step's half of a held dependents' side (change_rule drops it)
   MemoryAtDeadline memory_;
   EvictedRegionSearch region_{kRegionLimit};
   Relay relay_;

@@ -137,6 +137,10 @@ class Heuristic {
   // Bookkeeping objects the heuristic holds (dtr-eq's union-find nodes, dtr's lists of evicted readers): those
   // of live storages (and, for dtr-eq, the ancestors they still need); zero once every storage is destroyed.
   virtual std::size_t live_slots() const { return 0; }
+  // Called once a run, when its recomputation first passes its base compute (where the default thrash limit
+  // stops a run): a heuristic that has a second rule for a guess its first one made may switch to it for the
+  // rest of the run. True if it did: every score may have moved (the runtime keys every candidate anew).
+  virtual bool change_rule() { return false; }
 
   // Who to tell when scores change by lineage events (nullptr: nobody, and no work is done to find them).
   virtual void set_listener(ScoreListener* listener) { listener_ = listener; }

@@ -77,6 +77,7 @@ class DelegatingHeuristic : public Heuristic {
   void on_cut(StorageView& s) override { base_->on_cut(s); }
   void on_release(StorageView& s) override { base_->on_release(s); }
   std::size_t live_slots() const override { return base_->live_slots(); }
+  bool change_rule() override { return base_->change_rule(); }
   void set_listener(ScoreListener* listener) override { base_->set_listener(listener); }
 
  protected:

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "dtr/check.h"
 #include "runtime/runtime_impl.h"
 
@@ -98,10 +99,27 @@ std::vector<OpRecomputations> Runtime::Impl::recomputations_by_op() const {
 void Runtime::Impl::check_thrashing(std::string_view recomputing) {
   // Without a budget nothing evicts during a recomputation: recomputations come from the program's own
   // Runtime::evict calls, and cannot cascade.
-  if (!config.thrash_limit || !config.memory_budget) return;
+  if (!config.memory_budget) return;
   const double base = std::max(stats.base_compute, config.thrash_base_compute.value_or(0.0));
   const double spent = stats.remat_compute - forgiven_remat;
-  if (spent <= (*config.thrash_limit - 1.0) * base) return;
+  if (!rule_change_offered && spent > base) {
+    // A cascade, most likely: a heuristic whose rule was a guess may take its other one. Every candidate is
+    // keyed anew, and the thrash limit counts from here, so that the new rule is judged on its own.
+    rule_change_offered = true;
+    if (heuristic->change_rule()) {
+      forgiven_remat = stats.remat_compute;
+      detail::logger().info("dtr: recomputation passed the base compute running op '{}'; the heuristic {} "
+                            "changed its rule for the rest of the run",
+                            current_op.empty() ? std::string_view("?") : current_op, config.heuristic);
+      if (index) {
+        for (Storage* s : recomputable) {
+          if (candidate(*s)) index->score_changed(*s);
+        }
+      }
+      return;
+    }
+  }
+  if (!config.thrash_limit || spent <= (*config.thrash_limit - 1.0) * base) return;
   forgiven_remat = stats.remat_compute;
   DTR_THROW(Thrashing, "dtr: thrashing running op '", current_op.empty() ? std::string_view("?") : current_op,
             "' (recomputing '", recomputing, "'): recomputation has cost ", base > 0 ? spent / base : spent,

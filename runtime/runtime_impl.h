@@ -101,6 +101,7 @@ struct Runtime::Impl final : Reclaimer {
   std::int64_t live_storages = 0;
   RuntimeStats stats;
   double forgiven_remat = 0;  // recomputation before the last Thrashing, which the thrash limit no longer counts
+  bool rule_change_offered = false;  // Heuristic::change_rule was called (once a run)
   // Runtime::recomputations_by_op: per op name (bounded by Runtime::kMaxProfiledOps, then "(other ops)").
   struct RecomputedOp {
     std::uint64_t runs = 0;
@@ -312,8 +313,10 @@ struct Runtime::Impl final : Reclaimer {
     return s.in_memory && (view == 0 || s.views[view - 1].made_in == s.residency);
   }
   void make_view(Storage& s, std::uint32_t view);
-  // After each recomputation (of `recomputing`): throws dtr::Thrashing once the recomputation since the run
-  // began (or the last Thrashing) passes Config::thrash_limit.
+  // After each recomputation (of `recomputing`): once the recomputation since the run began first passes the
+  // base compute, lets the heuristic change its rule (Heuristic::change_rule; the thrash limit then counts from
+  // there); throws dtr::Thrashing once the recomputation since the run began (or the last Thrashing, or the
+  // rule's change) passes Config::thrash_limit.
   void check_thrashing(std::string_view recomputing);
 
   // ---- in-place updates (inplace.cpp) ----

@@ -60,7 +60,7 @@ constexpr std::size_t kCapacity = std::size_t{1} << 45;
 class Replayer {
  public:
   Replayer(const Trace& trace, const ReplayOptions& options, const TraceSummary& summary)
-      : trace_(trace), options_(options),
+      : trace_(trace), options_(options), base_compute_ns_(summary.base_compute_ns),
         runtime_(config_for(options, summary.base_compute_ns), make_simulated_resource(kCapacity)) {
     live_.resize(trace.names.size());
     group_.resize(trace.names.size());
@@ -109,6 +109,11 @@ class Replayer {
     result.peak_reserved_bytes = memory.reserved_bytes.peak;
     result.peak_fragmentation = memory.peak_fragmentation;
     result.budget_bytes = options_.budget_bytes.value_or(0);
+    // A heuristic that changed its rule (Heuristic::change_rule) restarts the runtime's count: the cell is
+    // still judged on the whole of its recomputation, as every other heuristic's.
+    if (options_.thrash_limit && result.remat_compute_ns > (*options_.thrash_limit - 1.0) * base_compute_ns_) {
+      result.thrashed = true;
+    }
     return result;
   }
 
@@ -227,6 +232,7 @@ class Replayer {
 
   const Trace& trace_;
   const ReplayOptions& options_;
+  double base_compute_ns_;  // the whole trace's, as the thrash limit counts it
   Runtime runtime_;
   std::vector<Tensor> live_;  // by name: the tensor the name holds now (undefined: none)
   std::vector<std::uint32_t> group_;        // by name: its handle group, while it holds a tensor

@@ -42,6 +42,15 @@ struct Line {
       heuristic->on_evict(*t);
     }
   }
+
+  // Makes `t` a resident storage made from s that the program made before and has read.
+  void add_made_before_dependent(FakeStorage& t) {
+    link(s, t);
+    t.program_clock = &program;
+    t.ops_clock = &ops;
+    t.last_op = 90;
+    t.read = true;
+  }
 };
 
 TEST(ForecastFirstStep, AStorageMadeBeforeIsChargedBothSidesOverItsStaleness) {
@@ -82,11 +91,7 @@ TEST(ForecastFirstStep, TheIndexKeepsTheScanScoreThroughAReadAndAnEvictionBeside
   Line l;
   l.s.seen_before = false;
   FakeStorage other;  // a storage made before, to compare against
-  link(l.s, other);
-  other.program_clock = &l.program;
-  other.ops_clock = &l.ops;
-  other.last_op = 90;
-  other.read = true;
+  l.add_made_before_dependent(other);
   heuristics::ForecastIndex index(*l.heuristic);
   const IndexClocks clocks{l.ops, l.ops, l.program};
   index.add(l.s, clocks);
@@ -104,6 +109,36 @@ TEST(ForecastFirstStep, TheIndexKeepsTheScanScoreThroughAReadAndAnEvictionBeside
   EXPECT_DOUBLE_EQ(index.score(l.s, clocks), (2.0 + 3.0 + 4.5) / (1.0 + 25.0));
   EXPECT_TRUE(index.valid(clocks));
   index.remove(l.s, clocks);
+}
+
+// Heuristic::change_rule (the runtime offers it once a run, when recomputation first passes the base compute):
+// `forecast` drops the dependents' half for good, and says so once; a storage made before keeps its score. The
+// index, told that every candidate changed (as the runtime tells it), holds the scan's score again.
+TEST(ForecastFirstStep, ChangingTheRuleDropsTheDependentsHalfOnce) {
+  Line l;
+  l.s.seen_before = false;
+  FakeStorage before;  // made before: both sides, whatever the rule
+  l.add_made_before_dependent(before);
+  heuristics::ForecastIndex index(*l.heuristic);
+  const IndexClocks clocks{l.ops, l.ops, l.program};
+  index.add(l.s, clocks);
+  index.add(before, clocks);
+  const double before_score = l.heuristic->score(before, l.ops);
+  EXPECT_DOUBLE_EQ(index.score(l.s, clocks), (2.0 + 3.0 + 5.0 / 2) / 41.0);
+  EXPECT_TRUE(l.heuristic->change_rule());
+  EXPECT_FALSE(l.heuristic->change_rule());
+  EXPECT_DOUBLE_EQ(l.heuristic->score(l.s, l.ops), (2.0 + 3.0) / 41.0);
+  EXPECT_DOUBLE_EQ(l.heuristic->score(before, l.ops), before_score);
+  for (FakeStorage* t : {&l.s, &before}) index.score_changed(*t);
+  EXPECT_DOUBLE_EQ(index.score(l.s, clocks), (2.0 + 3.0) / 41.0);
+  EXPECT_TRUE(index.valid(clocks));
+  index.remove(l.s, clocks);
+  index.remove(before, clocks);
+  // Heuristics with one rule keep it.
+  for (const char* name : {"dtr-eq", "dtr", "msps", "lru"}) {
+    EXPECT_FALSE(heuristics::make_heuristic(name)->change_rule()) << name;
+  }
+  EXPECT_TRUE(heuristics::make_heuristic("forecast+window")->change_rule());  // windows pass it to their base
 }
 
 }  // namespace

@@ -143,16 +143,22 @@ TEST(Replay, BudgetsBoundMemoryAndCostRecomputation) {
   EXPECT_GT(feasible_budgeted, 20);
 }
 
+// Replaying chain_trace(200, 4096) under a budget of `tensors` tensors, with no thrash limit.
+sim::ReplayOptions chain_options(std::uint64_t tensors, const char* heuristic) {
+  sim::ReplayOptions options;
+  options.budget_bytes = tensors * 4096;
+  options.heuristic = heuristic;
+  options.thrash_limit = std::nullopt;
+  return options;
+}
+
 // The runtime stops a thrashing cell at the recomputation that passes the limit (relative to the whole trace's
 // base compute, as the DTR authors' simulator), not at the end of the trace nor of the op.
 TEST(Replay, ThrashingStopsAtTheRecomputationThatPassesTheLimit) {
   const sim::Trace trace = parse(chain_trace(200, 4096));
   const double base = sim::summarize(trace).base_compute_ns;
   const double longest_op = 2000;  // the chain's backward ops
-  sim::ReplayOptions options;
-  options.budget_bytes = 6 * 4096;
-  options.heuristic = "lru";
-  options.thrash_limit = std::nullopt;
+  sim::ReplayOptions options = chain_options(6, "lru");
   const sim::ReplayResult whole = sim::replay(trace, options);
   ASSERT_TRUE(whole.feasible);
   EXPECT_FALSE(whole.thrashed);
@@ -169,6 +175,25 @@ TEST(Replay, ThrashingStopsAtTheRecomputationThatPassesTheLimit) {
   }
   options.thrash_limit = 0.5;
   EXPECT_THROW(sim::replay(trace, options), InvalidArgument);
+}
+
+// forecast changes its rule once its recomputation passes the base compute (Heuristic::change_rule), and the
+// runtime's limit then counts from the change: at 8 tensors the chain's replay runs on to its end, 2.39x the
+// base. The cell is still judged on all its recomputation, as every other heuristic's: past the limit, thrashed.
+TEST(Replay, ACellPastTheLimitThrashesEvenWhereItsHeuristicChangedItsRuleAndWentOn) {
+  const sim::Trace trace = parse(chain_trace(200, 4096));
+  sim::ReplayOptions options = chain_options(8, "forecast");
+  const sim::ReplayResult whole = sim::replay(trace, options);
+  ASSERT_TRUE(whole.feasible);
+  ASSERT_GT(whole.overhead(), 2.0) << "the test needs a cell past the limit";
+  options.thrash_limit = 2.0;
+  const sim::ReplayResult r = sim::replay(trace, options);
+  EXPECT_TRUE(r.feasible);
+  EXPECT_TRUE(r.thrashed);
+  EXPECT_EQ(r.base_compute_ns, whole.base_compute_ns);  // it ran to the end of the trace ...
+  EXPECT_EQ(r.remat_compute_ns, whole.remat_compute_ns);  // ... deciding as without a limit
+  options.thrash_limit = 3.0;
+  EXPECT_FALSE(sim::replay(trace, options).thrashed);
 }
 
 TEST(Replay, TheEndMaterializesWhatIsStillNamed) {

@@ -139,6 +139,46 @@ TEST(RuntimeThrash, AfterAThrashingTheCountStartsAgain) {
   EXPECT_GT(rt.stats().remat_compute - thrown_at, rt.stats().base_compute * 0.5);
 }
 
+// A heuristic with a second rule (Heuristic::change_rule: forecast drops its first step's dependents' half) is
+// offered it once, when recomputation first passes the base compute; the limit then counts from there, so the
+// new rule is judged on its own. The ladder cascades under both of forecast's rules: the first crossing of the
+// limit (2) changes the rule, the second throws, past twice the base compute. lru, with one rule, throws at the
+// first (TheLimitStopsTheCascadeWithinItsWorkAtTheRecomputationThatPassesIt).
+TEST(RuntimeThrash, AHeuristicThatChangesItsRuleIsJudgedFromTheChange) {
+  const auto forecast_config = [](std::int64_t widths, std::optional<double> limit) {
+    Config config = ladder_config(limit);
+    config.memory_budget = static_cast<std::uint64_t>(widths) * kWidth * sizeof(float);
+    config.heuristic = "forecast";
+    return config;
+  };
+  // 12 widths: 2.48x the base compute in all. The rule changes at 2x and the run goes on to an exact end, as
+  // without a limit, where lru stops at 2x.
+  double unlimited = 0;
+  {
+    Runtime rt(forecast_config(12, std::nullopt));
+    const Ladder l = climb(rt, kRungs);
+    Tensor g;
+    EXPECT_TRUE(bitwise_equal(descend(rt, l, g, kRungs), unbudgeted_result()));
+    unlimited = rt.stats().remat_compute;
+  }
+  {
+    Runtime rt(forecast_config(12, 2.0));
+    const Ladder l = climb(rt, kRungs);
+    Tensor g;
+    EXPECT_TRUE(bitwise_equal(descend(rt, l, g, kRungs), unbudgeted_result()));
+    EXPECT_GT(rt.stats().remat_compute, rt.stats().base_compute) << "the run must pass the first crossing";
+    EXPECT_EQ(rt.stats().remat_compute, unlimited);  // the limit decides nothing before it stops a run
+  }
+  // 10 widths: 3.85x without a limit. Under the limit it stops at the second crossing: its recomputation then
+  // is the base compute at the change plus the base compute now, well past the first crossing (where a
+  // heuristic with one rule stops, within one op's cost).
+  Runtime rt(forecast_config(10, 2.0));
+  const Ladder l = climb(rt, kRungs);
+  Tensor g;
+  EXPECT_THROW(descend(rt, l, g, kRungs), Thrashing);
+  EXPECT_GT(rt.stats().remat_compute, 1.5 * rt.stats().base_compute);
+}
+
 TEST(RuntimeThrash, WithoutABudgetThereIsNoLimit) {
   // Recomputations the program asks for itself (Runtime::evict) cannot cascade: no budget, no Thrashing.
   Config config = deterministic_config();

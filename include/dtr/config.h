@@ -61,7 +61,8 @@ struct Config {
   // DTR_THRASH_LIMIT: the compute overhead, (base + recomputation) / base, past which the runtime throws
   // dtr::Thrashing instead of recomputing on, checked at every recomputation under a budget; 2 (the DTR authors' limit) by
   // default, at least 1; nullopt ("off") never stops. After a Thrashing the recomputation counted starts again
-  // from zero, so that a program that raised its budget goes on.
+  // from zero, so that a program that raised its budget goes on; so it does after the heuristic changed its
+  // rule (Heuristic::change_rule, offered once a run when recomputation first passes the base compute).
   std::optional<double> thrash_limit = 2.0;
   // In code only: the base compute the limit multiplies when it is known ahead (a replay knows its trace's),
   // in the cost model's unit; nullopt: the base compute of the ops run so far.
