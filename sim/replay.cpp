@@ -60,7 +60,7 @@ constexpr std::size_t kCapacity = std::size_t{1} << 45;
 class Replayer {
  public:
   Replayer(const Trace& trace, const ReplayOptions& options, const TraceSummary& summary)
-      : trace_(trace), options_(options), base_compute_ns_(summary.base_compute_ns),
+      : trace_(trace), options_(options),
         runtime_(config_for(options, summary.base_compute_ns), make_simulated_resource(kCapacity)) {
     live_.resize(trace.names.size());
     group_.resize(trace.names.size());
@@ -111,7 +111,8 @@ class Replayer {
     result.budget_bytes = options_.budget_bytes.value_or(0);
     // A heuristic that changed its rule (Heuristic::change_rule) restarts the runtime's count: the cell is
     // still judged on the whole of its recomputation, as every other heuristic's.
-    if (options_.thrash_limit && result.remat_compute_ns > (*options_.thrash_limit - 1.0) * base_compute_ns_) {
+    const Config& config = runtime_.config();  // its thrash base is the whole trace's (config_for)
+    if (config.thrash_limit && result.remat_compute_ns > (*config.thrash_limit - 1.0) * *config.thrash_base_compute) {
       result.thrashed = true;
     }
     return result;
@@ -232,7 +233,6 @@ class Replayer {
 
   const Trace& trace_;
   const ReplayOptions& options_;
-  double base_compute_ns_;  // the whole trace's, as the thrash limit counts it
   Runtime runtime_;
   std::vector<Tensor> live_;  // by name: the tensor the name holds now (undefined: none)
   std::vector<std::uint32_t> group_;        // by name: its handle group, while it holds a tensor
